@@ -1,0 +1,1 @@
+"""State folded from the event log, and snapshots of it."""
