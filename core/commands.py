@@ -1,0 +1,195 @@
+"""Commands: what the deciders ask the outside world to do.
+
+A command states a desired result, not a procedure: "this claim's status should be X", "this binding should
+exclude these clusters". The executor that applies it (``adapters/kubernetes.py`` has one function per command,
+named ``apply_<CommandName in snake_case>``; ``adapters/iceberg_rest.py`` serves :class:`LookupDataLocation`,
+``adapters/timers.py`` serves :class:`StartTimer`) reads the current object, changes only what differs, and
+guards the write with the resourceVersion it read — so applying a command twice, or late, is harmless.
+
+Command ids are derived from the command's content (:func:`command_id`), never from a counter or a clock: a
+replay re-derives the same ids byte for byte, and re-emitting a command is recognisably the same request.
+Anything time-dependent inside a command (a condition's lastTransitionTime, ``rescheduleTriggeredAt``) comes
+from the time of the event that caused it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import msgspec
+
+from .identity import DataIdentity
+from .kube import Condition, ObjectKey, ObjectRef, object_key
+
+CLAIM_FINALIZER = "datadependency.volcano.sh/finalizer"
+DATASOURCE_FINALIZER = "datadependency.volcano.sh/datasource-finalizer"
+PLACEMENT_INJECTED_ANNOTATION = "datadependency.volcano.sh/placement-injected"
+EXCLUDED_CLUSTERS_ANNOTATION = "datadependency.volcano.sh/excluded-clusters"
+LOCATION_ANNOTATION = "tether.dev/data-location"
+
+DATA_GROUP_VERSION = "datadependency.volcano.sh/v1alpha1"
+
+
+class AddFinalizer(msgspec.Struct, tag=True, frozen=True, omit_defaults=True):
+    target: ObjectRef
+    finalizer: str
+
+
+class RemoveFinalizer(msgspec.Struct, tag=True, frozen=True, omit_defaults=True):
+    target: ObjectRef
+    finalizer: str
+
+
+class UpdateClaimStatus(msgspec.Struct, tag=True, frozen=True, omit_defaults=True):
+    """Write a DataSourceClaim's status (phase, boundDataSource, conditions) on the status subresource."""
+
+    claim: ObjectRef
+    phase: str
+    bound_data_source: str
+    conditions: tuple[Condition, ...]
+
+
+class UpdateDataSourceStatus(msgspec.Struct, tag=True, frozen=True, omit_defaults=True):
+    """Write a DataSource's status: the exact list of claims bound to it, their count, conditions."""
+
+    name: str
+    claim_refs: tuple[ObjectRef, ...]
+    bound_claims: int
+    conditions: tuple[Condition, ...] = ()
+
+
+class CreateDataSource(msgspec.Struct, tag=True, frozen=True, omit_defaults=True):
+    """Create the DataSource caching ``identity`` (with its finalizer) at ``cluster_names``."""
+
+    name: str
+    identity: DataIdentity
+    cluster_names: tuple[str, ...]
+    location: str
+    reclaim_policy: str = "Retain"
+
+
+class UpdateDataSourceLocality(msgspec.Struct, tag=True, frozen=True, omit_defaults=True):
+    """The data moved: set ``spec.locality.clusterNames`` (and the location annotation)."""
+
+    name: str
+    cluster_names: tuple[str, ...]
+    location: str
+
+
+class DeleteDataSource(msgspec.Struct, tag=True, frozen=True, omit_defaults=True):
+    """Delete a DataSource whose reclaimPolicy is Delete and that no claim uses (uid precondition)."""
+
+    name: str
+    uid: str
+
+
+class SetBindingPlacement(msgspec.Struct, tag=True, frozen=True, omit_defaults=True):
+    """Make tether's share of a ResourceBinding's placement equal to this.
+
+    ``excluded_clusters`` are the clusters tether wants excluded (the union over every bound claim of the
+    workload); the executor adds them to each cluster-affinity term next to the user's own exclusions, records
+    what it added in the ``excluded-clusters`` annotation and sets the ``placement-injected`` gate annotation.
+    ``injected=False`` strips what tether added and both annotations. A non-empty ``reschedule_at`` also sets
+    ``spec.rescheduleTriggeredAt`` so Karmada moves a workload already placed where its data no longer is.
+    """
+
+    binding: ObjectRef
+    excluded_clusters: tuple[str, ...]
+    injected: bool = True
+    reschedule_at: str = ""
+
+
+class LookupDataLocation(msgspec.Struct, tag=True, frozen=True, omit_defaults=True):
+    """Ask the catalog where ``identity``'s data lives. ``trigger``: miss | retry | refresh."""
+
+    identity: DataIdentity
+    trigger: str = "miss"
+    attempt: int = 1
+
+
+class StartTimer(msgspec.Struct, tag=True, frozen=True, omit_defaults=True):
+    """Append a :class:`~tether.core.events.TimerFired` once the wall clock reaches ``fire_at_ms``."""
+
+    timer_id: str
+    fire_at_ms: int
+    purpose: str
+    subject: str
+
+
+class EmitKubernetesEvent(msgspec.Struct, tag=True, frozen=True, omit_defaults=True):
+    """Record a Kubernetes Event on ``involved`` (what ``kubectl describe`` shows)."""
+
+    involved: ObjectRef
+    event_type: str
+    reason: str
+    message: str
+
+
+Command = (
+    AddFinalizer
+    | RemoveFinalizer
+    | UpdateClaimStatus
+    | UpdateDataSourceStatus
+    | CreateDataSource
+    | UpdateDataSourceLocality
+    | DeleteDataSource
+    | SetBindingPlacement
+    | LookupDataLocation
+    | StartTimer
+    | EmitKubernetesEvent
+)
+
+COMMAND_TYPES: tuple[type[Command], ...] = (
+    AddFinalizer,
+    RemoveFinalizer,
+    UpdateClaimStatus,
+    UpdateDataSourceStatus,
+    CreateDataSource,
+    UpdateDataSourceLocality,
+    DeleteDataSource,
+    SetBindingPlacement,
+    LookupDataLocation,
+    StartTimer,
+    EmitKubernetesEvent,
+)
+
+_encoder = msgspec.json.Encoder()
+
+
+def command_id(command: Command) -> str:
+    """A content-derived id: the same request always gets the same id (24 hex characters)."""
+    return hashlib.blake2b(_encoder.encode(command), digest_size=12).hexdigest()
+
+
+def command_target(command: Command) -> ObjectKey:
+    """The key of the object a command acts on — its log key, so one object's commands stay ordered."""
+    match command:
+        case AddFinalizer(target=ref) | RemoveFinalizer(target=ref):
+            return ref.key
+        case UpdateClaimStatus(claim=ref):
+            return ref.key
+        case (
+            UpdateDataSourceStatus(name=name)
+            | CreateDataSource(name=name)
+            | UpdateDataSourceLocality(name=name)
+            | DeleteDataSource(name=name)
+        ):
+            return object_key("DataSource", "", name)
+        case SetBindingPlacement(binding=ref):
+            return ref.key
+        case LookupDataLocation(identity=identity):
+            return ObjectKey(f"Data/{identity.key}")
+        case StartTimer(subject=subject):
+            return ObjectKey(subject)
+        case EmitKubernetesEvent(involved=ref):
+            return ref.key
+
+
+_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def command_name(command: Command | type[Command]) -> str:
+    """``SetBindingPlacement`` → ``set_binding_placement``: the executor of a command is ``apply_<that>``."""
+    cls = command if isinstance(command, type) else type(command)
+    return _CAMEL.sub("_", cls.__name__).lower()

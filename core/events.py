@@ -1,0 +1,147 @@
+"""Events: everything tether learns about the world, as it is appended to the log.
+
+An event is a fact that already happened — an object was observed, a lookup answered, a command applied,
+a timer fired. Each is a msgspec struct in one tagged union (:data:`Event`), so a record decodes straight into
+the right class, and outside consumers see a ``"type"`` field naming it (the JSON Schema in ``ops/schema`` is
+generated from these classes).
+
+Three families:
+
+* **Observations** of Kubernetes objects (:class:`ObjectObserved`, :class:`ObjectDeleted`,
+  :class:`ObjectsListed`) recorded by the watch adapters as trimmed snapshots — nothing else is needed to replay.
+* **Catalog answers** (:class:`DataLocationResolved`, :class:`DataSourceNotInCatalog`,
+  :class:`DataLocationLookupFailed`): the outcome of a lookup, a periodic re-resolution or a pushed
+  "table moved" notification. The mapping from location to clusters is *not* done here but by the decider,
+  so that ``tether replay --what-if`` can re-decide history under another mapping.
+* **Outcomes** of tether's own commands (:class:`CommandSucceeded`, :class:`CommandFailed`) and timers
+  (:class:`TimerFired`). A successful write carries the object the API server returned, so the projections
+  learn the new resourceVersion without waiting for the watch.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from .identity import DataIdentity
+from .kube import KubeObject
+
+#: Version of the event schema written by this code; older records are upcast on read (core.envelope).
+EVENT_SCHEMA_VERSION = 1
+
+
+class ObjectObserved(msgspec.Struct, tag=True, omit_defaults=True):
+    """An object was added or modified (or listed again on a relist)."""
+
+    obj: KubeObject
+
+
+class ObjectDeleted(msgspec.Struct, tag=True, omit_defaults=True):
+    """An object is gone from the API server (its last state)."""
+
+    obj: KubeObject
+
+
+class ObjectsListed(msgspec.Struct, tag=True, omit_defaults=True):
+    """A (re)list of ``kind`` completed: objects of that kind whose key is not in ``keys`` no longer exist.
+
+    A relist follows a 410 Gone or a restart; the objects themselves were appended just before as
+    :class:`ObjectObserved`. Only keys are carried, so this stays small even for many objects.
+    """
+
+    kind: str
+    keys: tuple[str, ...]
+    namespace: str = ""  # set when the list was namespace-scoped
+
+
+class DataLocationResolved(msgspec.Struct, tag=True, omit_defaults=True):
+    """The catalog says where ``identity``'s data lives. ``trigger``: lookup | refresh | push."""
+
+    identity: DataIdentity
+    location: str
+    trigger: str = "lookup"
+
+
+class DataSourceNotInCatalog(msgspec.Struct, tag=True, omit_defaults=True):
+    """The catalog answered that ``identity`` does not exist (404, or not an Iceberg table)."""
+
+    identity: DataIdentity
+    message: str
+
+
+class DataLocationLookupFailed(msgspec.Struct, tag=True, omit_defaults=True):
+    """A lookup gave no answer after the adapter's own retries (timeouts, 5xx, circuit open, bad reply)."""
+
+    identity: DataIdentity
+    message: str
+    retryable: bool = True
+
+
+class CommandSucceeded(msgspec.Struct, tag=True, omit_defaults=True):
+    """A command was applied (or found already satisfied: ``noop``); ``result`` is the object written."""
+
+    command_id: str
+    command: str
+    target: str
+    result: KubeObject | None = None
+    noop: bool = False
+
+
+class CommandFailed(msgspec.Struct, tag=True, omit_defaults=True):
+    """A command could not be applied. ``reason`` is the API's (Conflict, Invalid, NotFound…) or the adapter's."""
+
+    command_id: str
+    command: str
+    target: str
+    reason: str
+    message: str
+    retryable: bool = True
+
+
+class TimerFired(msgspec.Struct, tag=True, omit_defaults=True):
+    """A timer started by a :class:`~tether.core.commands.StartTimer` command is due."""
+
+    timer_id: str
+    purpose: str
+    subject: str
+
+
+Event = (
+    ObjectObserved
+    | ObjectDeleted
+    | ObjectsListed
+    | DataLocationResolved
+    | DataSourceNotInCatalog
+    | DataLocationLookupFailed
+    | CommandSucceeded
+    | CommandFailed
+    | TimerFired
+)
+
+EVENT_TYPES: tuple[type[Event], ...] = (
+    ObjectObserved,
+    ObjectDeleted,
+    ObjectsListed,
+    DataLocationResolved,
+    DataSourceNotInCatalog,
+    DataLocationLookupFailed,
+    CommandSucceeded,
+    CommandFailed,
+    TimerFired,
+)
+
+
+def event_key(event: Event) -> str:
+    """The log key of an event: everything about one object (or one data identity) shares a key."""
+    match event:
+        case ObjectObserved(obj=obj) | ObjectDeleted(obj=obj):
+            return obj.key
+        case ObjectsListed(kind=kind, namespace=ns):
+            return f"{kind}/{ns}/*"
+        case DataLocationResolved(identity=i) | DataSourceNotInCatalog(identity=i) | DataLocationLookupFailed(
+            identity=i
+        ):
+            return f"Data/{i.key}"
+        case CommandSucceeded(target=t) | CommandFailed(target=t):
+            return t
+        case TimerFired(subject=s):
+            return s

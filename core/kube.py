@@ -1,0 +1,167 @@
+"""Kubernetes objects as tether records them: trimmed snapshots, references, conditions.
+
+Every observation of a Kubernetes object is appended to the log as a :class:`KubeObject`, so that a replay
+needs nothing but the log. The snapshot keeps the whole object except what only costs space and never
+informs a decision: ``metadata.managedFields`` and the ``kubectl.kubernetes.io/last-applied-configuration``
+annotation (which repeats the spec). ``spec`` and ``status`` stay untyped dictionaries on purpose: a log written
+today must still be useful to a decider written next year that looks at a field nobody reads yet. Typed views
+of the parts tether reads are built by the projections, once per observation.
+
+Keys: every object has a :data:`ObjectKey` ``Kind/namespace/name`` (``Kind//name`` when cluster-scoped). That
+string is the partitioning key of the log, the key of the projections and the argument of
+``tether replay --explain``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NewType
+
+import msgspec
+
+ObjectKey = NewType("ObjectKey", str)
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+class ObjectMeta(msgspec.Struct, omit_defaults=True, rename="camel"):
+    """The metadata tether keeps of an object (everything else in ``metadata`` is dropped)."""
+
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+    generation: int = 0
+    creation_timestamp: str = ""
+    deletion_timestamp: str | None = None
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    finalizers: list[str] = []
+    owner_references: list[dict[str, Any]] = []
+    generate_name: str = ""
+
+
+class KubeObject(msgspec.Struct, omit_defaults=True, rename="camel"):
+    """A trimmed snapshot of one Kubernetes object, as observed (or as returned by a write)."""
+
+    api_version: str
+    kind: str
+    metadata: ObjectMeta
+    spec: dict[str, Any] = {}
+    status: dict[str, Any] = {}
+    data: dict[str, str] = {}
+
+    @property
+    def key(self) -> ObjectKey:
+        return object_key(self.kind, self.metadata.namespace, self.metadata.name)
+
+    @property
+    def deleting(self) -> bool:
+        return self.metadata.deletion_timestamp is not None
+
+
+class ObjectRef(msgspec.Struct, frozen=True, omit_defaults=True, rename="camel"):
+    """A reference to an object; serialised like Kubernetes' ObjectReference."""
+
+    api_version: str
+    kind: str
+    name: str
+    namespace: str = ""
+    uid: str = ""
+
+    @property
+    def key(self) -> ObjectKey:
+        return object_key(self.kind, self.namespace, self.name)
+
+
+class Condition(msgspec.Struct, frozen=True, omit_defaults=True, rename="camel"):
+    """A ``metav1.Condition``."""
+
+    type: str
+    status: str
+    reason: str
+    message: str = ""
+    last_transition_time: str = ""
+    observed_generation: int = 0
+
+
+def object_key(kind: str, namespace: str, name: str) -> ObjectKey:
+    return ObjectKey(f"{kind}/{namespace}/{name}")
+
+
+def split_key(key: str) -> tuple[str, str, str]:
+    """``Kind/namespace/name`` → its three parts; raises ValueError for anything else."""
+    kind, namespace, name = key.split("/", 2)
+    if not kind or not name:
+        raise ValueError(f"not an object key (Kind/namespace/name): {key!r}")
+    return kind, namespace, name
+
+
+def ref_of(obj: KubeObject) -> ObjectRef:
+    return ObjectRef(
+        api_version=obj.api_version,
+        kind=obj.kind,
+        name=obj.metadata.name,
+        namespace=obj.metadata.namespace,
+        uid=obj.metadata.uid,
+    )
+
+
+_meta_decoder = msgspec.json.Decoder(ObjectMeta)
+
+
+def trim(raw: dict[str, Any]) -> KubeObject:
+    """Turn a raw object (as the API returns it) into a :class:`KubeObject`; drops managedFields & co.
+
+    Raises ``msgspec.ValidationError`` when the object is not shaped like a Kubernetes object; callers
+    turn that into a dead-letter record rather than crashing.
+    """
+    meta = raw.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    if LAST_APPLIED in annotations:
+        annotations = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
+    trimmed = {
+        "apiVersion": raw.get("apiVersion", ""),
+        "kind": raw.get("kind", ""),
+        "metadata": {
+            k: v
+            for k, v in meta.items()
+            if k != "managedFields" and k != "annotations" and v is not None
+        }
+        | ({"annotations": annotations} if annotations else {}),
+        "spec": raw.get("spec") or {},
+        "status": raw.get("status") or {},
+        "data": raw.get("data") or {},
+    }
+    return msgspec.convert(trimmed, KubeObject, strict=False)
+
+
+def set_condition(
+    conditions: list[Condition] | tuple[Condition, ...], new: Condition
+) -> tuple[Condition, ...]:
+    """Insert or replace the condition of ``new.type``, keeping lastTransitionTime if the status is unchanged."""
+    out: list[Condition] = []
+    replaced = False
+    for c in conditions:
+        if c.type != new.type:
+            out.append(c)
+            continue
+        replaced = True
+        if c.status == new.status:
+            new = msgspec.structs.replace(new, last_transition_time=c.last_transition_time)
+        out.append(new)
+    if not replaced:
+        out.append(new)
+    return tuple(out)
+
+
+def parse_conditions(raw: object) -> tuple[Condition, ...]:
+    """Conditions from a status dict; malformed entries are skipped (they are someone else's bug)."""
+    if not isinstance(raw, list):
+        return ()
+    out = []
+    for item in raw:
+        try:
+            out.append(msgspec.convert(item, Condition, strict=False))
+        except msgspec.ValidationError:
+            continue
+    return tuple(out)
