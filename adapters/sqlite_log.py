@@ -1,0 +1,442 @@
+"""The embedded event log: one SQLite file in WAL mode, the default backend of :class:`~tether.adapters.log.EventLog`.
+
+Schema (one file, readable with the ``sqlite3`` shell)::
+
+    events / commands  (offset INTEGER PRIMARY KEY, at_ms, key, type, causation, body TEXT)
+    positions          (consumer, stream, partition, offset)      -- committed consumer positions
+    snapshots          (name PRIMARY KEY, position TEXT, state BLOB, at_ms)
+    dead_letters       (stream, offset, reason, body, at_ms)       -- records that failed to decode
+
+``body`` is the JSON of :func:`tether.core.envelope.encode`; the other columns are copies for SQL queries
+(``key`` and ``causation`` are indexed so ``tether replay --explain`` finds one object's trail without a scan).
+Offsets start at 1 and have no gaps; the single partition is 0. A :data:`Position` is ``{0: last processed
+offset}`` (``{}`` before the first record), and ``end()`` is the position of the last record.
+
+Connections. aiosqlite runs each connection on its own thread. All writes go through one writer connection,
+inside an explicit ``BEGIN IMMEDIATE`` transaction under an asyncio lock, so ``commit`` (produced records + the
+consumer position) is one atomic transaction and other processes writing the same file wait on SQLite's lock.
+Every ``read``/``consume``/``follow`` iterator opens its own reader connection, so a long replay sees one
+consistent WAL snapshot and never observes a half-done transaction of the writer.
+
+Waiting for new records (``consume``/``follow`` when caught up) is event driven: every append in this process
+wakes the waiters of its stream (an :class:`asyncio.Event` swapped on each append). Appends made by *another*
+process (``tether log tail --follow`` on a live daemon's file) are noticed by a slow poll of ``max(offset)``
+every ``poll_interval`` seconds (0.5 s by default) — a cheap indexed query, not a busy loop.
+
+Corrupt records. A row whose body does not decode (hand-edited file, schema newer than this tether, a bug)
+never crashes a reader. With ``on_corrupt="dead_letter"`` (the default) the reader skips it and records it once
+in ``dead_letters`` with the reason (``tether`` prints them; a corrupt record means someone must look, but one
+bad row must not stop the control plane). With ``on_corrupt="raise"`` the reader raises :class:`CorruptRecord`
+— what ``tether replay --strict`` uses when an exact reconstruction matters more than progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import aiosqlite
+import msgspec
+
+from tether.adapters.log import Batch, Position, Record, Snapshot, Stream
+from tether.core.envelope import CommandRecord, EventRecord, decode_command, decode_event, encode
+
+log = logging.getLogger(__name__)
+
+OnCorrupt = Literal["dead_letter", "raise"]
+STREAMS: tuple[Stream, ...] = ("events", "commands")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    offset INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, key TEXT NOT NULL, type TEXT NOT NULL,
+    causation TEXT NOT NULL DEFAULT '', body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS events_key ON events (key);
+CREATE TABLE IF NOT EXISTS commands (
+    offset INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, key TEXT NOT NULL, type TEXT NOT NULL,
+    causation TEXT NOT NULL DEFAULT '', body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS commands_key ON commands (key);
+CREATE INDEX IF NOT EXISTS commands_causation ON commands (causation);
+CREATE TABLE IF NOT EXISTS positions (
+    consumer TEXT NOT NULL, stream TEXT NOT NULL, partition INTEGER NOT NULL, offset INTEGER NOT NULL,
+    PRIMARY KEY (consumer, stream, partition));
+CREATE TABLE IF NOT EXISTS snapshots (
+    name TEXT PRIMARY KEY, position TEXT NOT NULL, state BLOB NOT NULL, at_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS dead_letters (
+    stream TEXT NOT NULL, offset INTEGER NOT NULL, reason TEXT NOT NULL, body TEXT, at_ms INTEGER NOT NULL,
+    PRIMARY KEY (stream, offset));
+"""
+
+
+class CorruptRecord(Exception):
+    """A stored record could not be decoded."""
+
+    def __init__(self, stream: str, offset: int, reason: str) -> None:
+        super().__init__(f"corrupt record at {stream}:{offset}: {reason}")
+        self.stream = stream
+        self.offset = offset
+        self.reason = reason
+
+
+class DeadLetter(msgspec.Struct, frozen=True):
+    stream: str
+    offset: int
+    reason: str
+    body: str
+    at_ms: int
+
+
+def _check_stream(stream: str) -> Stream:
+    if stream not in STREAMS:
+        raise ValueError(f"unknown stream {stream!r} (events or commands)")
+    return stream
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _type_name(record: Record) -> str:
+    return type(record.event).__name__ if isinstance(record, EventRecord) else type(record.command).__name__
+
+
+class SqliteLog:
+    """:class:`~tether.adapters.log.EventLog` on one SQLite file. Open with :meth:`open` (or ``open_log``)."""
+
+    def __init__(
+        self, path: Path, writer: aiosqlite.Connection, *, poll_interval: float, on_corrupt: OnCorrupt,
+        synchronous: str,
+    ) -> None:
+        self.path = path
+        self.poll_interval = poll_interval
+        self.on_corrupt: OnCorrupt = on_corrupt
+        self._synchronous = synchronous
+        self._writer = writer
+        self._lock = asyncio.Lock()
+        self._appended = {stream: asyncio.Event() for stream in STREAMS}
+        self._readers: set[aiosqlite.Connection] = set()
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls, path: str | os.PathLike[str], *, poll_interval: float = 0.5, on_corrupt: OnCorrupt = "dead_letter",
+        synchronous: str = "FULL",
+    ) -> SqliteLog:
+        """Open (creating if needed) the log at ``path``. ``synchronous``: FULL (durable appends) or NORMAL."""
+        if on_corrupt not in ("dead_letter", "raise"):
+            raise ValueError(f"on_corrupt must be 'dead_letter' or 'raise', not {on_corrupt!r}")
+        if synchronous.upper() not in ("FULL", "NORMAL", "OFF", "EXTRA"):
+            raise ValueError(f"bad synchronous mode {synchronous!r}")
+        file = Path(path)
+        file.parent.mkdir(parents=True, exist_ok=True)
+        writer = await aiosqlite.connect(file, isolation_level=None)
+        try:
+            await writer.execute("PRAGMA busy_timeout = 10000")
+            await writer.execute("PRAGMA journal_mode = WAL")
+            await writer.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+            await writer.executescript(_SCHEMA)
+        except BaseException:
+            await writer.close()
+            raise
+        return cls(file, writer, poll_interval=poll_interval, on_corrupt=on_corrupt, synchronous=synchronous)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for reader in list(self._readers):
+            await reader.close()
+        self._readers.clear()
+        await self._writer.close()
+
+    async def __aenter__(self) -> SqliteLog:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @asynccontextmanager
+    async def _reader(self) -> AsyncIterator[aiosqlite.Connection]:
+        conn = await aiosqlite.connect(self.path, isolation_level=None)
+        self._readers.add(conn)
+        try:
+            await conn.execute("PRAGMA busy_timeout = 10000")
+            conn.text_factory = bytes  # bodies go to msgspec as bytes: no str round trip
+            yield conn
+        finally:
+            if conn in self._readers:
+                self._readers.discard(conn)
+                await conn.close()
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One write transaction on the writer connection; rolled back if the body raises."""
+        async with self._lock:
+            await self._writer.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._writer
+            except BaseException:
+                await self._writer.execute("ROLLBACK")
+                raise
+            await self._writer.execute("COMMIT")
+
+    def _notify(self, stream: Stream) -> None:
+        event = self._appended[stream]
+        self._appended[stream] = asyncio.Event()
+        event.set()
+
+    # -- writing ---------------------------------------------------------------------------------------------
+
+    async def _insert(self, db: aiosqlite.Connection, stream: Stream, records: Sequence[Record]) -> list[Record]:
+        if not records:
+            return []
+        async with db.execute(f"SELECT coalesce(max(offset), 0) FROM {stream}") as cur:
+            row = await cur.fetchone()
+        last = int(row[0]) if row else 0
+        out: list[Record] = []
+        rows: list[tuple[int, int, str, str, str, bytes]] = []
+        now = 0
+        for record in records:
+            if stream == "events" and not isinstance(record, EventRecord):
+                raise TypeError(f"the events stream takes EventRecord, not {type(record).__name__}")
+            if stream == "commands" and not isinstance(record, CommandRecord):
+                raise TypeError(f"the commands stream takes CommandRecord, not {type(record).__name__}")
+            last += 1
+            clean = record
+            if record.at_ms == 0:  # the append time, when the source did not stamp it
+                now = now or _now_ms()
+                clean = msgspec.structs.replace(clean, at_ms=now)
+            if record.offset or record.partition:  # the body never carries a position: the offset column does
+                clean = msgspec.structs.replace(clean, offset=0, partition=0)
+            body = encode(clean)
+            stored = msgspec.structs.replace(clean, offset=last)
+            rows.append((last, stored.at_ms, stored.key, _type_name(stored), stored.causation, body))
+            out.append(stored)
+        await db.executemany(
+            f"INSERT INTO {stream} (offset, at_ms, key, type, causation, body) VALUES (?, ?, ?, ?, ?, CAST(? AS TEXT))",
+            rows,
+        )
+        return out
+
+    async def _set_position(self, db: aiosqlite.Connection, consumer: str, stream: Stream, position: Position) -> None:
+        await db.executemany(
+            "INSERT INTO positions (consumer, stream, partition, offset) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (consumer, stream, partition) DO UPDATE SET offset = excluded.offset",
+            [(consumer, stream, partition, offset) for partition, offset in position.items()],
+        )
+
+    async def append(self, stream: Stream, records: Sequence[Record]) -> list[Record]:
+        """Append ``records`` in one transaction; returns them with offsets (and ``at_ms`` if it was 0)."""
+        stream = _check_stream(stream)
+        if not records:
+            return []
+        async with self._transaction() as db:
+            out = await self._insert(db, stream, records)
+        self._notify(stream)
+        return out
+
+    async def commit(
+        self, batch: Batch, *, consumer: str, produced: Sequence[Record] = (), to: Stream | None = None
+    ) -> list[Record]:
+        """Append ``produced`` to ``to`` and move ``consumer`` past ``batch`` in ONE transaction."""
+        source = _check_stream(batch.stream)
+        if produced and to is None:
+            raise ValueError("commit: produced records need a target stream (to=...)")
+        async with self._transaction() as db:
+            out = await self._insert(db, _check_stream(to), produced) if to is not None and produced else []
+            await self._set_position(db, consumer, source, batch.position)
+        if out and to is not None:
+            self._notify(to)
+        return out
+
+    async def save_snapshot(self, snapshot: Snapshot) -> None:
+        async with self._transaction() as db:
+            await db.execute(
+                "INSERT INTO snapshots (name, position, state, at_ms) VALUES (?, ?, ?, ?) ON CONFLICT (name) "
+                "DO UPDATE SET position = excluded.position, state = excluded.state, at_ms = excluded.at_ms",
+                (snapshot.name, json.dumps(snapshot.position), snapshot.state, snapshot.at_ms or _now_ms()),
+            )
+
+    async def _dead_letter(self, stream: Stream, offset: int, reason: str, body: bytes) -> None:
+        async with self._transaction() as db:
+            await db.execute(
+                "INSERT OR IGNORE INTO dead_letters (stream, offset, reason, body, at_ms) "
+                "VALUES (?, ?, ?, CAST(? AS TEXT), ?)",
+                (stream, offset, reason, body, _now_ms()),
+            )
+
+    # -- reading ---------------------------------------------------------------------------------------------
+
+    async def position(self, stream: Stream, *, consumer: str) -> Position:
+        async with self._writer.execute(
+            "SELECT partition, offset FROM positions WHERE consumer = ? AND stream = ?", (consumer, stream)
+        ) as cur:
+            return {int(p): int(o) for p, o in await cur.fetchall()}
+
+    async def end(self, stream: Stream) -> Position:
+        async with self._writer.execute(f"SELECT max(offset) FROM {_check_stream(stream)}") as cur:
+            row = await cur.fetchone()
+        return {0: int(row[0])} if row and row[0] is not None else {}
+
+    async def load_snapshot(self, name: str) -> Snapshot | None:
+        async with self._writer.execute(
+            "SELECT position, state, at_ms FROM snapshots WHERE name = ?", (name,)
+        ) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            return None
+        position = {int(p): int(o) for p, o in json.loads(row[0]).items()}
+        return Snapshot(name=name, position=position, state=bytes(row[1]), at_ms=int(row[2]))
+
+    async def dead_letters(self) -> list[DeadLetter]:
+        async with self._writer.execute(
+            "SELECT stream, offset, reason, coalesce(body, ''), at_ms FROM dead_letters ORDER BY stream, offset"
+        ) as cur:
+            return [DeadLetter(s, int(o), r, b, int(t)) for s, o, r, b, t in await cur.fetchall()]
+
+    async def _decode_rows(self, stream: Stream, rows: list[Any]) -> list[Record]:
+        """Decode ``(offset, body)`` rows; corrupt ones are dead-lettered or raise (``on_corrupt``)."""
+        decode: Callable[[bytes], Record] = decode_event if stream == "events" else decode_command
+        out: list[Record] = []
+        append = out.append
+        for offset, body in rows:
+            try:
+                record = decode(body)
+            except (msgspec.MsgspecError, ValueError, TypeError) as exc:
+                await self._corrupt(stream, offset, body, exc)
+                continue
+            record.offset = offset
+            append(record)
+        return out
+
+    async def _corrupt(self, stream: Stream, offset: int, body: bytes | str, exc: Exception) -> None:
+        reason = f"{type(exc).__name__}: {exc}"
+        if self.on_corrupt == "raise":
+            raise CorruptRecord(stream, offset, reason) from exc
+        log.warning("skipping corrupt record %s:%s (%s); see the dead_letters table", stream, offset, reason)
+        raw = body if isinstance(body, bytes) else body.encode()
+        await self._dead_letter(stream, offset, reason, raw)
+
+    async def _bound_for_ms(self, conn: aiosqlite.Connection, stream: Stream, until_ms: int) -> int | None:
+        """The last offset of the prefix of the stream appended at or before ``until_ms`` (None: no bound)."""
+        async with conn.execute(f"SELECT min(offset) FROM {stream} WHERE at_ms > ?", (until_ms,)) as cur:
+            row = await cur.fetchone()
+        return None if row is None or row[0] is None else int(row[0]) - 1
+
+    async def read(
+        self, stream: Stream, *, after: Position | None = None, until_offset: int | None = None,
+        until_ms: int | None = None, batch_size: int = 4096,
+    ) -> AsyncIterator[list[Record]]:
+        """Records after ``after`` up to ``until_offset`` (inclusive) and up to the first record appended after
+        ``until_ms`` (a prefix of the log, even if clocks went backwards), in order, in batches.
+
+        The whole read is one SQLite read transaction: records appended meanwhile are not included."""
+        stream = _check_stream(stream)
+        start = (after or {}).get(0, 0)
+        async with self._reader() as conn:
+            await conn.execute("BEGIN")  # one snapshot for the bound query and the scan
+            bound = until_offset
+            if until_ms is not None:
+                by_time = await self._bound_for_ms(conn, stream, until_ms)
+                if by_time is not None:
+                    bound = by_time if bound is None else min(bound, by_time)
+            sql = f"SELECT offset, body FROM {stream} WHERE offset > ?"
+            params: tuple[int, ...] = (start,)
+            if bound is not None:
+                sql += " AND offset <= ?"
+                params += (bound,)
+            async with conn.execute(sql + " ORDER BY offset", params) as cur:
+                while rows := await cur.fetchmany(batch_size):
+                    records = await self._decode_rows(stream, list(rows))
+                    if records:
+                        yield records
+            await conn.execute("COMMIT")
+
+    async def follow(
+        self, stream: Stream, *, after: Position | None = None, batch_size: int = 512, follow: bool = True
+    ) -> AsyncIterator[Batch]:
+        """Batches of records after ``after``; when caught up, waits for appends (``follow``) or stops.
+
+        Each batch's ``position`` is the offset of its last record, including corrupt records skipped at its
+        end, so a consumer committing it never sees them again."""
+        stream = _check_stream(stream)
+        cursor = (after or {}).get(0, 0)
+        async with self._reader() as conn:
+            while True:
+                signal = self._appended[stream]  # taken before the query: an append after it sets this one
+                async with conn.execute(
+                    f"SELECT offset, body FROM {stream} WHERE offset > ? ORDER BY offset LIMIT ?",
+                    (cursor, batch_size),
+                ) as cur:
+                    rows = list(await cur.fetchall())
+                if rows:
+                    cursor = int(rows[-1][0])
+                    records = await self._decode_rows(stream, rows)
+                    if records:
+                        yield Batch(stream=stream, records=records, position={0: cursor})  # type: ignore[arg-type]
+                    continue
+                if not follow:
+                    return
+                await self._wait(conn, stream, signal, cursor)
+
+    async def _wait(self, conn: aiosqlite.Connection, stream: Stream, signal: asyncio.Event, cursor: int) -> None:
+        """Until an in-process append signals, or (other processes) ``max(offset)`` moved past ``cursor``."""
+        while True:
+            try:
+                await asyncio.wait_for(signal.wait(), self.poll_interval)
+                return
+            except TimeoutError:
+                pass
+            async with conn.execute(f"SELECT coalesce(max(offset), 0) FROM {stream}") as cur:
+                row = await cur.fetchone()
+            if row is not None and int(row[0]) > cursor:
+                return
+
+    async def consume(
+        self, stream: Stream, *, consumer: str, batch_size: int = 512, follow: bool = True
+    ) -> AsyncIterator[Batch]:
+        """Batches after ``consumer``'s committed position (see :meth:`follow`). The iterator keeps its own
+        cursor, so batches are not repeated within one iteration even if the consumer does not commit."""
+        after = await self.position(stream, consumer=consumer)
+        async for batch in self.follow(stream, after=after, batch_size=batch_size, follow=follow):
+            yield batch
+
+    # -- explain support (not in the Protocol: the Kafka backend answers these by scanning) ------------------
+
+    async def records_by_key(self, stream: Stream, key: str, *, until_offset: int | None = None) -> list[Record]:
+        return await self._select(stream, "key = ?", (key,), until_offset)
+
+    async def commands_caused_by(self, causations: Sequence[str]) -> list[Record]:
+        out: list[Record] = []
+        for i in range(0, len(causations), 500):
+            chunk = list(causations[i : i + 500])
+            out += await self._select("commands", f"causation IN ({','.join('?' * len(chunk))})", tuple(chunk), None)
+        return sorted(out, key=lambda r: r.offset)
+
+    async def records_at(self, stream: Stream, offsets: Sequence[int]) -> list[Record]:
+        out: list[Record] = []
+        for i in range(0, len(offsets), 500):
+            chunk = list(offsets[i : i + 500])
+            out += await self._select(stream, f"offset IN ({','.join('?' * len(chunk))})", tuple(chunk), None)
+        return sorted(out, key=lambda r: r.offset)
+
+    async def _select(
+        self, stream: Stream, where: str, params: tuple[Any, ...], until_offset: int | None
+    ) -> list[Record]:
+        stream = _check_stream(stream)
+        if until_offset is not None:
+            where += " AND offset <= ?"
+            params += (until_offset,)
+        async with self._reader() as conn, conn.execute(
+            f"SELECT offset, body FROM {stream} WHERE {where} ORDER BY offset", params
+        ) as cur:
+            rows = list(await cur.fetchall())
+        return await self._decode_rows(stream, rows)

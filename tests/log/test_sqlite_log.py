@@ -1,0 +1,261 @@
+"""SqliteLog: append/read/consume/commit, atomicity, resume, wake-ups, bounds, corrupt records, snapshots."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from contextlib import aclosing
+from pathlib import Path
+
+import pytest
+
+from tether.adapters.log import Batch, Snapshot
+from tether.adapters.log_url import open_log, sqlite_path
+from tether.adapters.sqlite_log import CorruptRecord, SqliteLog
+from tether.core.commands import AddFinalizer, command_id
+from tether.core.envelope import CommandRecord, EventRecord
+from tether.core.events import ObjectObserved
+from tether.core.kube import KubeObject, ObjectMeta, ObjectRef
+
+
+def event(name: str, at_ms: int = 1_700_000_000_000, ns: str = "ns1") -> EventRecord:
+    obj = KubeObject(
+        api_version="datadependency.volcano.sh/v1alpha1", kind="DataSourceClaim",
+        metadata=ObjectMeta(name=name, namespace=ns, uid=f"uid-{name}", resource_version="1"),
+        spec={"system": "amoro", "dataSourceType": "table", "dataSourceName": f"db.{name}"},
+    )
+    return EventRecord(at_ms=at_ms, source="watch", key=obj.key, event=ObjectObserved(obj=obj))
+
+
+def command(name: str, causation: str) -> CommandRecord:
+    cmd = AddFinalizer(
+        target=ObjectRef(api_version="datadependency.volcano.sh/v1alpha1", kind="DataSourceClaim", name=name,
+                         namespace="ns1"),
+        finalizer="datadependency.volcano.sh/finalizer",
+    )
+    return CommandRecord(id=command_id(cmd), at_ms=1_700_000_000_000, key=f"DataSourceClaim/ns1/{name}",
+                         command=cmd, causation=causation, reason="claims carry the finalizer", decider="claims")
+
+
+async def collect(log: SqliteLog, stream: str = "events", **kw: object) -> list[EventRecord | CommandRecord]:
+    out: list[EventRecord | CommandRecord] = []
+    async for batch in log.read(stream, **kw):  # type: ignore[arg-type]
+        out += batch
+    return out
+
+
+@pytest.fixture
+async def log(tmp_path: Path):  # type: ignore[no-untyped-def]
+    opened = await SqliteLog.open(tmp_path / "log.db", poll_interval=30.0)
+    yield opened
+    await opened.close()
+
+
+async def test_append_assigns_offsets_and_read_returns_records_in_order(log: SqliteLog) -> None:
+    stored = await log.append("events", [event("a"), event("b")])
+    assert [r.offset for r in stored] == [1, 2]
+    stored += await log.append("events", [event("c")])
+    got = await collect(log)
+    assert got == stored
+    assert [r.key for r in got] == ["DataSourceClaim/ns1/a", "DataSourceClaim/ns1/b", "DataSourceClaim/ns1/c"]
+    assert await log.end("events") == {0: 3}
+    assert await log.end("commands") == {}
+
+
+async def test_append_rejects_wrong_record_type_and_writes_nothing(log: SqliteLog) -> None:
+    with pytest.raises(TypeError):
+        await log.append("events", [event("a"), command("a", "0:1")])  # type: ignore[list-item]
+    assert await collect(log) == []
+
+
+async def test_append_stamps_missing_time_and_drops_foreign_offsets(log: SqliteLog) -> None:
+    copied = event("a")
+    copied.offset, copied.at_ms = 99, 0
+    [stored] = await log.append("events", [copied])
+    assert stored.offset == 1 and stored.at_ms > 0
+    [read] = await collect(log)
+    assert read.offset == 1 and read.at_ms == stored.at_ms
+
+
+async def test_read_bounds_after_until_offset_and_until_ms(log: SqliteLog) -> None:
+    await log.append("events", [event(f"e{i}", at_ms=1000 * i) for i in range(1, 11)])
+    assert [r.offset for r in await collect(log, after={0: 3}, until_offset=6)] == [4, 5, 6]
+    assert [r.offset for r in await collect(log, until_ms=4500)] == [1, 2, 3, 4]
+    assert [r.offset for r in await collect(log, until_ms=4500, until_offset=2)] == [1, 2]
+    # a prefix of the log: a later record with an earlier clock is not pulled in
+    await log.append("events", [event("late", at_ms=500)])
+    assert [r.offset for r in await collect(log, until_ms=4500)] == [1, 2, 3, 4]
+    assert len(await collect(log, batch_size=3)) == 11
+
+
+async def test_consume_then_commit_is_atomic_and_resumes_after_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    log = await SqliteLog.open(path)
+    await log.append("events", [event(f"e{i}") for i in range(5)])
+    async with aclosing(log.consume("events", consumer="decider", batch_size=2, follow=False)) as batches:
+        first = await anext(batches)
+    assert [r.offset for r in first.records] == [1, 2]
+    produced = await log.commit(first, consumer="decider", produced=[command("e0", "0:1")], to="commands")
+    assert [r.offset for r in produced] == [1]
+    assert await log.position("events", consumer="decider") == {0: 2}
+    await log.close()
+
+    reopened = await SqliteLog.open(path)
+    seen = [b async for b in reopened.consume("events", consumer="decider", follow=False)]
+    assert [r.offset for b in seen for r in b.records] == [3, 4, 5]
+    assert [r.causation for r in await collect(reopened, "commands")] == ["0:1"]
+    await reopened.close()
+
+
+async def test_a_failure_inside_commit_leaves_neither_records_nor_position(
+    log: SqliteLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await log.append("events", [event("a"), event("b")])
+    batch = Batch(stream="events", records=await collect(log), position={0: 2})  # type: ignore[arg-type]
+
+    async def crash(*args: object) -> None:
+        raise RuntimeError("crash between the append and the position")
+
+    monkeypatch.setattr(log, "_set_position", crash)
+    with pytest.raises(RuntimeError):
+        await log.commit(batch, consumer="decider", produced=[command("a", "0:1")], to="commands")
+    monkeypatch.undo()
+    assert await collect(log, "commands") == []
+    assert await log.position("events", consumer="decider") == {}
+    # and the log still works afterwards (the transaction was rolled back, not left open)
+    await log.commit(batch, consumer="decider", produced=[command("a", "0:1")], to="commands")
+    assert len(await collect(log, "commands")) == 1
+    assert await log.position("events", consumer="decider") == {0: 2}
+
+
+async def test_commit_without_produced_only_moves_the_position(log: SqliteLog) -> None:
+    await log.append("events", [event("a")])
+    await log.commit(Batch(stream="events", records=[], position={0: 1}), consumer="c")
+    assert await log.position("events", consumer="c") == {0: 1}
+    assert await log.position("commands", consumer="c") == {}
+    with pytest.raises(ValueError):
+        await log.commit(Batch(stream="events", records=[], position={0: 1}), consumer="c",
+                         produced=[command("a", "0:1")])
+
+
+async def test_follow_wakes_up_on_an_append_from_another_task_without_polling(log: SqliteLog) -> None:
+    # poll_interval is 30 s: only the in-process notification can deliver the record in time
+    await log.append("events", [event("a")])
+    received: list[int] = []
+    got_second = asyncio.Event()
+
+    async def consumer() -> None:
+        async for batch in log.consume("events", consumer="c"):
+            received.extend(r.offset for r in batch.records)
+            await log.commit(batch, consumer="c")
+            if 2 in received:
+                got_second.set()
+                return
+
+    task = asyncio.create_task(consumer())
+    for _ in range(50):  # let it catch up and start waiting
+        await asyncio.sleep(0.01)
+        if received:
+            break
+    assert received == [1]
+    await log.append("events", [event("b")])
+    await asyncio.wait_for(got_second.wait(), timeout=5)
+    await asyncio.wait_for(task, timeout=5)
+    assert received == [1, 2]
+
+
+async def test_follow_sees_appends_from_another_process_by_slow_poll(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    reader = await SqliteLog.open(path, poll_interval=0.05)
+    writer = await SqliteLog.open(path)  # another SqliteLog on the same file: no shared notification
+    try:
+        async def first_batch() -> list[int]:
+            async for batch in reader.follow("events"):
+                return [r.offset for r in batch.records]
+            return []
+
+        task = asyncio.create_task(first_batch())
+        await asyncio.sleep(0.1)
+        await writer.append("events", [event("x")])
+        assert await asyncio.wait_for(task, timeout=5) == [1]
+    finally:
+        await writer.close()
+        await reader.close()
+
+
+def corrupt(path: Path, offset: int, body: str) -> None:
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE events SET body = ? WHERE offset = ?", (body, offset))
+
+
+async def test_corrupt_records_are_dead_lettered_and_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    log = await SqliteLog.open(path)
+    await log.append("events", [event("a"), event("b"), event("c")])
+    corrupt(path, 2, '{"at_ms": 1, "source": "watch"')
+    assert [r.offset for r in await collect(log)] == [1, 3]
+    batches = [b async for b in log.consume("events", consumer="c", follow=False)]
+    assert [r.offset for b in batches for r in b.records] == [1, 3]
+    [dead] = await log.dead_letters()  # recorded once, however often it is read
+    assert (dead.stream, dead.offset) == ("events", 2)
+    assert "DecodeError" in dead.reason and dead.body.startswith('{"at_ms"')
+    await log.close()
+
+
+async def test_corrupt_records_raise_when_configured(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    log = await SqliteLog.open(path, on_corrupt="raise")
+    await log.append("events", [event("a"), event("b")])
+    corrupt(path, 2, '{"at_ms": 1, "source": "watch", "key": "k", "event": {"type": "NoSuchEvent"}}')
+    with pytest.raises(CorruptRecord) as err:
+        await collect(log)
+    assert (err.value.stream, err.value.offset) == ("events", 2)
+    assert await log.dead_letters() == []
+    await log.close()
+
+
+async def test_newer_schema_is_a_corrupt_record_not_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    log = await SqliteLog.open(path)
+    await log.append("events", [event("a")])
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE events SET body = json_set(body, '$.schema', 99) WHERE offset = 1")
+    assert await collect(log) == []
+    [dead] = await log.dead_letters()
+    assert "newer than this tether" in dead.reason
+    await log.close()
+
+
+async def test_snapshots_save_and_load(log: SqliteLog) -> None:
+    assert await log.load_snapshot("world") is None
+    await log.save_snapshot(Snapshot(name="world", position={0: 7}, state=b"\x00state", at_ms=5))
+    await log.save_snapshot(Snapshot(name="world", position={0: 9}, state=b"newer", at_ms=6))
+    await log.save_snapshot(Snapshot(name="other", position={}, state=b"", at_ms=1))
+    assert await log.load_snapshot("world") == Snapshot(name="world", position={0: 9}, state=b"newer", at_ms=6)
+    assert await log.load_snapshot("other") == Snapshot(name="other", position={}, state=b"", at_ms=1)
+
+
+async def test_explain_queries_by_key_and_causation(log: SqliteLog) -> None:
+    await log.append("events", [event("a"), event("b"), event("a")])
+    await log.append("commands", [command("a", "0:1"), command("b", "0:2"), command("a", "0:3")])
+    assert [r.offset for r in await log.records_by_key("events", "DataSourceClaim/ns1/a")] == [1, 3]
+    assert [r.offset for r in await log.records_by_key("events", "DataSourceClaim/ns1/a", until_offset=2)] == [1]
+    assert [r.offset for r in await log.commands_caused_by(["0:2", "0:3"])] == [2, 3]
+    assert [r.offset for r in await log.records_at("events", [3, 1])] == [1, 3]
+
+
+async def test_open_log_urls(tmp_path: Path) -> None:
+    assert sqlite_path(f"sqlite://{tmp_path}/x.db") == (f"{tmp_path}/x.db", {})
+    assert sqlite_path("sqlite:rel/x.db?poll_interval=2") == ("rel/x.db", {"poll_interval": "2"})
+    assert sqlite_path("sqlite://./x.db") == ("./x.db", {})
+    opened = await open_log(f"sqlite://{tmp_path}/x.db?poll_interval=0.2&on_corrupt=raise")
+    assert isinstance(opened, SqliteLog)
+    assert (opened.poll_interval, opened.on_corrupt) == (0.2, "raise")
+    await opened.close()
+    bare = await open_log(str(tmp_path / "y.db"))
+    assert isinstance(bare, SqliteLog)
+    await bare.close()
+    with pytest.raises(ValueError, match="unknown log URL scheme"):
+        await open_log("nats://x")
+    with pytest.raises(ValueError, match="unknown sqlite log option"):
+        await open_log(f"sqlite://{tmp_path}/x.db?bogus=1")
