@@ -1,0 +1,391 @@
+"""The data-dependency decider (seed 000): claims → DataSources → ResourceBinding cluster affinity.
+
+Volcano Global implements this as a reconcile loop with a phase-driven state machine (handlePending →
+findMatchedDS → dynamicBinding/staticBinding; handleBound → doesDataSourceMatchClaim → injectPlacementAffinity
+or handleUnbinding). tether keeps every outcome of that machine and VG's wire format (names, finalizers,
+annotations, conditions) but decides **level-triggered**: for every object an event touched, it computes what
+the object should look like from the whole world and emits a command only where the observed object differs.
+The phase is an *output*, never an input, so there is no sequence of events — claim before workload,
+workload before claim, binding reverted by Karmada, DataSource deleted under a bound claim — that leaves the
+state machine in a branch it cannot leave.
+
+The rules, per object:
+
+* **Claim** — carries tether's finalizer while alive. Its data source is the non-deleting DataSource with the
+  same identity (system, type, name, attributes), preferring the one it is already bound to. With one, the
+  claim is ``Bound`` to it; without, it is ``Pending`` and the reason says why: the spec is invalid, the system
+  has no plugin, a lookup is running / failed / found nothing, the location maps to no cluster, the old
+  DataSource is still being deleted. A claim that was Bound and lost its data source says ``BindingInvalid``
+  (VG's reason). Conditions carry the claim's generation; Kubernetes Events mark each transition. A deleting
+  claim loses its finalizer once no DataSource lists it any more.
+* **Lookup** — one per identity, never two in flight, however many claims ask (the world remembers lookups in
+  flight; within one decision the identity is resolved once). A resolved location is mapped to clusters with
+  the plugin's locationMapping (longest prefix wins) *here*, not in the adapter, so a mapping change is replayable
+  and ``--what-if`` can test one. Failures and "not found" are retried on a timer with exponential backoff
+  computed from the event time.
+* **DataSource** — its ``status.claimRefs`` is exactly the claims bound to it (sorted), ``boundClaims`` their
+  count; it carries its finalizer while alive; when deleting, it is released once no claim refers to it;
+  with ``reclaimPolicy: Delete`` it is deleted when its last claim went away; when the catalog reports a new
+  location (poll or push) its locality follows.
+* **ResourceBinding** — tether excludes every known Karmada cluster that does not hold the data of *all* the
+  bound claims of the workload (``core.placement`` explains the exclusion arithmetic); with no bound claim,
+  tether's share is stripped. If the binding is already scheduled on a cluster that is now excluded,
+  ``spec.rescheduleTriggeredAt`` is set (Karmada's supported trigger) so compute follows data. A placement
+  reverted by someone else is simply out of sync and is re-injected.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from tether.projections.world import Binding, Claim, Source, Touched, World, slot, workload_key
+
+from .commands import (
+    CLAIM_FINALIZER,
+    DATA_GROUP_VERSION,
+    DATASOURCE_FINALIZER,
+    AddFinalizer,
+    Command,
+    CreateDataSource,
+    DeleteDataSource,
+    EmitKubernetesEvent,
+    LookupDataLocation,
+    RemoveFinalizer,
+    SetBindingPlacement,
+    StartTimer,
+    UpdateClaimStatus,
+    UpdateDataSourceLocality,
+    UpdateDataSourceStatus,
+    command_id,
+    command_name,
+    command_target,
+)
+from .envelope import EventRecord, rfc3339
+from .identity import DataIdentity, data_source_name
+from .kube import Condition, ObjectRef, set_condition
+from .placement import PlacementPlan, plan_placement
+from .plugin_config import map_location
+
+DECIDER = "data-dependency"
+
+BOUND = "Bound"
+PENDING = "Pending"
+COND_BOUND = "Bound"
+COND_PLACEMENT = "PlacementInjected"
+
+#: Lookup retry backoff: 5 s doubling up to 5 min (deterministic: the decider has no randomness; the timer
+#: adapter may add jitter when it arms the timer, which does not change the decision).
+RETRY_BASE_MS = 5_000
+RETRY_MAX_MS = 300_000
+
+
+class Decision(msgspec.Struct, frozen=True):
+    """A command and why it was decided (the reason is what ``tether replay --explain`` prints)."""
+
+    command: Command
+    reason: str
+    decider: str = DECIDER
+
+
+def backoff_ms(attempt: int) -> int:
+    return int(min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** max(0, attempt - 1)))
+
+
+class _Missing(msgspec.Struct, frozen=True):
+    """Why an identity has no DataSource yet (the Bound condition of its claims)."""
+
+    reason: str
+    message: str
+
+
+class _Decide:
+    """One decision pass; caches per-identity and per-binding results so each is computed once."""
+
+    def __init__(self, world: World, record: EventRecord) -> None:
+        self.world = world
+        self.at_ms = record.at_ms
+        self.now = rfc3339(record.at_ms)
+        self.out: list[Decision] = []
+        self.missing: dict[str, _Missing] = {}
+        self.plans: dict[str, tuple[PlacementPlan, frozenset[str] | None]] = {}
+
+    def emit(self, command: Command, reason: str) -> None:
+        if command_id(command) in self.world.rejected:
+            return  # the API refused exactly this request for good; a different request may still go
+        if slot(command_name(command), command_target(command)) in self.world.retry_wait:
+            return  # the last attempt failed; the retry timer will bring this object back
+        self.out.append(Decision(command=command, reason=reason))
+
+    # --- claims -------------------------------------------------------------------------------------------
+
+    def source_for(self, claim: Claim) -> Source | None:
+        if claim.deleting or claim.identity is None:
+            return None
+        names = self.world.sources_by_identity.get(claim.identity.key)
+        if not names:
+            return None
+        live = sorted(n for n in names if not self.world.sources[n].deleting)
+        if not live:
+            return None
+        return self.world.sources[claim.bound_data_source if claim.bound_data_source in live else live[0]]
+
+    def claim(self, key: str) -> None:
+        claim = self.world.claims.get(key)
+        if claim is None:
+            return
+        if claim.deleting:
+            if CLAIM_FINALIZER in claim.finalizers and not self.world.sources_listing_claim.get(key):
+                self.emit(
+                    RemoveFinalizer(target=claim.ref, finalizer=CLAIM_FINALIZER),
+                    f"claim {key} is being deleted and no DataSource refers to it any more",
+                )
+            return
+        if CLAIM_FINALIZER not in claim.finalizers:
+            self.emit(AddFinalizer(target=claim.ref, finalizer=CLAIM_FINALIZER), f"claim {key} has no finalizer")
+        source = self.source_for(claim)
+        if source is not None:
+            phase, bound = BOUND, source.ref.name
+            clusters = ",".join(source.cluster_names) or "<none>"
+            cond = Condition(type=COND_BOUND, status="True", reason="DataSourceBound",
+                             message=f"bound to DataSource {source.ref.name} (clusters: {clusters})")
+        else:
+            phase, bound = PENDING, ""
+            why = self.why_pending(claim)
+            reason, message = why.reason, why.message
+            if claim.phase == BOUND and claim.bound_data_source:
+                reason = "BindingInvalid"
+                message = f"DataSource {claim.bound_data_source} no longer serves this claim; {why.message}"
+            cond = Condition(type=COND_BOUND, status="False", reason=reason, message=message)
+        cond = msgspec.structs.replace(cond, last_transition_time=self.now, observed_generation=claim.generation)
+        conditions = set_condition(claim.conditions, cond)
+        placement = self.placement_condition(claim, source)
+        if placement is not None:
+            conditions = set_condition(conditions, placement)
+        else:
+            conditions = tuple(c for c in conditions if c.type != COND_PLACEMENT)
+        if (phase, bound, conditions) == (claim.phase, claim.bound_data_source, claim.conditions):
+            return
+        self.emit(
+            UpdateClaimStatus(claim=claim.ref, phase=phase, bound_data_source=bound, conditions=conditions),
+            f"claim {key}: {cond.reason}: {cond.message}",
+        )
+        previous = next((c for c in claim.conditions if c.type == COND_BOUND), None)
+        if previous is None or previous.reason != cond.reason:
+            self.emit(
+                EmitKubernetesEvent(involved=claim.ref, event_type="Normal" if cond.status == "True" else "Warning",
+                                    reason=cond.reason, message=cond.message),
+                f"claim {key} changed to {cond.reason}",
+            )
+
+    def placement_condition(self, claim: Claim, source: Source | None) -> Condition | None:
+        if source is None:
+            return None
+        bindings = sorted(self.world.bindings_by_workload.get(claim.workload, ()))
+        if not bindings:
+            cond = Condition(type=COND_PLACEMENT, status="False", reason="WaitingForResourceBinding",
+                             message=f"no ResourceBinding binds workload {claim.workload} yet")
+        else:
+            pending = [b for b in bindings if self.plan(self.world.bindings[b])[0].changed]
+            if pending:
+                cond = Condition(type=COND_PLACEMENT, status="False", reason="Injecting",
+                                 message=f"updating the placement of {', '.join(pending)}")
+            else:
+                excluded = ",".join(sorted(self.plan(self.world.bindings[bindings[0]])[1] or ())) or "<none>"
+                cond = Condition(type=COND_PLACEMENT, status="True", reason="Injected",
+                                 message=f"{', '.join(bindings)} exclude clusters: {excluded}")
+        return msgspec.structs.replace(cond, last_transition_time=self.now, observed_generation=claim.generation)
+
+    def why_pending(self, claim: Claim) -> _Missing:
+        if claim.identity is None:
+            return _Missing("InvalidSpec", claim.problem)
+        identity = claim.identity
+        system = identity.system
+        plugins = self.world.plugins
+        if system not in plugins.plugins:
+            if system in plugins.errors:
+                return _Missing("PluginConfigInvalid", f"plugin {system!r} is misconfigured: {plugins.errors[system]}")
+            return _Missing("UnknownSystem", f"no data-source plugin is configured for system {system!r}")
+        cached = self.missing.get(identity.key)
+        if cached is None:
+            cached = self.missing[identity.key] = self.resolve(identity)
+        return cached
+
+    def resolve(self, identity: DataIdentity) -> _Missing:
+        """Drive the catalog side for an identity that has no usable DataSource (once per decision)."""
+        world = self.world
+        key = identity.key
+        name = data_source_name(identity)
+        existing = world.sources.get(name)
+        if existing is not None and existing.deleting:
+            return _Missing("WaitingForDataSourceDeletion",
+                            f"DataSource {name} is being deleted; it will be re-resolved")
+        if existing is not None:
+            return _Missing("DataSourceNameConflict",
+                            f"DataSource {name} exists but caches another data source ({existing.identity})")
+        attempt = world.lookups_in_flight.get(key)
+        if attempt is not None:
+            return _Missing("Resolving", f"looking up {key} in the catalog (attempt {attempt})")
+        lookup = world.lookups.get(key)
+        plugin = world.plugins.plugins[identity.system]
+        if lookup is None or lookup.kind == "expired":
+            attempt = 1 if lookup is None else lookup.attempt + 1
+            self.emit(LookupDataLocation(identity=identity, trigger="miss" if attempt == 1 else "retry",
+                                         attempt=attempt),
+                      f"no DataSource caches {key}: looking it up (attempt {attempt})")
+            return _Missing("Resolving", f"looking up {key} in the catalog (attempt {attempt})")
+        if lookup.kind == "resolved":
+            clusters = map_location(plugin.location_mapping, lookup.location)
+            if clusters is None:
+                return _Missing("LocationUnmapped", f"no clusters found for location {lookup.location!r}: no prefix "
+                                f"of plugin {plugin.key!r} locationMapping matches")
+            command = CreateDataSource(name=name, identity=identity, cluster_names=clusters,
+                                       location=lookup.location, reclaim_policy=plugin.reclaim_policy)
+            if command_id(command) in world.rejected:
+                return _Missing("DataSourceCreateFailed",
+                                f"creating DataSource {name} failed: {world.rejected[command_id(command)]}")
+            self.emit(command, f"{key} lives at {lookup.location} → clusters {','.join(clusters)}: caching it")
+            return _Missing("CreatingDataSource", f"creating DataSource {name} for location {lookup.location}")
+        # not found, or failed: retry on a timer (a table may be created later; a catalog may come back)
+        retry = lookup.kind == "not-found" or lookup.retryable
+        if retry:
+            fire_at = lookup.at_ms + backoff_ms(lookup.attempt)
+            self.emit(StartTimer(timer_id=f"lookup-retry|{lookup.attempt}|{key}", fire_at_ms=fire_at,
+                                 purpose="lookup-retry", subject=f"Data/{key}"),
+                      f"lookup of {key} answered {lookup.kind}: retrying at {rfc3339(fire_at)}")
+        if lookup.kind == "not-found":
+            return _Missing("DataSourceNotFound", f"{key} is not in the catalog: {lookup.message}")
+        return _Missing("LookupFailed", f"looking up {key} failed: {lookup.message}"
+                        + ("" if retry else " (not retried: fix the configuration or the claim)"))
+
+    # --- data sources -------------------------------------------------------------------------------------
+
+    def bound_claims(self, source: Source) -> tuple[ObjectRef, ...]:
+        if source.identity is None or source.deleting:
+            return ()
+        refs = []
+        for key in self.world.claims_by_identity.get(source.identity.key, ()):
+            claim = self.world.claims[key]
+            chosen = self.source_for(claim)
+            if chosen is not None and chosen.ref.name == source.ref.name:
+                c = claim.ref
+                refs.append(ObjectRef(api_version=DATA_GROUP_VERSION, kind="DataSourceClaim", name=c.name,
+                                      namespace=c.namespace, uid=c.uid))
+        return tuple(sorted(refs, key=lambda r: (r.namespace, r.name)))
+
+    def source(self, name: str) -> None:
+        source = self.world.sources.get(name)
+        if source is None:
+            return
+        refs = self.bound_claims(source)
+        if source.deleting:
+            if not source.claim_refs and DATASOURCE_FINALIZER in source.finalizers:
+                self.emit(RemoveFinalizer(target=source.ref, finalizer=DATASOURCE_FINALIZER),
+                          f"DataSource {name} is being deleted and no claim refers to it any more")
+        elif DATASOURCE_FINALIZER not in source.finalizers:
+            self.emit(AddFinalizer(target=source.ref, finalizer=DATASOURCE_FINALIZER),
+                      f"DataSource {name} has no finalizer")
+        if (refs, len(refs)) != (source.claim_refs, source.bound_claims):
+            self.emit(UpdateDataSourceStatus(name=name, claim_refs=refs, bound_claims=len(refs)),
+                      f"DataSource {name} is used by {len(refs)} claim(s)")
+        if (not source.deleting and source.reclaim_policy == "Delete" and source.released and not refs
+                and not source.claim_refs):
+            self.emit(DeleteDataSource(name=name, uid=source.ref.uid),
+                      f"DataSource {name} has reclaimPolicy Delete and its last claim is gone")
+        self.follow_data(source)
+
+    def follow_data(self, source: Source) -> None:
+        """Compute follows data: the catalog's latest location decides the DataSource's locality."""
+        if source.identity is None or source.deleting:
+            return
+        lookup = self.world.lookups.get(source.identity.key)
+        plugin = self.world.plugins.plugins.get(source.identity.system)
+        if lookup is None or lookup.kind != "resolved" or plugin is None:
+            return
+        clusters = map_location(plugin.location_mapping, lookup.location)
+        if clusters is None or (clusters == source.cluster_names and lookup.location == source.location):
+            return
+        self.emit(UpdateDataSourceLocality(name=source.ref.name, cluster_names=clusters, location=lookup.location),
+                  f"{source.identity.key} now lives at {lookup.location} → clusters {','.join(clusters)} "
+                  f"(was {','.join(source.cluster_names) or '<none>'})")
+
+    # --- bindings -----------------------------------------------------------------------------------------
+
+    def desired_exclusions(self, binding: Binding) -> frozenset[str] | None:
+        sources = []
+        for key in sorted(self.world.claims_by_workload.get(binding.workload, ())):
+            chosen = self.source_for(self.world.claims[key])
+            if chosen is not None:
+                sources.append(chosen)
+        if not sources:
+            return None
+        allowed = set(sources[0].cluster_names)
+        known = set(self.world.clusters)
+        for s in sources:
+            allowed &= set(s.cluster_names)
+            known |= set(s.cluster_names)
+        return frozenset(known - allowed)
+
+    def plan(self, binding: Binding) -> tuple[PlacementPlan, frozenset[str] | None]:
+        key = binding.ref.key
+        cached = self.plans.get(key)
+        if cached is None:
+            desired = self.desired_exclusions(binding)
+            plan = plan_placement(placement=binding.placement, annotations=binding.annotations, desired=desired)
+            cached = self.plans[key] = (plan, desired)
+        return cached
+
+    def binding(self, key: str) -> None:
+        binding = self.world.bindings.get(key)
+        if binding is None:
+            return
+        plan, desired = self.plan(binding)
+        if not plan.changed:
+            return
+        if desired is None:
+            self.emit(SetBindingPlacement(binding=binding.ref, excluded_clusters=(), injected=False),
+                      f"no bound claim for workload {binding.workload}: removing tether's exclusions from {key}")
+            return
+        misplaced = sorted(desired.intersection(binding.scheduled_clusters))
+        reschedule = self.now if misplaced else ""
+        self.emit(
+            SetBindingPlacement(binding=binding.ref, excluded_clusters=tuple(sorted(desired)), injected=True,
+                                reschedule_at=reschedule),
+            f"workload {binding.workload} must run where its data is: excluding {','.join(sorted(desired)) or '<none>'}"
+            + (f"; rescheduling away from {','.join(misplaced)}" if misplaced else ""),
+        )
+
+
+def decide(world: World, record: EventRecord, touched: Touched) -> list[Decision]:
+    """Decisions for one event, given the world *after* the event was folded in and what it touched."""
+    d = _Decide(world, record)
+    claims = set(touched.claims)
+    sources = set(touched.sources)
+    bindings = set(touched.bindings)
+    if touched.all_claims:
+        claims.update(world.claims)
+    for identity in touched.identities:
+        claims.update(world.claims_by_identity.get(identity, ()))
+        sources.update(world.sources_by_identity.get(identity, ()))
+    for key in claims:
+        claim = world.claims.get(key)
+        if claim is None:
+            continue
+        bindings.update(world.bindings_by_workload.get(claim.workload, ()))
+        if claim.identity is not None:
+            sources.update(world.sources_by_identity.get(claim.identity.key, ()))
+    if touched.all_bindings:
+        bindings.update(k for k, b in world.bindings.items() if b.injected or b.workload in world.claims_by_workload)
+    for key in sorted(bindings):  # a binding's claims show whether it is injected: keep their status exact
+        b = world.bindings.get(key)
+        if b is not None:
+            claims.update(world.claims_by_workload.get(b.workload, ()))
+    for key in sorted(claims):
+        d.claim(key)
+    for name in sorted(sources):
+        d.source(name)
+    for key in sorted(bindings):
+        d.binding(key)
+    return d.out
+
+
+__all__ = ["DECIDER", "Decision", "backoff_ms", "decide", "workload_key"]

@@ -1,0 +1,97 @@
+"""tether's share of a ResourceBinding's placement: the cluster exclusions it adds, and nothing else.
+
+Affinity is expressed the way Volcano Global does it — ``clusterAffinity.exclude`` — rather than by
+``clusterNames``: an exclusion composes with whatever the user wrote (their clusterNames, label and field
+selectors, their own exclusions), whereas an allow-list would have to be intersected with theirs and could
+silently become empty. The price: a cluster that joins Karmada is allowed until tether sees it, so the decider
+re-plans every injected binding when the set of clusters changes.
+
+What tether added is recorded in the annotation ``datadependency.volcano.sh/excluded-clusters`` (sorted,
+comma-joined), next to the gate annotation ``datadependency.volcano.sh/placement-injected: "true"``. The user's
+exclusions are therefore always ``exclude - added``, which is what makes the plan level-triggered:
+
+* a binding whose placement was overwritten by Karmada's detector (it re-applies the PropagationPolicy on every
+  policy change) has lost tether's exclusions but kept the annotations, so :func:`plan_placement` sees the
+  difference and puts them back;
+* removing tether's share strips exactly what it added, never the user's own exclusions.
+
+With ``clusterAffinities`` (several alternative terms) the exclusions are added to every term.
+
+Both the decider (to tell whether a binding is in sync) and the Kubernetes executor (to build the merge patch
+from the object it just read) call :func:`plan_placement`, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import msgspec
+
+from .commands import EXCLUDED_CLUSTERS_ANNOTATION, PLACEMENT_INJECTED_ANNOTATION
+
+
+class PlacementPlan(msgspec.Struct, frozen=True):
+    """What a binding's placement and annotations should become."""
+
+    placement: dict[str, Any]
+    annotations: dict[str, str | None]  # a merge-patch of annotations: None removes a key
+    added: tuple[str, ...]
+    changed: bool
+
+
+def added_exclusions(annotations: dict[str, str]) -> frozenset[str]:
+    raw = annotations.get(EXCLUDED_CLUSTERS_ANNOTATION, "")
+    return frozenset(c for c in (p.strip() for p in raw.split(",")) if c)
+
+
+def _terms(placement: dict[str, Any]) -> list[dict[str, Any]]:
+    """The affinity terms of a placement (copied), creating ``clusterAffinity`` when there is none."""
+    alternatives = placement.get("clusterAffinities")
+    if isinstance(alternatives, list) and alternatives:
+        return [t for t in alternatives if isinstance(t, dict)]  # terms are inline ClusterAffinity + affinityName
+    affinity = placement.get("clusterAffinity")
+    if not isinstance(affinity, dict):
+        affinity = {}
+        placement["clusterAffinity"] = affinity
+    return [affinity]
+
+
+def plan_placement(
+    *, placement: dict[str, Any] | None, annotations: dict[str, str], desired: frozenset[str] | None
+) -> PlacementPlan:
+    """Plan tether's exclusions: ``desired`` clusters excluded (None: remove tether's share)."""
+    before = placement or {}
+    after: dict[str, Any] = copy.deepcopy(before)
+    old_added = added_exclusions(annotations)
+    added: set[str] = set()
+    if desired is None and not old_added:
+        terms: list[dict[str, Any]] = []  # nothing of ours to strip: leave the placement untouched
+    elif desired is None:
+        terms = [after["clusterAffinity"]] if isinstance(after.get("clusterAffinity"), dict) else []
+        alternatives = after.get("clusterAffinities")
+        if isinstance(alternatives, list):
+            terms += [t for t in alternatives if isinstance(t, dict)]
+    else:
+        terms = _terms(after)
+    for term in terms:
+        exclude = term.get("exclude")
+        current = [c for c in exclude if isinstance(c, str)] if isinstance(exclude, list) else []
+        user = [c for c in current if c not in old_added]
+        if desired is None:
+            new = user
+        else:
+            mine = sorted(desired.difference(user))
+            added.update(mine)
+            new = user + mine
+        if new:
+            term["exclude"] = new
+        else:
+            term.pop("exclude", None)
+    if desired is None:
+        wanted: dict[str, str | None] = {PLACEMENT_INJECTED_ANNOTATION: None, EXCLUDED_CLUSTERS_ANNOTATION: None}
+    else:
+        wanted = {PLACEMENT_INJECTED_ANNOTATION: "true", EXCLUDED_CLUSTERS_ANNOTATION: ",".join(sorted(added))}
+    annotation_patch = {k: v for k, v in wanted.items() if annotations.get(k) != v}
+    changed = bool(annotation_patch) or after != before
+    return PlacementPlan(placement=after, annotations=annotation_patch, added=tuple(sorted(added)), changed=changed)

@@ -1,0 +1,604 @@
+"""The world as tether knows it: every event of the log folded into typed, indexed state.
+
+:func:`evolve` folds one :class:`~tether.core.envelope.EventRecord` into a :class:`World` **in place** and
+returns what it touched. In-place mutation is a deliberate departure from the textbook ``evolve(state, event)
+-> state``: copying maps of tens of thousands of claims per event would cost more than everything else a replay
+does, and determinism does not need immutability — it needs ``evolve`` to depend on nothing but the world and
+the event, which it does (no clock, no randomness, no I/O, and every iteration over a set is sorted).
+
+What is kept:
+
+* typed views of the observed objects tether reads — DataSourceClaims, DataSources, ResourceBindings, Karmada
+  Clusters — built once per observation, with the namespace of a claim's workload defaulted here and nowhere
+  else;
+* the indexes the decider needs to go from one object to the others in O(1): claims by workload and by data
+  identity, DataSources by identity, bindings by the workload they bind (``spec.resource``), DataSources
+  listing a claim in their ``status.claimRefs``;
+* the plugin configuration (location → clusters mapping) parsed from the VG ConfigMap;
+* the catalog: the last answer per data identity and the lookups in flight;
+* tether's own commands in flight (so an unchanged request is not sent twice), retries waiting for a timer,
+  and requests the API rejected for good.
+
+A write's outcome event carries the object the API server returned; it is folded like an observation, so the
+world learns the new resourceVersion without waiting for the watch. An observation older than what the world
+holds (smaller integer resourceVersion) is ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from tether.core.commands import (
+    CLAIM_FINALIZER,
+    DATASOURCE_FINALIZER,
+    LOCATION_ANNOTATION,
+    PLACEMENT_INJECTED_ANNOTATION,
+    Command,
+    LookupDataLocation,
+    command_name,
+    command_target,
+)
+from tether.core.envelope import EventRecord
+from tether.core.events import (
+    CommandFailed,
+    CommandSucceeded,
+    DataLocationLookupFailed,
+    DataLocationResolved,
+    DataSourceNotInCatalog,
+    ObjectDeleted,
+    ObjectObserved,
+    ObjectsListed,
+    TimerFired,
+)
+from tether.core.identity import DataIdentity, identity_problem, make_identity
+from tether.core.kube import Condition, KubeObject, ObjectRef, parse_conditions, ref_of
+from tether.core.placement import added_exclusions
+from tether.core.plugin_config import EMPTY_PLUGINS, PluginSet, parse_plugin_configmap
+
+CLAIM = "DataSourceClaim"
+DATASOURCE = "DataSource"
+BINDING = "ResourceBinding"
+CLUSTER = "Cluster"
+CONFIGMAP = "ConfigMap"
+
+
+class Settings(msgspec.Struct, frozen=True):
+    """What the projection needs to know about the installation."""
+
+    plugin_configmap: str = "volcano-global/volcano-global-datasource-plugins"
+
+
+class Claim(msgspec.Struct):
+    """A DataSourceClaim as observed."""
+
+    ref: ObjectRef
+    resource_version: str
+    generation: int
+    identity: DataIdentity | None  # None when the spec cannot name a data source
+    problem: str  # why the spec is invalid ("" when valid)
+    workload: str  # workload key (see workload_key); "" when the spec has none
+    finalizers: tuple[str, ...]
+    deleting: bool
+    phase: str
+    bound_data_source: str
+    conditions: tuple[Condition, ...]
+
+
+class Source(msgspec.Struct):
+    """A DataSource as observed."""
+
+    ref: ObjectRef
+    resource_version: str
+    identity: DataIdentity | None
+    cluster_names: tuple[str, ...]
+    location: str
+    reclaim_policy: str
+    finalizers: tuple[str, ...]
+    deleting: bool
+    claim_refs: tuple[ObjectRef, ...]
+    bound_claims: int
+    released: bool = False  # its claimRefs went from non-empty to empty (reclaimPolicy Delete applies)
+
+
+class Binding(msgspec.Struct):
+    """A ResourceBinding as observed (only what tether reads; the executor re-reads the rest)."""
+
+    ref: ObjectRef
+    resource_version: str
+    workload: str
+    placement: dict[str, Any]
+    annotations: dict[str, str]
+    injected: bool
+    added: tuple[str, ...]
+    scheduled_clusters: tuple[str, ...]
+
+
+class Lookup(msgspec.Struct):
+    """The catalog's latest answer about one identity. kind: resolved | not-found | failed."""
+
+    identity: DataIdentity
+    kind: str
+    location: str = ""
+    message: str = ""
+    retryable: bool = True
+    trigger: str = "lookup"
+    attempt: int = 0
+    at_ms: int = 0
+
+
+class Touched(msgspec.Struct):
+    """What one event may have changed: the decider reconciles exactly these (and what follows from them)."""
+
+    claims: set[str] = msgspec.field(default_factory=set)
+    sources: set[str] = msgspec.field(default_factory=set)
+    bindings: set[str] = msgspec.field(default_factory=set)
+    identities: set[str] = msgspec.field(default_factory=set)
+    all_bindings: bool = False
+    all_claims: bool = False
+
+
+class World(msgspec.Struct):
+    settings: Settings = Settings()
+    claims: dict[str, Claim] = {}
+    sources: dict[str, Source] = {}
+    bindings: dict[str, Binding] = {}
+    clusters: dict[str, bool] = {}  # Karmada cluster name → Ready
+    plugins: PluginSet = EMPTY_PLUGINS
+    lookups: dict[str, Lookup] = {}  # identity key → latest answer
+    lookups_in_flight: dict[str, int] = {}  # identity key → attempt
+    claims_by_workload: dict[str, set[str]] = {}
+    claims_by_identity: dict[str, set[str]] = {}
+    sources_by_identity: dict[str, set[str]] = {}
+    bindings_by_workload: dict[str, set[str]] = {}
+    sources_listing_claim: dict[str, set[str]] = {}  # claim key → DataSource names whose claimRefs list it
+    inflight: dict[str, str] = {}  # command slot → id of the command in flight
+    retry_wait: dict[str, int] = {}  # command slot → attempt, while a retry timer runs
+    rejected: dict[str, str] = {}  # command id → why the API rejected it for good
+    events: int = 0
+    last_at_ms: int = 0
+
+    def summary(self) -> dict[str, int]:
+        bound = sum(1 for c in self.claims.values() if c.phase == "Bound")
+        return {
+            "events": self.events,
+            "claims": len(self.claims),
+            "claims_bound": bound,
+            "claims_pending": len(self.claims) - bound,
+            "data_sources": len(self.sources),
+            "bindings": len(self.bindings),
+            "bindings_injected": sum(1 for b in self.bindings.values() if b.injected),
+            "clusters": len(self.clusters),
+            "lookups_in_flight": len(self.lookups_in_flight),
+            "commands_in_flight": len(self.inflight),
+        }
+
+
+def initial_world(settings: Settings | None = None) -> World:
+    return World(settings=settings or Settings())
+
+
+def workload_key(api_version: str, kind: str, namespace: str, name: str) -> str:
+    """Workloads are matched by API group (not version), kind, namespace and name."""
+    group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+    return f"{group}/{kind}/{namespace}/{name}"
+
+
+def slot(command: str, target: str) -> str:
+    """Commands of one type on one target replace each other; the slot names that pair."""
+    return f"{command}:{target}"
+
+
+def _newer(new: str, old: str) -> bool:
+    """Whether an observation at resourceVersion ``new`` may replace one at ``old``.
+
+    resourceVersions are opaque by contract but are etcd revisions (integers) on every real apiserver; when
+    both are integers an older observation (a watch event overtaken by a write's response) is ignored.
+    """
+    if new.isdigit() and old.isdigit():
+        return int(new) >= int(old)
+    return True
+
+
+def _index_add(index: dict[str, set[str]], key: str, value: str) -> None:
+    if key:
+        index.setdefault(key, set()).add(value)
+
+
+def _index_remove(index: dict[str, set[str]], key: str, value: str) -> None:
+    if not key:
+        return
+    members = index.get(key)
+    if members is not None:
+        members.discard(value)
+        if not members:
+            del index[key]
+
+
+# --- typed views ------------------------------------------------------------------------------------------
+
+
+def _str_map(value: object) -> tuple[dict[str, str] | None, str]:
+    if value is None:
+        return {}, ""
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        return None, "spec.attributes must map strings to strings"
+    return value, ""
+
+
+def parse_claim(obj: KubeObject) -> Claim:
+    spec = obj.spec
+    meta = obj.metadata
+    problem = ""
+    identity: DataIdentity | None = None
+    fields = [spec.get("system"), spec.get("dataSourceType"), spec.get("dataSourceName")]
+    attributes, attr_problem = _str_map(spec.get("attributes"))
+    if not all(isinstance(f, str) for f in fields):
+        problem = "spec.system, spec.dataSourceType and spec.dataSourceName must be strings"
+    elif attributes is None:
+        problem = attr_problem
+    else:
+        system, type_, name = (str(f) for f in fields)
+        identity = make_identity(system, type_, name, attributes)
+        problem = identity_problem(identity) or ""
+        if problem:
+            identity = None
+    workload = ""
+    w = spec.get("workload")
+    if isinstance(w, dict) and all(isinstance(w.get(f), str) and w.get(f) for f in ("apiVersion", "kind", "name")):
+        ns = w.get("namespace") or meta.namespace  # empty namespace = the claim's (defaulted here, once)
+        workload = workload_key(w["apiVersion"], w["kind"], ns if isinstance(ns, str) else meta.namespace, w["name"])
+    elif not problem:
+        problem = "spec.workload must give apiVersion, kind and name"
+    status = obj.status
+    phase = status.get("phase")
+    bound = status.get("boundDataSource")
+    return Claim(
+        ref=ref_of(obj),
+        resource_version=meta.resource_version,
+        generation=meta.generation,
+        identity=identity,
+        problem=problem,
+        workload=workload,
+        finalizers=tuple(meta.finalizers),
+        deleting=obj.deleting,
+        phase=phase if isinstance(phase, str) and phase else "Pending",
+        bound_data_source=bound if isinstance(bound, str) else "",
+        conditions=parse_conditions(status.get("conditions")),
+    )
+
+
+def _claim_refs(raw: object) -> tuple[ObjectRef, ...]:
+    if not isinstance(raw, list):
+        return ()
+    refs = []
+    for item in raw:
+        if isinstance(item, dict) and isinstance(item.get("name"), str):
+            refs.append(
+                ObjectRef(
+                    api_version=str(item.get("apiVersion", "")),
+                    kind=str(item.get("kind", CLAIM)),
+                    name=item["name"],
+                    namespace=str(item.get("namespace", "")),
+                    uid=str(item.get("uid", "")),
+                )
+            )
+    return tuple(refs)
+
+
+def parse_source(obj: KubeObject) -> Source:
+    spec = obj.spec
+    identity: DataIdentity | None = None
+    fields = (spec.get("system"), spec.get("type"), spec.get("name"))
+    attributes, _ = _str_map(spec.get("attributes"))
+    if all(isinstance(f, str) and f for f in fields) and attributes is not None:
+        identity = make_identity(str(fields[0]), str(fields[1]), str(fields[2]), attributes)
+    locality = spec.get("locality")
+    names = locality.get("clusterNames") if isinstance(locality, dict) else None
+    clusters = tuple(sorted({c for c in names if isinstance(c, str)})) if isinstance(names, list) else ()
+    bound = obj.status.get("boundClaims")
+    reclaim = spec.get("reclaimPolicy")
+    return Source(
+        ref=ref_of(obj),
+        resource_version=obj.metadata.resource_version,
+        identity=identity,
+        cluster_names=clusters,
+        location=obj.metadata.annotations.get(LOCATION_ANNOTATION, ""),
+        reclaim_policy=reclaim if reclaim in ("Retain", "Delete") else "Retain",  # VG's documented default
+        finalizers=tuple(obj.metadata.finalizers),
+        deleting=obj.deleting,
+        claim_refs=_claim_refs(obj.status.get("claimRefs")),
+        bound_claims=bound if isinstance(bound, int) else 0,
+    )
+
+
+def parse_binding(obj: KubeObject) -> Binding:
+    spec = obj.spec
+    resource = spec.get("resource")
+    workload = ""
+    if isinstance(resource, dict):
+        workload = workload_key(
+            str(resource.get("apiVersion", "")),
+            str(resource.get("kind", "")),
+            str(resource.get("namespace") or obj.metadata.namespace),
+            str(resource.get("name", "")),
+        )
+    placement = spec.get("placement")
+    clusters = spec.get("clusters")
+    scheduled = (
+        tuple(sorted({c["name"] for c in clusters if isinstance(c, dict) and isinstance(c.get("name"), str)}))
+        if isinstance(clusters, list)
+        else ()
+    )
+    annotations = obj.metadata.annotations
+    return Binding(
+        ref=ref_of(obj),
+        resource_version=obj.metadata.resource_version,
+        workload=workload,
+        placement=placement if isinstance(placement, dict) else {},
+        annotations=dict(annotations),
+        injected=annotations.get(PLACEMENT_INJECTED_ANNOTATION) == "true",
+        added=tuple(sorted(added_exclusions(annotations))),
+        scheduled_clusters=scheduled,
+    )
+
+
+def _cluster_ready(obj: KubeObject) -> bool:
+    for c in parse_conditions(obj.status.get("conditions")):
+        if c.type == "Ready":
+            return c.status == "True"
+    return False
+
+
+# --- folding ----------------------------------------------------------------------------------------------
+
+
+def _put_claim(world: World, key: str, claim: Claim | None, touched: Touched) -> None:
+    old = world.claims.get(key)
+    if old is not None:
+        touched.bindings.update(world.bindings_by_workload.get(old.workload, ()))
+        touched.sources.update(world.sources_listing_claim.get(key, ()))
+        if old.bound_data_source:
+            touched.sources.add(old.bound_data_source)
+        if old.identity is not None:
+            touched.sources.update(world.sources_by_identity.get(old.identity.key, ()))
+            if claim is None or claim.identity != old.identity:
+                _index_remove(world.claims_by_identity, old.identity.key, key)
+        if claim is None or claim.workload != old.workload:
+            _index_remove(world.claims_by_workload, old.workload, key)
+    touched.claims.add(key)
+    if claim is None:
+        world.claims.pop(key, None)
+        return
+    world.claims[key] = claim
+    _index_add(world.claims_by_workload, claim.workload, key)
+    touched.bindings.update(world.bindings_by_workload.get(claim.workload, ()))
+    if claim.identity is not None:
+        _index_add(world.claims_by_identity, claim.identity.key, key)
+        touched.sources.update(world.sources_by_identity.get(claim.identity.key, ()))
+        touched.identities.add(claim.identity.key)
+    if claim.bound_data_source:
+        touched.sources.add(claim.bound_data_source)
+
+
+def _claims_of_source(world: World, source: Source) -> set[str]:
+    keys: set[str] = set()
+    if source.identity is not None:
+        keys.update(world.claims_by_identity.get(source.identity.key, ()))
+    keys.update(r.key for r in source.claim_refs)
+    return keys
+
+
+def _put_source(world: World, name: str, source: Source | None, touched: Touched) -> None:
+    old = world.sources.get(name)
+    touched.sources.add(name)
+    if old is not None:
+        if old.identity is not None:
+            _index_remove(world.sources_by_identity, old.identity.key, name)
+        for ref in old.claim_refs:
+            _index_remove(world.sources_listing_claim, ref.key, name)
+        touched.claims.update(_claims_of_source(world, old))
+        if source is not None and old.claim_refs and not source.claim_refs:
+            source.released = True
+        elif source is not None and not source.claim_refs:
+            source.released = old.released
+    if source is None:
+        world.sources.pop(name, None)
+        if old is not None and old.identity is not None and not world.sources_by_identity.get(old.identity.key):
+            world.lookups.pop(old.identity.key, None)  # the DataSource was the cache: the next claim looks up again
+        return
+    world.sources[name] = source
+    if source.identity is not None:
+        _index_add(world.sources_by_identity, source.identity.key, name)
+        touched.identities.add(source.identity.key)
+    for ref in source.claim_refs:
+        _index_add(world.sources_listing_claim, ref.key, name)
+    touched.claims.update(_claims_of_source(world, source))
+
+
+def _put_binding(world: World, key: str, binding: Binding | None, touched: Touched) -> None:
+    old = world.bindings.get(key)
+    touched.bindings.add(key)
+    if old is not None:
+        _index_remove(world.bindings_by_workload, old.workload, key)
+        touched.claims.update(world.claims_by_workload.get(old.workload, ()))
+    if binding is None:
+        world.bindings.pop(key, None)
+        return
+    world.bindings[key] = binding
+    _index_add(world.bindings_by_workload, binding.workload, key)
+    touched.claims.update(world.claims_by_workload.get(binding.workload, ()))
+
+
+def _observe(world: World, obj: KubeObject, touched: Touched, *, deleted: bool = False) -> None:
+    kind = obj.kind
+    key = obj.key
+    if kind == CLAIM:
+        old_claim = world.claims.get(key)
+        if not deleted and old_claim is not None and not _newer(obj.metadata.resource_version,
+                                                                old_claim.resource_version):
+            return
+        _put_claim(world, key, None if deleted else parse_claim(obj), touched)
+    elif kind == DATASOURCE:
+        name = obj.metadata.name
+        old_source = world.sources.get(name)
+        if not deleted and old_source is not None and not _newer(obj.metadata.resource_version,
+                                                                  old_source.resource_version):
+            return
+        _put_source(world, name, None if deleted else parse_source(obj), touched)
+    elif kind == BINDING:
+        old_binding = world.bindings.get(key)
+        if not deleted and old_binding is not None and not _newer(obj.metadata.resource_version,
+                                                                   old_binding.resource_version):
+            return
+        _put_binding(world, key, None if deleted else parse_binding(obj), touched)
+    elif kind == CLUSTER:
+        name = obj.metadata.name
+        before = world.clusters.get(name)
+        if deleted:
+            world.clusters.pop(name, None)
+        else:
+            world.clusters[name] = _cluster_ready(obj)
+        if deleted or before is None:  # membership changes every binding's exclusions; readiness does not
+            touched.all_bindings = True
+    elif kind == CONFIGMAP and f"{obj.metadata.namespace}/{obj.metadata.name}" == world.settings.plugin_configmap:
+        world.plugins = EMPTY_PLUGINS if deleted else parse_plugin_configmap(dict(obj.data))
+        touched.all_claims = True
+        touched.all_bindings = True
+
+
+def _forget_missing(world: World, listed: ObjectsListed, touched: Touched) -> None:
+    present = set(listed.keys)
+
+    def gone(key: str, namespace: str) -> bool:
+        return key not in present and (not listed.namespace or namespace == listed.namespace)
+
+    if listed.kind == CLAIM:
+        for key in sorted(k for k, c in world.claims.items() if gone(k, c.ref.namespace)):
+            _put_claim(world, key, None, touched)
+    elif listed.kind == DATASOURCE:
+        for name in sorted(n for n, s in world.sources.items() if gone(s.ref.key, "")):
+            _put_source(world, name, None, touched)
+    elif listed.kind == BINDING:
+        for key in sorted(k for k, b in world.bindings.items() if gone(k, b.ref.namespace)):
+            _put_binding(world, key, None, touched)
+    elif listed.kind == CLUSTER:
+        for name in sorted(n for n in world.clusters if gone(f"{CLUSTER}//{n}", "")):
+            del world.clusters[name]
+            touched.all_bindings = True
+
+
+def _answer(world: World, identity: DataIdentity, lookup: Lookup, touched: Touched) -> None:
+    key = identity.key
+    attempt = world.lookups_in_flight.pop(key, 0)
+    lookup.attempt = attempt or world.lookups.get(key, lookup).attempt
+    world.lookups[key] = lookup
+    world.inflight.pop(slot("lookup_data_location", f"Data/{key}"), None)
+    touched.identities.add(key)
+    touched.claims.update(world.claims_by_identity.get(key, ()))
+    touched.sources.update(world.sources_by_identity.get(key, ()))
+
+
+def evolve(world: World, record: EventRecord) -> Touched:
+    """Fold one event into ``world`` (in place); returns what it touched."""
+    touched = Touched()
+    world.events += 1
+    world.last_at_ms = record.at_ms
+    event = record.event
+    match event:
+        case ObjectObserved(obj=obj):
+            _observe(world, obj, touched)
+        case ObjectDeleted(obj=obj):
+            _observe(world, obj, touched, deleted=True)
+        case ObjectsListed():
+            _forget_missing(world, event, touched)
+        case DataLocationResolved(identity=identity, location=location, trigger=trigger):
+            lookup = Lookup(identity=identity, kind="resolved", location=location, trigger=trigger, at_ms=record.at_ms)
+            _answer(world, identity, lookup, touched)
+        case DataSourceNotInCatalog(identity=identity, message=message):
+            _answer(world, identity, Lookup(identity=identity, kind="not-found", message=message,
+                                            at_ms=record.at_ms), touched)
+        case DataLocationLookupFailed(identity=identity, message=message, retryable=retryable):
+            _answer(world, identity, Lookup(identity=identity, kind="failed", message=message, retryable=retryable,
+                                            at_ms=record.at_ms), touched)
+        case CommandSucceeded(command_id=cid, command=command, target=target, result=result):
+            s = slot(command, target)
+            if world.inflight.get(s) == cid:
+                del world.inflight[s]
+            world.retry_wait.pop(s, None)
+            if result is not None:
+                _observe(world, result, touched)
+            elif command == "delete_data_source":
+                name = target.rsplit("/", 1)[-1]
+                if name in world.sources:
+                    _put_source(world, name, None, touched)
+            _touch_target(world, target, touched)
+        case CommandFailed(command_id=cid, command=command, target=target, retryable=retryable, message=message):
+            s = slot(command, target)
+            if world.inflight.get(s) == cid:
+                del world.inflight[s]
+            if retryable:
+                world.retry_wait[s] = world.retry_wait.get(s, 0) + 1
+            else:
+                world.rejected[cid] = message
+            _touch_target(world, target, touched)
+        case TimerFired(purpose=purpose, subject=subject, timer_id=timer_id):
+            if purpose == "retry-command":  # timer id: retry-command|<command>|<attempt>|<target>
+                parts = timer_id.split("|", 3)
+                if len(parts) == 4:
+                    world.retry_wait.pop(slot(parts[1], parts[3]), None)
+            elif purpose == "lookup-retry":  # the last answer about this identity is stale now: ask again
+                stale = world.lookups.get(subject.removeprefix("Data/"))
+                if stale is not None and stale.kind != "resolved":
+                    stale.kind = "expired"
+            world.inflight.pop(slot("start_timer", subject), None)
+            _touch_target(world, subject, touched)
+    return touched
+
+
+def _touch_target(world: World, target: str, touched: Touched) -> None:
+    kind, _, rest = target.partition("/")
+    if kind == CLAIM:
+        touched.claims.add(target)
+    elif kind == DATASOURCE:
+        touched.sources.add(rest.split("/", 1)[-1])
+    elif kind == BINDING:
+        touched.bindings.add(target)
+    elif kind == "Data":
+        identity_key = rest
+        touched.identities.add(identity_key)
+        touched.claims.update(world.claims_by_identity.get(identity_key, ()))
+
+
+def note_issued(world: World, command: Command, command_id: str) -> None:
+    """Remember a command the decider just issued, until its outcome arrives."""
+    world.inflight[slot(command_name(command), command_target(command))] = command_id
+    if isinstance(command, LookupDataLocation):
+        world.lookups_in_flight[command.identity.key] = command.attempt
+
+
+def has_finalizer(finalizers: tuple[str, ...], name: str) -> bool:
+    return name in finalizers
+
+
+__all__ = [
+    "BINDING",
+    "CLAIM",
+    "CLAIM_FINALIZER",
+    "CLUSTER",
+    "DATASOURCE",
+    "DATASOURCE_FINALIZER",
+    "Binding",
+    "Claim",
+    "Lookup",
+    "Settings",
+    "Source",
+    "Touched",
+    "World",
+    "evolve",
+    "initial_world",
+    "note_issued",
+    "slot",
+    "workload_key",
+]
