@@ -1,0 +1,532 @@
+"""Catalog resolvers: where does a claimed data source live?
+
+A resolver turns a :class:`~tether.core.identity.DataIdentity` into one of the three lookup outcomes of
+:mod:`tether.core.events` — :class:`DataLocationResolved`, :class:`DataSourceNotInCatalog` or
+:class:`DataLocationLookupFailed` — and never raises for catalog trouble: a catalog being down is a fact to
+log, not an exception to crash the executor with. The decider maps the location to clusters, not us, so that
+history can be re-decided under another mapping.
+
+Resolvers:
+
+* :class:`IcebergRestResolver` — the Iceberg REST ``LoadTable`` call,
+  ``GET {url}{basePath}/v1/{prefix}/namespaces/{ns}/tables/{table}``. Multi-level namespaces are joined with the
+  unit separator (``%1F``) as the REST spec says. The data lives under ``metadata.location`` unless the table
+  property ``write.data.path`` moves it elsewhere — the property wins, since that is where writers put files.
+* :class:`AmoroResolver` — the same with Amoro's addressing (base ``/api/iceberg/rest``, prefix
+  ``catalogs/{catalog}``, names ``catalog.db.table``) and its real health path ``/api/ams/v1/health/status``.
+* :class:`PathResolver` — ``s3``, ``hdfs`` and the other path systems: the name *is* the location, no HTTP.
+
+Outcome rules: 404 and 400 (Amoro's answer for a non-Iceberg catalog) mean "not in catalog"; 401/403 and
+malformed names are non-retryable failures (a human must act); 429, 5xx, network errors and timeouts are
+retried here with backoff (:mod:`tether.adapters.catalog_http`) and end as a *retryable* failure, which the
+decider retries later on its own, slower schedule. A malformed 200 body is not retried here (the server did
+answer; asking again at once rarely helps) but is reported as retryable, so fixing the server heals the claim.
+
+Per endpoint (= per resolver; two systems pointing at one URL get two breakers, an accepted simplification)
+there is a circuit breaker and a concurrency limit, and concurrent ``resolve()`` calls for one identity share
+one request (single flight). The decider already keeps one lookup in flight per identity, but periodic
+refreshes and pushed notifications come from elsewhere, and a resolver must be safe on its own.
+
+Third-party resolvers are entry points of the group ``tether.catalogs``: a callable taking
+``(plugin: PluginConfig, *, session=..., **options)`` and returning a :class:`CatalogResolver`;
+:func:`load_resolver` picks one by ``plugin.type`` and :class:`ResolverSet` keeps one per configured system.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random as _random
+import ssl
+import time
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import quote
+
+import aiohttp
+import msgspec
+import yarl
+
+from tether.adapters.catalog_http import (
+    Authenticator,
+    CatalogHttpError,
+    CircuitBreaker,
+    CircuitOpenError,
+    Clock,
+    Random,
+    Sleep,
+    backoff_delay,
+    make_ssl_context,
+    parse_retry_after,
+)
+from tether.core.events import DataLocationLookupFailed, DataLocationResolved, DataSourceNotInCatalog
+from tether.core.identity import DataIdentity, identity_problem
+from tether.core.plugin_config import EMPTY_PLUGINS, PATH_SYSTEMS, PluginConfig, PluginSet
+
+Outcome = DataLocationResolved | DataSourceNotInCatalog | DataLocationLookupFailed
+
+ENTRY_POINT_GROUP = "tether.catalogs"
+AMORO_BASE_PATH = "/api/iceberg/rest"
+AMORO_PREFIX = "catalogs/{catalog}"
+AMORO_HEALTH_PATH = "/api/ams/v1/health/status"
+_NS_SEPARATOR = "%1F"  # the Iceberg REST spec's separator of namespace levels, already percent-encoded
+
+
+@runtime_checkable
+class CatalogResolver(Protocol):
+    system: str
+
+    async def resolve(self, identity: DataIdentity, *, trigger: str = "lookup") -> Outcome: ...
+
+    async def aclose(self) -> None: ...
+
+
+def _failed(identity: DataIdentity, message: str, *, retryable: bool) -> DataLocationLookupFailed:
+    return DataLocationLookupFailed(identity=identity, message=message, retryable=retryable)
+
+
+def _with_trigger(outcome: Outcome, trigger: str) -> Outcome:
+    # Single-flight callers share one outcome but each keeps its own trigger (lookup / refresh / push).
+    if isinstance(outcome, DataLocationResolved) and outcome.trigger != trigger:
+        return msgspec.structs.replace(outcome, trigger=trigger)
+    return outcome
+
+
+class _SingleFlight:
+    """Concurrent calls with one key share one task; the key is released when the task ends."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[DataIdentity, asyncio.Task[Outcome]] = {}
+
+    async def run(self, key: DataIdentity, make: Callable[[], Any]) -> Outcome:
+        task = self._tasks.get(key)
+        if task is None:
+            task = asyncio.ensure_future(self._wrap(key, make))
+            self._tasks[key] = task
+        # shield: one caller being cancelled must not cancel the request the others are waiting for
+        return await asyncio.shield(task)
+
+    async def _wrap(self, key: DataIdentity, make: Callable[[], Any]) -> Outcome:
+        try:
+            result: Outcome = await make()
+            return result
+        finally:
+            if self._tasks.get(key) is asyncio.current_task():
+                del self._tasks[key]
+
+    async def drain(self) -> None:
+        if self._tasks:
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+
+
+class PathResolver:
+    """Path systems (s3, hdfs, …): the claimed name already is the location. Never does I/O."""
+
+    def __init__(self, plugin: PluginConfig, *, session: aiohttp.ClientSession | None = None, **_: Any) -> None:
+        self.system = plugin.system
+        self.scheme = plugin.type if plugin.type in PATH_SYSTEMS else plugin.system
+        self.lookups = 0
+
+    def location_of(self, name: str) -> str:
+        """``s3://bucket//a/b`` → ``s3://bucket/a/b``; ``bucket/a`` → ``s3://bucket/a``. Raises ValueError."""
+        scheme, sep, rest = name.strip().partition("://")
+        if not sep:
+            scheme, rest = self.scheme, name.strip().lstrip("/")
+        scheme = scheme.lower()
+        # s3a/s3n are Hadoop's names for the same buckets; anything else is a claim naming the wrong system
+        if scheme != self.scheme and not (self.scheme == "s3" and scheme in {"s3a", "s3n"}):
+            raise ValueError(f"location {name!r} has scheme {scheme!r} but the claim's system is {self.system!r}")
+        authority, slash, path = rest.partition("/")
+        while "//" in path:
+            path = path.replace("//", "/")
+        if not authority and scheme != "file":
+            raise ValueError(f"location {name!r} names no bucket/host; expected '{self.scheme}://bucket/path'")
+        return f"{scheme}://{authority}{slash}{path}"
+
+    async def resolve(self, identity: DataIdentity, *, trigger: str = "lookup") -> Outcome:
+        self.lookups += 1
+        try:
+            return DataLocationResolved(identity=identity, location=self.location_of(identity.name), trigger=trigger)
+        except ValueError as exc:
+            return _failed(identity, str(exc), retryable=False)
+
+    async def aclose(self) -> None:
+        return None
+
+
+class IcebergRestResolver:
+    """An Iceberg REST catalog (module doc). Inject ``clock``/``sleep``/``random`` to make tests fast."""
+
+    default_base_path = ""
+    default_prefix = ""
+    #: None: any depth of namespace; Amoro's databases are a single level.
+    max_namespace_levels: int | None = None
+
+    def __init__(
+        self,
+        plugin: PluginConfig,
+        *,
+        session: aiohttp.ClientSession | None = None,
+        clock: Clock = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+        random: Random = _random.random,
+    ) -> None:
+        self.plugin = plugin
+        self.system = plugin.system
+        self._base = plugin.url.rstrip("/") + _norm_path(plugin.base_path or self.default_base_path)
+        self._prefix = (plugin.prefix or self.default_prefix).strip("/")
+        self._session = session
+        self._owns_session = session is None
+        self._sleep = sleep
+        self._random = random
+        self._ssl: ssl.SSLContext | None = make_ssl_context(plugin.tls)
+        token_url = plugin.auth.token_url or f"{self._base}/v1/oauth/tokens"
+        if token_url.startswith("/"):
+            token_url = plugin.url.rstrip("/") + token_url
+        self.auth = Authenticator(plugin.auth, token_url=token_url, clock=clock)
+        self.breaker = CircuitBreaker(plugin.circuit_breaker, name=plugin.url or self.system, clock=clock)
+        self._limit = asyncio.Semaphore(plugin.concurrency)
+        self._flights = _SingleFlight()
+        self._closed = False
+
+    # ---------------------------------------------------------------------------------------- addressing
+
+    @property
+    def expected_shape(self) -> str:
+        if "{catalog}" not in self._prefix:
+            return "namespace.table"
+        return "catalog.db.table" if self.max_namespace_levels == 1 else "catalog.namespace.table"
+
+    def table_url(self, name: str) -> str:
+        """The LoadTable URL for a claim name; raises ValueError naming the expected shape."""
+        parts = name.split(".")
+        with_catalog = "{catalog}" in self._prefix
+        need = 3 if with_catalog else 2
+        levels = len(parts) - need + 1
+        if (
+            len(parts) < need
+            or any(not p for p in parts)
+            or (self.max_namespace_levels is not None and levels > self.max_namespace_levels)
+        ):
+            raise ValueError(
+                f"dataSourceName {name!r} does not fit system {self.system!r}: expected {self.expected_shape!r}"
+            )
+        prefix = self._prefix
+        if with_catalog:
+            prefix = prefix.replace("{catalog}", quote(parts[0], safe=""))
+            parts = parts[1:]
+        namespace = _NS_SEPARATOR.join(quote(p, safe="") for p in parts[:-1])
+        table = quote(parts[-1], safe="")
+        return f"{self._base}/v1/{prefix + '/' if prefix else ''}namespaces/{namespace}/tables/{table}"
+
+    # ------------------------------------------------------------------------------------------- resolve
+
+    async def resolve(self, identity: DataIdentity, *, trigger: str = "lookup") -> Outcome:
+        if self._closed:
+            return _failed(identity, f"resolver for system {self.system!r} is closed", retryable=True)
+        return _with_trigger(await self._flights.run(identity, lambda: self._lookup(identity)), trigger)
+
+    async def _lookup(self, identity: DataIdentity) -> Outcome:
+        problem = identity_problem(identity)
+        if problem:
+            return _failed(identity, problem, retryable=False)
+        try:
+            url = self.table_url(identity.name)
+        except ValueError as exc:
+            return _failed(identity, str(exc), retryable=False)
+        try:
+            return await self._with_retries(identity, url)
+        except Exception as exc:  # "never raises": a bug here must not take the executor down
+            return _failed(identity, f"unexpected error looking up {identity.name!r}: {exc!r}", retryable=True)
+
+    async def _with_retries(self, identity: DataIdentity, url: str) -> Outcome:
+        retry = self.plugin.retry
+        last: CatalogHttpError | None = None
+        for attempt in range(retry.max_retries + 1):
+            async with self._limit:  # the slot is held per attempt, never across a backoff sleep
+                try:
+                    self.breaker.before_request()
+                except CircuitOpenError as exc:
+                    suffix = f"; last error: {last.message}" if last else ""
+                    return _failed(identity, exc.message + suffix, retryable=True)
+                try:
+                    outcome = await self._attempt(identity, url)
+                except CatalogHttpError as exc:
+                    if exc.retryable:
+                        self.breaker.record_failure()
+                    else:  # the server answered: it is alive, even if it said no
+                        self.breaker.record_success()
+                        return _failed(identity, exc.message, retryable=False)
+                    last = exc
+                except BaseException:
+                    self.breaker.release_probe()
+                    raise
+                else:
+                    self.breaker.record_success()
+                    return outcome
+            if attempt == retry.max_retries:
+                break
+            if last.retry_after is not None and last.retry_after > retry.max_backoff:
+                return _failed(
+                    identity,
+                    f"{last.message}; the server asked to retry after {last.retry_after:.0f}s",
+                    retryable=True,
+                )
+            delay = last.retry_after if last.retry_after is not None else backoff_delay(
+                attempt, retry, random=self._random
+            )
+            await self._sleep(delay)
+        assert last is not None
+        return _failed(
+            identity, f"{last.message} (gave up after {retry.max_retries + 1} attempts)", retryable=True
+        )
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            # created lazily: a ClientSession belongs to the running loop; timeouts are ours (asyncio.timeout)
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None))
+            self._owns_session = True
+        return self._session
+
+    async def _attempt(self, identity: DataIdentity, url: str) -> Outcome:
+        """One request (two if an OAuth2 token was revoked). Raises CatalogHttpError for failures."""
+        session = self._get_session()
+        timeout = self.plugin.retry.timeout
+        try:
+            async with asyncio.timeout(timeout):
+                status, headers, body = await self._get(session, url)
+                if status == 401 and self.auth.invalidate():
+                    status, headers, body = await self._get(session, url)
+        except TimeoutError:
+            raise CatalogHttpError(f"GET {url} timed out after {timeout:g}s", retryable=True) from None
+        except aiohttp.ClientConnectorCertificateError as exc:
+            raise CatalogHttpError(f"TLS verification of {self.plugin.url} failed: {exc}", retryable=False) from None
+        except aiohttp.ClientError as exc:
+            raise CatalogHttpError(f"GET {url} failed: {exc.__class__.__name__}: {exc}", retryable=True) from None
+        return self._classify(identity, url, status, headers, body)
+
+    async def _get(self, session: aiohttp.ClientSession, url: str) -> tuple[int, Any, bytes]:
+        headers = {"Accept": "application/json", **await self.auth.headers(session, ssl_ctx=self._ssl_arg())}
+        # encoded=True: the path is already percent-encoded (%1F must reach the server as is)
+        async with session.get(yarl.URL(url, encoded=True), headers=headers, ssl=self._ssl_arg()) as resp:
+            return resp.status, resp.headers, await resp.read()
+
+    def _ssl_arg(self) -> Any:
+        return self._ssl if self._ssl is not None else True
+
+    def _classify(self, identity: DataIdentity, url: str, status: int, headers: Any, body: bytes) -> Outcome:
+        name = identity.name
+        if status == 200:
+            try:
+                location = data_location(json.loads(body))
+            except (ValueError, UnicodeDecodeError) as exc:
+                snippet = body[:120].decode("utf-8", "replace")
+                return _failed(
+                    identity,
+                    f"catalog returned a malformed LoadTableResponse for {name!r} ({exc}); body starts {snippet!r}"
+                    f" — check url/basePath/prefix",
+                    retryable=True,
+                )
+            return DataLocationResolved(identity=identity, location=location)
+        message = _error_message(body)
+        if status == 404:
+            return DataSourceNotInCatalog(identity=identity, message=f"table {name!r} not found in catalog: {message}")
+        if status == 400:
+            return DataSourceNotInCatalog(identity=identity, message=f"catalog rejected {name!r}: {message}")
+        if status in (401, 403):
+            raise CatalogHttpError(
+                f"catalog denied access ({status}) to {name!r} with auth type {self.auth.kind!r}: {message}",
+                retryable=False,
+            )
+        if status == 429 or status >= 500:
+            raise CatalogHttpError(
+                f"GET {url} answered {status}: {message}",
+                retryable=True,
+                retry_after=parse_retry_after(headers.get("Retry-After")),
+            )
+        raise CatalogHttpError(f"GET {url} answered unexpected status {status}: {message}", retryable=False)
+
+    # ------------------------------------------------------------------------------------------ the rest
+
+    @property
+    def health_url(self) -> str:
+        """The generic Iceberg REST server has no health endpoint; its config endpoint is the cheapest call."""
+        return f"{self._base}/v1/config"
+
+    async def check_health(self) -> tuple[bool, str]:
+        """(healthy, detail) from the catalog's health endpoint; goes around breaker and retries."""
+        url = self.health_url
+        try:
+            session = self._get_session()
+            async with asyncio.timeout(self.plugin.retry.timeout):
+                headers = await self.auth.headers(session, ssl_ctx=self._ssl_arg())
+                async with session.get(url, headers=headers, ssl=self._ssl_arg()) as resp:
+                    text = await resp.text()
+                    return resp.status == 200, f"{resp.status} {text[:200]}"
+        except (TimeoutError, aiohttp.ClientError, CatalogHttpError) as exc:
+            return False, f"{url}: {exc.__class__.__name__}: {exc}"
+
+    async def aclose(self) -> None:
+        """Refuse new lookups, let those in flight finish, then close the session if we made it."""
+        self._closed = True
+        await self._flights.drain()
+        if self._owns_session and self._session is not None:
+            await self._session.close()
+
+
+class AmoroResolver(IcebergRestResolver):
+    """Amoro's Iceberg REST endpoint: names are ``catalog.db.table``."""
+
+    default_base_path = AMORO_BASE_PATH
+    default_prefix = AMORO_PREFIX
+    max_namespace_levels = 1
+
+    @property
+    def health_url(self) -> str:
+        return self.plugin.url.rstrip("/") + AMORO_HEALTH_PATH  # not VG's /api/v1/health: Amoro has no such path
+
+
+def data_location(doc: Any) -> str:
+    """The data location in a LoadTableResponse: ``write.data.path`` if set, else ``metadata.location``."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("metadata"), dict):
+        raise ValueError("no 'metadata' object")
+    metadata = doc["metadata"]
+    properties = metadata.get("properties") or {}
+    if not isinstance(properties, dict):
+        raise ValueError("'metadata.properties' is not an object")
+    override = properties.get("write.data.path")
+    if isinstance(override, str) and override:
+        return override
+    location = metadata.get("location")
+    if not isinstance(location, str) or not location:
+        raise ValueError("'metadata.location' missing")
+    return location
+
+
+def _error_message(body: bytes) -> str:
+    """The message of an Iceberg REST ``{"error": {"message", "type", "code"}}`` body, or the raw text."""
+    try:
+        doc = json.loads(body)
+        err = doc["error"]
+        return f"{err.get('type', 'Error')}: {err['message']}"
+    except (ValueError, KeyError, TypeError):
+        return body[:200].decode("utf-8", "replace").strip() or "(empty body)"
+
+
+def _norm_path(path: str) -> str:
+    path = path.strip("/")
+    return "/" + path if path else ""
+
+
+# ----------------------------------------------------------------------------------------- the registry
+
+
+class UnknownCatalogType(LookupError):
+    pass
+
+
+_BUILTIN: dict[str, Callable[..., CatalogResolver]] = {
+    "amoro": AmoroResolver,
+    "iceberg-rest": IcebergRestResolver,
+    **dict.fromkeys(PATH_SYSTEMS, PathResolver),
+}
+
+
+def load_resolver(
+    plugin: PluginConfig, *, session: aiohttp.ClientSession | None = None, **options: Any
+) -> CatalogResolver:
+    """The resolver for ``plugin.type``: an entry point of ``tether.catalogs`` first, then the built-ins.
+
+    Entry points come first so that a deployment can replace a built-in deliberately; the built-in table keeps
+    tether working when its own package metadata is stale (an editable install made before the entry points).
+    ``options`` (clock, sleep, random) are passed through only when given, so third-party factories that do not
+    take them still load.
+    """
+    factory: Callable[..., Any] | None = None
+    for ep in entry_points(group=ENTRY_POINT_GROUP, name=plugin.type):
+        factory = ep.load()
+        break
+    if factory is None:
+        factory = _BUILTIN.get(plugin.type)
+    if factory is None:
+        known = sorted({*_BUILTIN, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))})
+        raise UnknownCatalogType(f"no catalog plugin of type {plugin.type!r} (known: {', '.join(known)})")
+    resolver = factory(plugin, session=session, **options)
+    if not isinstance(resolver, CatalogResolver):
+        raise TypeError(f"catalog plugin {plugin.type!r} returned {type(resolver).__name__}, not a CatalogResolver")
+    return resolver
+
+
+class ResolverSet:
+    """One resolver per configured system, rebuilt when that system's plugin config changes."""
+
+    def __init__(
+        self,
+        plugins: PluginSet = EMPTY_PLUGINS,
+        *,
+        session: aiohttp.ClientSession | None = None,
+        loader: Callable[..., CatalogResolver] = load_resolver,
+        **options: Any,
+    ) -> None:
+        self._session = session
+        self._loader = loader
+        self._options = options
+        self._resolvers: dict[str, CatalogResolver] = {}
+        self._configs: dict[str, PluginConfig] = {}
+        self._problems: dict[str, str] = {}
+        self._retiring: set[asyncio.Task[None]] = set()
+        self._retired: list[CatalogResolver] = []
+        self.update(plugins)
+
+    @property
+    def systems(self) -> frozenset[str]:
+        return frozenset(self._resolvers)
+
+    def resolver(self, system: str) -> CatalogResolver | None:
+        return self._resolvers.get(system)
+
+    def update(self, plugins: PluginSet) -> None:
+        """Adopt a new plugin set: unchanged systems keep their resolver (and its breaker, token, flights)."""
+        problems = {key: f"plugin config {key!r} is invalid: {err}" for key, err in plugins.errors.items()}
+        for system in set(self._configs) - set(plugins.plugins):
+            self._retire(system)
+        for system, plugin in plugins.plugins.items():
+            if self._configs.get(system) == plugin and system in self._resolvers:
+                continue
+            self._retire(system)
+            self._configs[system] = plugin
+            try:
+                self._resolvers[system] = self._loader(plugin, session=self._session, **self._options)
+            except Exception as exc:  # a broken third-party plugin spoils its own system only
+                problems[system] = f"catalog plugin for system {system!r} could not be loaded: {exc}"
+        self._problems = problems
+
+    def _retire(self, system: str) -> None:
+        self._configs.pop(system, None)
+        old = self._resolvers.pop(system, None)
+        if old is None:
+            return
+        try:
+            task = asyncio.get_running_loop().create_task(old.aclose())
+        except RuntimeError:  # no loop yet: close it in aclose()
+            self._retired.append(old)
+            return
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+    async def resolve(self, identity: DataIdentity, *, trigger: str = "lookup") -> Outcome:
+        resolver = self._resolvers.get(identity.system)
+        if resolver is None:
+            problem = self._problems.get(identity.system) or f"no plugin configured for system {identity.system!r}"
+            return _failed(identity, problem, retryable=False)
+        try:
+            return await resolver.resolve(identity, trigger=trigger)
+        except Exception as exc:  # third-party resolvers may break the "never raises" rule; contain it
+            return _failed(identity, f"catalog plugin for {identity.system!r} raised {exc!r}", retryable=True)
+
+    async def aclose(self) -> None:
+        for system in list(self._resolvers):
+            self._retire(system)
+        retired, self._retired = self._retired, []
+        await asyncio.gather(*(r.aclose() for r in retired), *self._retiring, return_exceptions=True)
