@@ -70,6 +70,7 @@ ENTRY_POINT_GROUP = "tether.catalogs"
 AMORO_BASE_PATH = "/api/iceberg/rest"
 AMORO_PREFIX = "catalogs/{catalog}"
 AMORO_HEALTH_PATH = "/api/ams/v1/health/status"
+_DEFAULT_FS_SCHEMES = frozenset({"hdfs", "file"})
 _NS_SEPARATOR = "%1F"  # the Iceberg REST spec's separator of namespace levels, already percent-encoded
 
 
@@ -132,15 +133,17 @@ class PathResolver:
         """``s3://bucket//a/b`` → ``s3://bucket/a/b``; ``bucket/a`` → ``s3://bucket/a``. Raises ValueError."""
         scheme, sep, rest = name.strip().partition("://")
         if not sep:
-            scheme, rest = self.scheme, name.strip().lstrip("/")
+            scheme, rest = self.scheme, name.strip()
+            if self.scheme not in _DEFAULT_FS_SCHEMES:  # "/bucket/x" on s3 can only mean the bucket
+                rest = rest.lstrip("/")
         scheme = scheme.lower()
         # s3a/s3n are Hadoop's names for the same buckets; anything else is a claim naming the wrong system
         if scheme != self.scheme and not (self.scheme == "s3" and scheme in {"s3a", "s3n"}):
             raise ValueError(f"location {name!r} has scheme {scheme!r} but the claim's system is {self.system!r}")
         authority, slash, path = rest.partition("/")
-        while "//" in path:
-            path = path.replace("//", "/")
-        if not authority and scheme != "file":
+        path = "/".join(p for p in path.split("/") if p) + ("/" if path.endswith("/") else "")
+        # an empty authority is hdfs's "default file system" (hdfs:///warehouse); object stores need a bucket
+        if not authority and scheme not in _DEFAULT_FS_SCHEMES:
             raise ValueError(f"location {name!r} names no bucket/host; expected '{self.scheme}://bucket/path'")
         return f"{scheme}://{authority}{slash}{path}"
 
