@@ -1,0 +1,167 @@
+"""``pods/binding`` semantics and a minimal kube-scheduler stand-in (off by default).
+
+``bind_pod`` is what the binding subresource does: refuse a pod that is already bound or still gated (409, the
+real message), set ``spec.nodeName`` and a ``PodScheduled=True`` condition in one write.
+
+:class:`Binder` assigns ungated, unbound pods whose ``schedulerName`` is ``default-scheduler`` to a node that is
+Ready, schedulable and matches ``nodeSelector`` and the required node affinity (``In``, ``NotIn``, ``Exists``,
+``DoesNotExist``, ``Gt``, ``Lt``), preferring the node with the fewest bound pods. No resource fitting, taints or
+preemption: enough to watch tether's gated pods go from gated to running-on-a-node. It reacts to store events
+(pods and nodes), so there is no polling; pods that fit nowhere get ``PodScheduled=False/Unschedulable`` and are
+retried whenever a node changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from . import errors
+from .scheduling_gates import is_gated
+from .store import Store, now_rfc3339
+from .watch import Event
+
+PODS = ("", "pods")
+NODES = ("", "nodes")
+
+
+async def bind_pod(store: Store, *, namespace: str, name: str, node: str) -> dict[str, Any]:
+    rt = store.type_for(*PODS)
+
+    def apply(pod: dict[str, Any]) -> dict[str, Any]:
+        spec = pod.setdefault("spec", {})
+        if spec.get("nodeName"):
+            raise errors.conflict(resource="pods/binding", group="", name=name,
+                                  why=f'pod {name} is already assigned to node "{spec["nodeName"]}"')
+        if is_gated(pod):
+            raise errors.conflict(resource="pods/binding", group="", name=name,
+                                  why=f"pod {name} has non-empty .spec.schedulingGates")
+        spec["nodeName"] = node
+        status = pod.setdefault("status", {})
+        conds = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        conds.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                      "lastTransitionTime": now_rfc3339()})
+        status["conditions"] = conds
+        return pod
+
+    return await store.patch(rt, name, apply, namespace=namespace, subresource="binding")
+
+
+def _expr_ok(labels: dict[str, str], expr: dict[str, Any]) -> bool:
+    key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+    if op == "In":
+        return labels.get(key) in values
+    if op == "NotIn":
+        return labels.get(key) not in values
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    if op in ("Gt", "Lt") and key in labels and values:
+        try:
+            a, b = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return a > b if op == "Gt" else a < b
+    return False
+
+
+def node_fits(pod: dict[str, Any], node: dict[str, Any]) -> bool:
+    spec = pod.get("spec") or {}
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    if (node.get("spec") or {}).get("unschedulable"):
+        return False
+    conds = {c.get("type"): c.get("status") for c in (node.get("status") or {}).get("conditions") or []}
+    if conds.get("Ready", "True") != "True":
+        return False
+    for k, v in (spec.get("nodeSelector") or {}).items():
+        if labels.get(k) != v:
+            return False
+    req = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+           .get("requiredDuringSchedulingIgnoredDuringExecution"))
+    if req:
+        name = node["metadata"]["name"]
+        terms = req.get("nodeSelectorTerms") or []
+
+        def term_ok(t: dict[str, Any]) -> bool:
+            if not all(_expr_ok(labels, e) for e in t.get("matchExpressions") or []):
+                return False
+            return all(_expr_ok({"metadata.name": name}, e) for e in t.get("matchFields") or [])
+
+        if not any(term_ok(t) for t in terms):
+            return False
+    return True
+
+
+class Binder:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.store.listeners.append(self._on_event)
+        self._task = asyncio.create_task(self._run(), name="kube-emulator-binder")
+        self._wake.set()
+
+    async def stop(self) -> None:
+        if self._on_event in self.store.listeners:
+            self.store.listeners.remove(self._on_event)
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def _on_event(self, ev: Event) -> None:
+        if ev.key in (PODS, NODES):
+            self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            await self._schedule_pending()
+
+    async def _schedule_pending(self) -> None:
+        nodes = sorted(self.store.iter_objects(NODES), key=lambda n: n["metadata"]["name"])
+        load: dict[str, int] = {}
+        pending = []
+        for pod in self.store.iter_objects(PODS):
+            spec = pod.get("spec") or {}
+            if spec.get("nodeName"):
+                load[spec["nodeName"]] = load.get(spec["nodeName"], 0) + 1
+            elif (not is_gated(pod) and not pod["metadata"].get("deletionTimestamp")
+                  and spec.get("schedulerName", "default-scheduler") == "default-scheduler"):
+                pending.append(pod)
+        for pod in pending:
+            meta = pod["metadata"]
+            fits = [n for n in nodes if node_fits(pod, n)]
+            try:
+                if fits:
+                    best = min(fits, key=lambda n: (load.get(n["metadata"]["name"], 0), n["metadata"]["name"]))
+                    await bind_pod(self.store, namespace=meta["namespace"], name=meta["name"],
+                                   node=best["metadata"]["name"])
+                    load[best["metadata"]["name"]] = load.get(best["metadata"]["name"], 0) + 1
+                else:
+                    await self._unschedulable(pod, len(nodes))
+            except errors.ApiError:
+                continue  # changed or deleted meanwhile; the next event retries
+
+    async def _unschedulable(self, pod: dict[str, Any], total: int) -> None:
+        meta = pod["metadata"]
+        msg = f"0/{total} nodes are available: {total} node(s) didn't match Pod's node affinity/selector."
+
+        def apply(p: dict[str, Any]) -> dict[str, Any]:
+            status = p.setdefault("status", {})
+            conds = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+            old = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+            if old and old.get("reason") == "Unschedulable" and old.get("message") == msg:
+                return p
+            conds.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg,
+                          "lastProbeTime": None, "lastTransitionTime": now_rfc3339()})
+            status["conditions"] = conds
+            return p
+
+        await self.store.patch(self.store.type_for(*PODS), meta["name"], apply, namespace=meta["namespace"],
+                               subresource="status")

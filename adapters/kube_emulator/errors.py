@@ -1,0 +1,134 @@
+"""Kubernetes ``Status`` errors, shaped like the real apiserver's.
+
+Every failure the emulator reports is an :class:`ApiError` carrying the exact ``Status`` body a kube-apiserver
+would send (``kind: Status, apiVersion: v1, status: Failure, message, reason, details, code``). Client libraries
+branch on ``reason`` and ``code`` and people grep ``message``, so the message formats below are copied from the
+apiserver's ``k8s.io/apimachinery/pkg/api/errors`` constructors rather than invented.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ApiError(Exception):
+    """An error that the HTTP layer turns into a ``Status`` response with ``code``."""
+
+    def __init__(
+        self,
+        *,
+        code: int,
+        reason: str,
+        message: str,
+        details: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+        self.headers = headers or {}
+
+    def status(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details is not None:
+            body["details"] = self.details
+        return body
+
+
+def _qualified(resource: str, group: str) -> str:
+    return f"{resource}.{group}" if group else resource
+
+
+def not_found(*, resource: str, group: str, name: str) -> ApiError:
+    return ApiError(
+        code=404,
+        reason="NotFound",
+        message=f'{_qualified(resource, group)} "{name}" not found',
+        details={"name": name, "group": group, "kind": resource},
+    )
+
+
+def already_exists(*, resource: str, group: str, name: str) -> ApiError:
+    return ApiError(
+        code=409,
+        reason="AlreadyExists",
+        message=f'{_qualified(resource, group)} "{name}" already exists',
+        details={"name": name, "group": group, "kind": resource},
+    )
+
+
+def conflict(*, resource: str, group: str, name: str, why: str | None = None) -> ApiError:
+    why = why or "the object has been modified; please apply your changes to the latest version and try again"
+    return ApiError(
+        code=409,
+        reason="Conflict",
+        message=f'Operation cannot be fulfilled on {_qualified(resource, group)} "{name}": {why}',
+        details={"name": name, "group": group, "kind": resource},
+    )
+
+
+def invalid(*, kind: str, group: str, name: str, causes: list[tuple[str, str, str]]) -> ApiError:
+    """422 Invalid. ``causes`` are ``(field, type, detail)``; ``type`` is e.g. ``FieldValueRequired``.
+
+    The message joins the causes the way ``field.ErrorList.ToAggregate()`` does: one cause is inline, several
+    are wrapped in brackets.
+    """
+    texts = [detail if not field else f"{field}: {detail}" for field, _, detail in causes]
+    joined = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
+    return ApiError(
+        code=422,
+        reason="Invalid",
+        message=f'{_qualified(kind, group)} "{name}" is invalid: {joined}',
+        details={
+            "name": name,
+            "group": group,
+            "kind": kind,
+            "causes": [{"reason": t, "message": d, "field": f} for f, t, d in causes],
+        },
+    )
+
+
+def bad_request(message: str) -> ApiError:
+    return ApiError(code=400, reason="BadRequest", message=message)
+
+
+def forbidden(*, resource: str, group: str, name: str, why: str) -> ApiError:
+    return ApiError(
+        code=403,
+        reason="Forbidden",
+        message=f'{_qualified(resource, group)} "{name}" is forbidden: {why}',
+        details={"name": name, "group": group, "kind": resource},
+    )
+
+
+def gone(message: str) -> ApiError:
+    return ApiError(code=410, reason="Expired", message=message)
+
+
+def method_not_allowed(message: str = "the server does not allow this method on the requested resource") -> ApiError:
+    return ApiError(code=405, reason="MethodNotAllowed", message=message)
+
+
+def unsupported_media_type(content_type: str, accepted: list[str]) -> ApiError:
+    return ApiError(
+        code=415,
+        reason="UnsupportedMediaType",
+        message=(
+            f"the body of the request was in an unknown format - accepted media types include: "
+            f"{', '.join(accepted)}"
+        ),
+    )
+
+
+def internal(message: str) -> ApiError:
+    return ApiError(code=500, reason="InternalError", message=f"Internal error occurred: {message}")
