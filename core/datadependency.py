@@ -78,6 +78,12 @@ COND_PLACEMENT = "PlacementInjected"
 RETRY_BASE_MS = 5_000
 RETRY_MAX_MS = 300_000
 
+#: Bound-condition reasons that need someone's attention: their Kubernetes Event is a Warning.
+WARNING_REASONS = frozenset({
+    "InvalidSpec", "UnknownSystem", "PluginConfigInvalid", "LocationUnmapped", "DataSourceNotFound", "LookupFailed",
+    "BindingInvalid", "DataSourceNameConflict", "DataSourceCreateFailed",
+})
+
 
 class Decision(msgspec.Struct, frozen=True):
     """A command and why it was decided (the reason is what ``tether replay --explain`` prints)."""
@@ -172,7 +178,8 @@ class _Decide:
         previous = next((c for c in claim.conditions if c.type == COND_BOUND), None)
         if previous is None or previous.reason != cond.reason:
             self.emit(
-                EmitKubernetesEvent(involved=claim.ref, event_type="Normal" if cond.status == "True" else "Warning",
+                EmitKubernetesEvent(involved=claim.ref,
+                                    event_type="Warning" if cond.reason in WARNING_REASONS else "Normal",
                                     reason=cond.reason, message=cond.message),
                 f"claim {key} changed to {cond.reason}",
             )

@@ -1,0 +1,343 @@
+"""An in-memory Kubernetes + catalog that applies tether's commands synchronously: for tests and benchmarks.
+
+The decider's scenario tests, the property tests and the replay benchmark need a world that answers commands
+the way the real adapters do, thousands of times per second and deterministically. :class:`FakeCluster` is that
+world: a dictionary of raw objects with a resourceVersion counter, finalizer/deletion semantics and the same
+placement arithmetic as the Kubernetes executor (``core.placement.plan_placement``); a dictionary of table
+locations stands in for the catalog. It is not an API server — the emulator (``adapters/kube_emulator``) is,
+and the integration tests run the real adapters against it. This one only has to agree with the executors on
+*what* each command does, which ``tests/integration`` checks for the real pair.
+
+:class:`Harness` drives the loop: user actions become observation events, each event goes through
+``core.pipeline.step``, each command is applied to the fake cluster, each outcome becomes an event again,
+until nothing is left to do. Time advances one millisecond per event; timers fire when :meth:`Harness.advance`
+moves the clock past them.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import deque
+from typing import Any
+
+import msgspec
+
+from tether.core.commands import (
+    DATA_GROUP_VERSION,
+    DATASOURCE_FINALIZER,
+    LOCATION_ANNOTATION,
+    AddFinalizer,
+    Command,
+    CreateDataSource,
+    DeleteDataSource,
+    EmitKubernetesEvent,
+    LookupDataLocation,
+    RemoveFinalizer,
+    SetBindingPlacement,
+    StartTimer,
+    UpdateClaimStatus,
+    UpdateDataSourceLocality,
+    UpdateDataSourceStatus,
+    command_name,
+    command_target,
+)
+from tether.core.envelope import CommandRecord, EventRecord, rfc3339
+from tether.core.events import (
+    CommandFailed,
+    CommandSucceeded,
+    DataLocationLookupFailed,
+    DataLocationResolved,
+    DataSourceNotInCatalog,
+    Event,
+    ObjectDeleted,
+    ObjectObserved,
+    TimerFired,
+    event_key,
+)
+from tether.core.identity import DataIdentity
+from tether.core.kube import KubeObject, ObjectKey, object_key, trim
+from tether.core.pipeline import step
+from tether.core.placement import plan_placement
+from tether.projections.world import World, initial_world
+
+_STATUS_KINDS = {"DataSourceClaim", "DataSource", "ResourceBinding"}
+
+
+class FakeCluster:
+    """Raw objects by key, with resourceVersion, generation, finalizers and a catalog of table locations."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.rv = 0
+        self.catalog: dict[str, str] = {}  # identity key → location
+        self.catalog_failures: dict[str, str] = {}  # identity key → failure message (while set)
+        self.lookups: list[str] = []  # identity keys looked up, in order
+        self.kube_events: list[EmitKubernetesEvent] = []
+        self.timers: dict[str, StartTimer] = {}
+
+    # --- objects ------------------------------------------------------------------------------------------
+
+    def _bump(self, obj: dict[str, Any]) -> KubeObject:
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        return trim(obj)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.objects.get(key)
+
+    def put(self, raw: dict[str, Any]) -> KubeObject:
+        """Create or replace an object as a user would (spec changes bump generation; status is kept)."""
+        raw = copy.deepcopy(raw)
+        meta = raw.setdefault("metadata", {})
+        key = object_key(raw["kind"], meta.get("namespace", ""), meta["name"])
+        old = self.objects.get(key)
+        if old is None:
+            meta.setdefault("uid", f"uid-{self.rv + 1}")
+            meta["generation"] = 1
+            meta.setdefault("creationTimestamp", "2026-01-01T00:00:00Z")
+        else:
+            meta["uid"] = old["metadata"]["uid"]
+            meta["generation"] = old["metadata"].get("generation", 1) + (old.get("spec") != raw.get("spec"))
+            meta.setdefault("finalizers", old["metadata"].get("finalizers", []))
+            if old["metadata"].get("deletionTimestamp"):
+                meta["deletionTimestamp"] = old["metadata"]["deletionTimestamp"]
+            if raw["kind"] in _STATUS_KINDS:
+                raw["status"] = copy.deepcopy(old.get("status", {}))
+        self.objects[key] = raw
+        return self._bump(raw)
+
+    def delete(self, key: str) -> tuple[KubeObject, bool]:
+        """Delete like the API server: with finalizers only mark it. Returns (object, gone)."""
+        raw = self.objects[key]
+        if raw["metadata"].get("finalizers"):
+            if not raw["metadata"].get("deletionTimestamp"):
+                raw["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+                return self._bump(raw), False
+            return trim(raw), False
+        del self.objects[key]
+        return self._bump(raw), True
+
+    # --- commands -----------------------------------------------------------------------------------------
+
+    def apply(self, record: CommandRecord) -> list[tuple[str, Event]]:
+        """Apply one command; returns (source, event) pairs: the outcome, plus watch echoes of what changed."""
+        command = record.command
+        name = command_name(command)
+        target = command_target(command)
+
+        def ok(obj: KubeObject | None, *, noop: bool = False) -> list[tuple[str, Event]]:
+            return [("executor", CommandSucceeded(command_id=record.id, command=name, target=target, result=obj,
+                                                  noop=noop))]
+
+        def fail(reason: str, message: str, *, retryable: bool = False) -> list[tuple[str, Event]]:
+            return [("executor", CommandFailed(command_id=record.id, command=name, target=target, reason=reason,
+                                               message=message, retryable=retryable))]
+
+        match command:
+            case LookupDataLocation(identity=identity):
+                return [("catalog", self.lookup(identity))]
+            case StartTimer():
+                self.timers[command.timer_id] = command
+                return ok(None)
+            case EmitKubernetesEvent():
+                self.kube_events.append(command)
+                return ok(None)
+            case CreateDataSource():
+                key = object_key("DataSource", "", command.name)
+                if key in self.objects:
+                    spec = self.objects[key]["spec"]
+                    same = (spec.get("system"), spec.get("type"), spec.get("name")) == (
+                        command.identity.system, command.identity.type, command.identity.name)
+                    return ok(trim(self.objects[key]), noop=True) if same else fail(
+                        "AlreadyExists", f"DataSource {command.name} exists for another data source")
+                raw = data_source_manifest(command)
+                raw["metadata"]["uid"] = f"uid-{self.rv + 1}"
+                raw["metadata"]["generation"] = 1
+                self.objects[key] = raw
+                return ok(self._bump(raw))
+        raw = self.objects.get(target)
+        if raw is None:
+            return fail("NotFound", f"{target} not found")
+        meta = raw["metadata"]
+        match command:
+            case AddFinalizer(finalizer=f):
+                if f in meta.get("finalizers", []):
+                    return ok(trim(raw), noop=True)
+                if meta.get("deletionTimestamp"):
+                    return fail("Invalid", "no new finalizers can be added if the object is being deleted")
+                meta.setdefault("finalizers", []).append(f)
+                return ok(self._bump(raw))
+            case RemoveFinalizer(finalizer=f):
+                if f not in meta.get("finalizers", []):
+                    return ok(trim(raw), noop=True)
+                meta["finalizers"].remove(f)
+                obj = self._bump(raw)
+                if meta.get("deletionTimestamp") and not meta["finalizers"]:
+                    del self.objects[target]
+                    return [*ok(None), ("watch", ObjectDeleted(obj=obj))]
+                return ok(obj)
+            case UpdateClaimStatus():
+                status = {"phase": command.phase, "conditions": _json(command.conditions)}
+                if command.bound_data_source:
+                    status["boundDataSource"] = command.bound_data_source
+                return self._set_status(raw, status, ok)
+            case UpdateDataSourceStatus():
+                status = dict(raw.get("status", {}))
+                status["claimRefs"] = _json(command.claim_refs)
+                status["boundClaims"] = command.bound_claims
+                return self._set_status(raw, status, ok)
+            case UpdateDataSourceLocality():
+                spec = raw["spec"]
+                if spec.get("locality", {}).get("clusterNames") == list(command.cluster_names) and meta.get(
+                        "annotations", {}).get(LOCATION_ANNOTATION) == command.location:
+                    return ok(trim(raw), noop=True)
+                spec["locality"] = {"clusterNames": list(command.cluster_names)}
+                meta.setdefault("annotations", {})[LOCATION_ANNOTATION] = command.location
+                meta["generation"] = meta.get("generation", 1) + 1
+                return ok(self._bump(raw))
+            case DeleteDataSource(uid=uid):
+                if meta.get("uid") != uid:
+                    return fail("Conflict", f"uid precondition failed for {target}")
+                obj, gone = self.delete(target)
+                return [*ok(None if gone else obj), *([("watch", ObjectDeleted(obj=obj))] if gone else [])]
+            case SetBindingPlacement():
+                spec = raw.setdefault("spec", {})
+                plan = plan_placement(placement=spec.get("placement"), annotations=meta.get("annotations", {}),
+                                      desired=frozenset(command.excluded_clusters) if command.injected else None)
+                reschedule = bool(command.reschedule_at) and spec.get("rescheduleTriggeredAt") != command.reschedule_at
+                if not plan.changed and not reschedule:
+                    return ok(trim(raw), noop=True)
+                spec["placement"] = plan.placement
+                annotations = meta.setdefault("annotations", {})
+                for k, v in plan.annotations.items():
+                    if v is None:
+                        annotations.pop(k, None)
+                    else:
+                        annotations[k] = v
+                if reschedule:
+                    spec["rescheduleTriggeredAt"] = command.reschedule_at
+                meta["generation"] = meta.get("generation", 1) + 1
+                return ok(self._bump(raw))
+        raise AssertionError(f"unhandled command {command!r}")
+
+    def _set_status(self, raw: dict[str, Any], status: dict[str, Any], ok: Any) -> list[tuple[str, Event]]:
+        if raw.get("status") == status:
+            return ok(trim(raw), noop=True)  # type: ignore[no-any-return]
+        raw["status"] = status
+        return ok(self._bump(raw))  # type: ignore[no-any-return]
+
+    def lookup(self, identity: DataIdentity) -> Event:
+        key = identity.key
+        self.lookups.append(key)
+        if key in self.catalog_failures:
+            return DataLocationLookupFailed(identity=identity, message=self.catalog_failures[key])
+        if identity.system in {"s3", "hdfs"}:
+            return DataLocationResolved(identity=identity, location=identity.name)
+        if key not in self.catalog:
+            return DataSourceNotInCatalog(identity=identity, message=f"table {identity.name} does not exist")
+        return DataLocationResolved(identity=identity, location=self.catalog[key])
+
+
+def _json(value: object) -> Any:
+    """As the API would store it: JSON types only (lists, not tuples)."""
+    return msgspec.json.decode(msgspec.json.encode(value))
+
+
+def data_source_manifest(command: CreateDataSource) -> dict[str, Any]:
+    """The DataSource object a CreateDataSource asks for (shared with the Kubernetes executor)."""
+    identity = command.identity
+    spec: dict[str, Any] = {
+        "system": identity.system,
+        "type": identity.type,
+        "name": identity.name,
+        "locality": {"clusterNames": list(command.cluster_names)},
+        "reclaimPolicy": command.reclaim_policy,
+    }
+    if identity.attributes:
+        spec["attributes"] = dict(identity.attributes)
+    return {
+        "apiVersion": DATA_GROUP_VERSION,
+        "kind": "DataSource",
+        "metadata": {
+            "name": command.name,
+            "finalizers": [DATASOURCE_FINALIZER],
+            "annotations": {LOCATION_ANNOTATION: command.location},
+        },
+        "spec": spec,
+    }
+
+
+class Harness:
+    """Runs the pipeline against a :class:`FakeCluster` until quiescent, recording the whole log."""
+
+    def __init__(self, *, world: World | None = None, start_ms: int = 1_767_225_600_000,
+                 echo_watch: bool = True) -> None:
+        self.world = world or initial_world()
+        self.cluster = FakeCluster()
+        self.now_ms = start_ms
+        self.echo_watch = echo_watch
+        self.events: list[EventRecord] = []
+        self.commands: list[CommandRecord] = []
+        self.queue: deque[CommandRecord] = deque()
+
+    # --- the loop -----------------------------------------------------------------------------------------
+
+    def feed(self, event: Event, *, source: str = "watch", causation: str = "") -> list[CommandRecord]:
+        self.now_ms += 1
+        record = EventRecord(at_ms=self.now_ms, source=source, key=event_key(event), event=event,
+                             causation=causation, offset=len(self.events) + 1)
+        self.events.append(record)
+        produced = step(self.world, record)
+        for i, c in enumerate(produced):
+            c.offset = len(self.commands) + i + 1
+        self.commands.extend(produced)
+        self.queue.extend(produced)
+        return produced
+
+    def settle(self, *, max_commands: int = 100_000) -> None:
+        """Apply queued commands (FIFO) and feed their outcomes back until nothing is left to do."""
+        done = 0
+        while self.queue:
+            record = self.queue.popleft()
+            for source, event in self.cluster.apply(record):
+                self.feed(event, source=source, causation=record.id)
+                if self.echo_watch and isinstance(event, CommandSucceeded) and event.result is not None:
+                    self.feed(ObjectObserved(obj=event.result))  # the watch delivers the same write again
+            done += 1
+            if done > max_commands:
+                raise RuntimeError("the pipeline did not settle: a command loop?")
+
+    def advance(self, ms: int) -> None:
+        """Move the clock forward and fire the timers that are due (in due order), settling after each."""
+        self.now_ms += ms
+        while True:
+            timers = self.cluster.timers.values()
+            due = sorted((t.fire_at_ms, t.timer_id) for t in timers if t.fire_at_ms <= self.now_ms)
+            if not due:
+                return
+            timer = self.cluster.timers.pop(due[0][1])
+            self.feed(TimerFired(timer_id=timer.timer_id, purpose=timer.purpose, subject=timer.subject),
+                      source="timer")
+            self.settle()
+
+    # --- user actions -------------------------------------------------------------------------------------
+
+    def apply(self, raw: dict[str, Any]) -> None:
+        """Create or update an object (as kubectl apply would) and settle."""
+        self.feed(ObjectObserved(obj=self.cluster.put(raw)))
+        self.settle()
+
+    def delete(self, kind: str, namespace: str, name: str) -> None:
+        obj, gone = self.cluster.delete(object_key(kind, namespace, name))
+        self.feed(ObjectDeleted(obj=obj) if gone else ObjectObserved(obj=obj))
+        self.settle()
+
+    def obj(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.cluster.get(ObjectKey(object_key(kind, namespace, name)))
+
+    def now(self) -> str:
+        return rfc3339(self.now_ms)
+
+
+def commands_of(records: list[CommandRecord], command_type: type[Command]) -> list[Command]:
+    return [r.command for r in records if isinstance(r.command, command_type)]

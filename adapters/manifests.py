@@ -1,0 +1,137 @@
+"""Builders for the objects tether works with: claims, bindings, clusters, the plugin ConfigMap, workloads.
+
+Used by the demo, the benchmarks and the tests, so that every sample object in the project has one shape. The
+defaults are the smallest objects a real API server accepts (they are checked against the CRDs in
+``ops/crds`` by the emulator).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tether.core.commands import DATA_GROUP_VERSION
+
+PLUGIN_NAMESPACE = "volcano-global"
+PLUGIN_CONFIGMAP = "volcano-global-datasource-plugins"
+
+
+def claim(
+    name: str,
+    *,
+    namespace: str = "default",
+    table: str,
+    system: str = "amoro",
+    type_: str = "table",
+    workload: str | None = None,
+    workload_kind: str = "Deployment",
+    workload_api_version: str = "apps/v1",
+    workload_namespace: str | None = None,
+    attributes: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    ref: dict[str, Any] = {"apiVersion": workload_api_version, "kind": workload_kind, "name": workload or name}
+    if workload_namespace:
+        ref["namespace"] = workload_namespace
+    spec: dict[str, Any] = {"system": system, "dataSourceType": type_, "dataSourceName": table, "workload": ref}
+    if attributes:
+        spec["attributes"] = attributes
+    return {
+        "apiVersion": DATA_GROUP_VERSION,
+        "kind": "DataSourceClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def resource_binding(
+    workload: str,
+    *,
+    namespace: str = "default",
+    kind: str = "Deployment",
+    api_version: str = "apps/v1",
+    replicas: int = 1,
+    cluster_names: list[str] | None = None,
+    exclude: list[str] | None = None,
+    suspended: bool = False,
+    cpu: str = "100m",
+) -> dict[str, Any]:
+    """A ResourceBinding as Karmada's detector creates it (name ``<workload>-<kind>``, policy label)."""
+    affinity: dict[str, Any] = {}
+    if cluster_names:
+        affinity["clusterNames"] = cluster_names
+    if exclude:
+        affinity["exclude"] = exclude
+    spec: dict[str, Any] = {
+        "resource": {"apiVersion": api_version, "kind": kind, "namespace": namespace, "name": workload},
+        "replicas": replicas,
+        "replicaRequirements": {"resourceRequest": {"cpu": cpu}},
+        "placement": {"clusterAffinity": affinity,
+                      "replicaScheduling": {"replicaSchedulingType": "Duplicated"}},
+    }
+    if suspended:
+        spec["suspension"] = {"scheduling": True}
+    return {
+        "apiVersion": "work.karmada.io/v1alpha2",
+        "kind": "ResourceBinding",
+        "metadata": {
+            "name": f"{workload}-{kind.lower()}",
+            "namespace": namespace,
+            "labels": {"propagationpolicy.karmada.io/permanent-id": f"pp-{namespace}-{workload}"},
+        },
+        "spec": spec,
+    }
+
+
+def cluster(name: str, *, ready: bool = True, region: str = "", cpu: str = "64") -> dict[str, Any]:
+    spec: dict[str, Any] = {"syncMode": "Push", "apiEndpoint": f"https://{name}.invalid:6443"}
+    if region:
+        spec["region"] = region
+    return {
+        "apiVersion": "cluster.karmada.io/v1alpha1",
+        "kind": "Cluster",
+        "metadata": {"name": name, "labels": {"region": region} if region else {}},
+        "spec": spec,
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False",
+                            "reason": "ClusterReady" if ready else "ClusterNotReachable", "message": "",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+            "resourceSummary": {"allocatable": {"cpu": cpu, "memory": "256Gi", "pods": "1000"},
+                                "allocated": {"cpu": "0", "memory": "0", "pods": "0"}},
+        },
+    }
+
+
+def plugin_entry(
+    *,
+    system: str = "amoro",
+    url: str = "http://amoro.invalid",
+    port: int | None = 1630,
+    mapping: dict[str, list[str]],
+    **extra: Any,
+) -> str:
+    doc: dict[str, Any] = {"system": system, "endpoint": {"url": url}, "locationMapping": mapping}
+    if port is not None:
+        doc["endpoint"]["port"] = port
+    doc.update(extra)
+    return json.dumps(doc, sort_keys=True)
+
+
+def plugin_configmap(entries: dict[str, str], *, namespace: str = PLUGIN_NAMESPACE,
+                     name: str = PLUGIN_CONFIGMAP) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
+            "data": entries}
+
+
+def deployment(name: str, *, namespace: str = "default", replicas: int = 1) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels},
+                         "spec": {"containers": [{"name": "main", "image": "busybox"}]}},
+        },
+    }

@@ -1,0 +1,38 @@
+"""Snapshots of the world: msgpack-encoded state plus the log position it covers.
+
+A snapshot lets a restart (or ``tether replay``) fold only the tail of the log. It is stored by the log backend
+next to the position it covers (``adapters.log.Snapshot``), so the two can never disagree. The encoding is
+msgspec's msgpack of the :class:`~tether.projections.world.World` struct; a snapshot written by another schema
+version is simply ignored (the log is the source of truth — a snapshot is only a cache of a fold).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from .world import World
+
+#: Bump when World changes shape; older snapshots are then discarded and the log is replayed from the start.
+SNAPSHOT_VERSION = 1
+
+
+class _Envelope(msgspec.Struct):
+    version: int
+    world: World
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(_Envelope)
+
+
+def encode_world(world: World) -> bytes:
+    return _encoder.encode(_Envelope(version=SNAPSHOT_VERSION, world=world))
+
+
+def decode_world(data: bytes) -> World | None:
+    """The world in a snapshot, or None when the snapshot is unreadable or of another version."""
+    try:
+        envelope = _decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return envelope.world if envelope.version == SNAPSHOT_VERSION else None
