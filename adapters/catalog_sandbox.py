@@ -241,7 +241,10 @@ class SandboxCatalog:
         return self.inject(Fault("delay", n, seconds=seconds, table=table))
 
     def malformed_next(self, n: int = 1, *, body: str | None = None, table: str | None = None) -> Fault:
-        return self.inject(Fault("malformed", n, table=table, **({"body": body} if body is not None else {})))
+        fault = Fault("malformed", n, table=table)
+        if body is not None:
+            fault.body = body
+        return self.inject(fault)
 
     def clear_faults(self) -> None:
         self.faults.clear()
