@@ -1,0 +1,183 @@
+"""Conformance: generation, status subresource, finalizers, schema validation/defaulting/pruning."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+GROUP, VERSION, DSC, DS = "datadependency.volcano.sh", "v1alpha1", "datasourceclaims", "datasources"
+MERGE = "application/merge-patch+json"
+FINALIZER = "datadependency.volcano.sh/finalizer"
+
+
+def claim(name: str, **extra: object) -> dict:
+    obj = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "DataSourceClaim", "metadata": {"name": name},
+           "spec": {"system": "amoro", "dataSourceType": "table", "dataSourceName": "db.t",
+                    "workload": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "w"}}}
+    obj.update(extra)
+    return obj
+
+
+@pytest.fixture
+async def crs(kube):
+    await kube.register_crds("datadependency.volcano.sh_datasourceclaims", "datadependency.volcano.sh_datasources")
+    return kube.custom
+
+
+async def test_generation_bumps_only_on_spec_changes(kube, crs):
+    ns = kube.namespace
+    c = await crs.create_namespaced_custom_object(GROUP, VERSION, ns, DSC, claim("c"))
+    assert c["metadata"]["generation"] == 1
+    c = await crs.patch_namespaced_custom_object(GROUP, VERSION, ns, DSC, "c",
+                                                 {"metadata": {"labels": {"a": "b"}}}, _content_type=MERGE)
+    assert c["metadata"]["generation"] == 1
+    c = await crs.patch_namespaced_custom_object_status(GROUP, VERSION, ns, DSC, "c",
+                                                        {"status": {"boundDataSource": "x"}}, _content_type=MERGE)
+    assert c["metadata"]["generation"] == 1 and c["status"]["boundDataSource"] == "x"
+    c = await crs.patch_namespaced_custom_object(GROUP, VERSION, ns, DSC, "c", {"spec": {"dataSourceName": "u"}},
+                                                 _content_type=MERGE)
+    assert c["metadata"]["generation"] == 2
+
+
+async def test_status_subresource_separation(kube, crs):
+    ns = kube.namespace
+    created = await crs.create_namespaced_custom_object(GROUP, VERSION, ns, DSC,
+                                                        claim("c", status={"phase": "Bound"}))
+    assert "status" not in created  # create cannot set status when the subresource is enabled
+    # the main endpoint ignores status changes (a status-only patch there is a no-op)
+    same = await crs.patch_namespaced_custom_object(GROUP, VERSION, ns, DSC, "c", {"status": {"phase": "Bound"}},
+                                                    _content_type=MERGE)
+    assert "status" not in same
+    assert same["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    # the status endpoint only changes status; the default (phase Pending) is applied on status writes
+    st = await crs.patch_namespaced_custom_object_status(
+        GROUP, VERSION, ns, DSC, "c", {"spec": {"dataSourceName": "ignored"}, "status": {"boundDataSource": "x"}},
+        _content_type=MERGE)
+    assert st["status"] == {"boundDataSource": "x", "phase": "Pending"}
+    assert st["spec"]["dataSourceName"] == "db.t"
+
+
+async def test_schema_validation_rejects_with_causes(kube, crs):
+    ns = kube.namespace
+    bad = claim("bad")
+    del bad["spec"]["system"]
+    bad["spec"]["workload"] = {"kind": "Deployment"}
+    with pytest.raises(ApiException) as ei:
+        await crs.create_namespaced_custom_object(GROUP, VERSION, ns, DSC, bad)
+    body = json.loads(ei.value.body)
+    assert ei.value.status == 422 and body["reason"] == "Invalid"
+    fields = {c["field"] for c in body["details"]["causes"]}
+    assert {"spec.system", "spec.workload.apiVersion", "spec.workload.name"} <= fields
+    assert body["details"]["kind"] == "DataSourceClaim" and body["details"]["group"] == GROUP
+    wrong_type = claim("t")
+    wrong_type["spec"]["attributes"] = {"k": 1}
+    with pytest.raises(ApiException) as ei:
+        await crs.create_namespaced_custom_object(GROUP, VERSION, ns, DSC, wrong_type)
+    assert ei.value.status == 422
+    await crs.create_namespaced_custom_object(GROUP, VERSION, ns, DSC, claim("ok"))
+    cond = {"type": "Bound", "status": "Maybe", "reason": "X", "message": "", "lastTransitionTime":
+            "2026-01-01T00:00:00Z"}
+    with pytest.raises(ApiException) as ei:
+        await crs.patch_namespaced_custom_object_status(GROUP, VERSION, ns, DSC, "ok",
+                                                        {"status": {"conditions": [cond]}}, _content_type=MERGE)
+    assert ei.value.status == 422
+    assert "Unsupported value" in json.loads(ei.value.body)["message"]
+
+
+async def test_unknown_fields_are_pruned(kube, crs):
+    obj = claim("p")
+    obj["spec"]["bogus"] = {"deep": 1}
+    obj["metadata"]["bogusMeta"] = "x"
+    out = await crs.create_namespaced_custom_object(GROUP, VERSION, kube.namespace, DSC, obj)
+    assert "bogus" not in out["spec"] and "bogusMeta" not in out["metadata"]
+
+
+async def test_cluster_scoped_custom_resource(kube, crs):
+    ds = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "DataSource",
+          "metadata": {"name": f"amoro-table-x-{kube.namespace}"},
+          "spec": {"system": "amoro", "type": "table", "name": "x", "locality": {"clusterNames": ["m1"]}}}
+    out = await crs.create_cluster_custom_object(GROUP, VERSION, DS, ds)
+    assert "namespace" not in out["metadata"]
+    try:
+        got = await crs.get_cluster_custom_object(GROUP, VERSION, DS, ds["metadata"]["name"])
+        assert got["spec"]["locality"]["clusterNames"] == ["m1"]
+    finally:
+        await crs.delete_cluster_custom_object(GROUP, VERSION, DS, ds["metadata"]["name"])
+
+
+async def test_finalizers_and_deletion_timestamp(kube, crs):
+    ns = kube.namespace
+    c = claim("f")
+    c["metadata"]["finalizers"] = [FINALIZER]
+    await crs.create_namespaced_custom_object(GROUP, VERSION, ns, DSC, c)
+    deleted = await crs.delete_namespaced_custom_object(GROUP, VERSION, ns, DSC, "f")
+    assert deleted["metadata"]["deletionTimestamp"]
+    assert deleted["metadata"]["deletionGracePeriodSeconds"] == 0
+    still = await crs.get_namespaced_custom_object(GROUP, VERSION, ns, DSC, "f")
+    assert still["metadata"]["finalizers"] == [FINALIZER]
+    # deleting again is accepted and changes nothing
+    again = await crs.delete_namespaced_custom_object(GROUP, VERSION, ns, DSC, "f")
+    assert again["metadata"]["resourceVersion"] == still["metadata"]["resourceVersion"]
+    with pytest.raises(ApiException) as ei:
+        await crs.patch_namespaced_custom_object(GROUP, VERSION, ns, DSC, "f",
+                                                 {"metadata": {"finalizers": [FINALIZER, "x.io/other"]}},
+                                                 _content_type=MERGE)
+    assert ei.value.status == 422
+    assert "no new finalizers can be added if the object is being deleted" in json.loads(ei.value.body)["message"]
+    await crs.patch_namespaced_custom_object(GROUP, VERSION, ns, DSC, "f", {"metadata": {"finalizers": None}},
+                                             _content_type=MERGE)
+    with pytest.raises(ApiException) as ei:
+        await crs.get_namespaced_custom_object(GROUP, VERSION, ns, DSC, "f")
+    assert ei.value.status == 404
+
+
+async def test_delete_preconditions(kube):
+    cm = await kube.core.create_namespaced_config_map(kube.namespace, {"metadata": {"name": "a"}})
+    with pytest.raises(ApiException) as ei:
+        await kube.core.delete_namespaced_config_map(
+            "a", kube.namespace, body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid="nope")))
+    assert ei.value.status == 409
+    await kube.core.delete_namespaced_config_map(
+        "a", kube.namespace, body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=cm.metadata.uid)))
+
+
+async def test_deployment_generation_and_validation(kube):
+    apps = client.AppsV1Api(kube.api_client)
+    dep = {"metadata": {"name": "web"}, "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+           "template": {"metadata": {"labels": {"app": "web"}},
+                        "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+    d = await apps.create_namespaced_deployment(kube.namespace, dep)
+    assert d.metadata.generation == 1
+    d = await apps.patch_namespaced_deployment("web", kube.namespace, {"spec": {"replicas": 3}})
+    assert d.metadata.generation == 2 and d.spec.replicas == 3
+    d = await apps.patch_namespaced_deployment("web", kube.namespace, {"metadata": {"annotations": {"a": "b"}}})
+    assert d.metadata.generation == 2
+    bad = json.loads(json.dumps(dep))
+    bad["metadata"]["name"] = "bad"
+    bad["spec"]["template"]["metadata"]["labels"] = {"app": "other"}
+    with pytest.raises(ApiException) as ei:
+        await apps.create_namespaced_deployment(kube.namespace, bad)
+    assert ei.value.status == 422
+
+
+async def test_crd_deletion_removes_the_api(kube):
+    name = (await kube.register_crds("scheduling.volcano.sh_queues"))[0]
+    ext = client.ApiextensionsV1Api(kube.api_client)
+    crd = await ext.read_custom_resource_definition(name)
+    assert any(c.type == "Established" and c.status == "True" for c in crd.status.conditions)
+    if not kube.is_emulated:
+        pytest.skip("leave shared CRDs alone on a real cluster")
+    await ext.delete_custom_resource_definition(name)
+    for _ in range(100):
+        try:
+            await kube.custom.list_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues")
+        except ApiException as e:
+            assert e.status == 404
+            break
+        await asyncio.sleep(0.05)
+    else:
+        pytest.fail("API still served after CRD deletion")
