@@ -130,6 +130,14 @@ def _str(d: dict[str, Any], name: str, field: str, default: str = "") -> str:
     return value
 
 
+def _bool(d: dict[str, Any], name: str, field: str) -> bool:
+    # bool("false") is True: a quoted "false" must not silently switch TLS verification off
+    value = d.get(name, False)
+    if not isinstance(value, bool):
+        raise ValueError(f"{field}.{name}: expected true or false, got {value!r}")
+    return value
+
+
 def _endpoint_url(endpoint: dict[str, Any]) -> str:
     url = _str(endpoint, "url", "endpoint")
     port = endpoint.get("port")
@@ -172,7 +180,7 @@ def parse_plugin(key: str, text: str) -> PluginConfig:
     )
     tls_raw = _obj(endpoint.get("tls"), "endpoint.tls")
     tls = TlsConfig(
-        insecure_skip_verify=bool(tls_raw.get("insecureSkipVerify", False)),
+        insecure_skip_verify=_bool(tls_raw, "insecureSkipVerify", "endpoint.tls"),
         ca_file=_str(tls_raw, "caFile", "endpoint.tls"),
         cert_file=_str(tls_raw, "certFile", "endpoint.tls"),
         key_file=_str(tls_raw, "keyFile", "endpoint.tls"),
@@ -203,8 +211,11 @@ def parse_plugin(key: str, text: str) -> PluginConfig:
         timeout=parse_duration(retry_raw.get("timeout", defaults.timeout), field="retryConfig.timeout"),
     )
     cb_raw = _obj(doc.get("circuitBreaker"), "circuitBreaker")
+    threshold = cb_raw.get("failureThreshold", 5)
+    if not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < 1:
+        raise ValueError(f"circuitBreaker.failureThreshold: expected a positive integer, got {threshold!r}")
     cb = CircuitBreakerConfig(
-        failure_threshold=int(cb_raw.get("failureThreshold", 5)),
+        failure_threshold=threshold,
         reset_timeout=parse_duration(cb_raw.get("resetTimeout", 30.0), field="circuitBreaker.resetTimeout"),
     )
     concurrency = doc.get("concurrency", 8)

@@ -1,0 +1,19 @@
+"""The two plugin-config checks the catalog client depends on (fixed with the resolvers)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tether.core.plugin_config import parse_plugin
+
+
+def test_quoted_false_does_not_disable_tls_verification():
+    with pytest.raises(ValueError, match="insecureSkipVerify: expected true or false"):
+        parse_plugin("a", '{"endpoint": {"tls": {"insecureSkipVerify": "false"}}}')
+    assert parse_plugin("a", '{"endpoint": {"tls": {"insecureSkipVerify": true}}}').tls.insecure_skip_verify
+
+
+@pytest.mark.parametrize("value", ['"x"', "0", "2.5", "true"])
+def test_breaker_threshold_must_be_a_positive_integer(value):
+    with pytest.raises(ValueError, match=r"circuitBreaker\.failureThreshold"):
+        parse_plugin("a", f'{{"circuitBreaker": {{"failureThreshold": {value}}}}}')
