@@ -104,10 +104,12 @@ class CircuitBreaker:
             return "half-open"
         return "open"
 
-    def before_request(self) -> None:
-        """Raise :class:`CircuitOpenError` unless a request may go out now (the caller must then report)."""
+    def before_request(self) -> bool:
+        """Raise :class:`CircuitOpenError` unless a request may go out now (the caller must then report).
+
+        Returns True when this request is the half-open probe."""
         if self._opened_at is None:
-            return
+            return False
         waited = self._clock() - self._opened_at
         if waited < self._config.reset_timeout:
             raise CircuitOpenError(
@@ -117,6 +119,7 @@ class CircuitBreaker:
         if self._probing:  # one probe at a time: the others fail fast until it reports
             raise CircuitOpenError(f"circuit half-open for {self._name or 'the catalog'}: a probe is in flight")
         self._probing = True
+        return True
 
     def record_success(self) -> None:
         self._failures = 0
@@ -130,7 +133,7 @@ class CircuitBreaker:
         self._probing = False
 
     def release_probe(self) -> None:
-        """A probe ended without evidence (cancelled): let the next request probe instead."""
+        """The probe ended without evidence (cancelled): let the next request probe instead."""
         self._probing = False
 
 

@@ -249,7 +249,7 @@ class IcebergRestResolver:
         for attempt in range(retry.max_retries + 1):
             async with self._limit:  # the slot is held per attempt, never across a backoff sleep
                 try:
-                    self.breaker.before_request()
+                    probe = self.breaker.before_request()
                 except CircuitOpenError as exc:
                     suffix = f"; last error: {last.message}" if last else ""
                     return _failed(identity, exc.message + suffix, retryable=True)
@@ -262,8 +262,9 @@ class IcebergRestResolver:
                         self.breaker.record_success()
                         return _failed(identity, exc.message, retryable=False)
                     last = exc
-                except BaseException:
-                    self.breaker.release_probe()
+                except BaseException:  # cancelled: no evidence either way
+                    if probe:
+                        self.breaker.release_probe()
                     raise
                 else:
                     self.breaker.record_success()

@@ -133,14 +133,17 @@ def test_half_open_lets_one_probe_through():
     b = CircuitBreaker(CircuitBreakerConfig(failure_threshold=1, reset_timeout=10), clock=lambda: now[0])
     b.record_failure()
     now[0] = 10
-    b.before_request()  # the probe
+    assert b.before_request() is True  # the probe
+    b.release_probe()  # cancelled without evidence: the next request probes instead
+    assert b.state == "half-open"
+    assert b.before_request() is True
     try:
         b.before_request()
         raise AssertionError("a second request went through while the probe is in flight")
     except Exception as exc:
         assert "probe is in flight" in str(exc)
     b.record_success()
-    b.before_request()
+    assert b.before_request() is False
     assert b.state == "closed"
 
 
