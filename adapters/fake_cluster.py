@@ -22,9 +22,8 @@ from typing import Any
 
 import msgspec
 
+from tether.adapters.manifests import data_source_manifest
 from tether.core.commands import (
-    DATA_GROUP_VERSION,
-    DATASOURCE_FINALIZER,
     LOCATION_ANNOTATION,
     AddFinalizer,
     Command,
@@ -241,30 +240,6 @@ class FakeCluster:
 def _json(value: object) -> Any:
     """As the API would store it: JSON types only (lists, not tuples)."""
     return msgspec.json.decode(msgspec.json.encode(value))
-
-
-def data_source_manifest(command: CreateDataSource) -> dict[str, Any]:
-    """The DataSource object a CreateDataSource asks for (shared with the Kubernetes executor)."""
-    identity = command.identity
-    spec: dict[str, Any] = {
-        "system": identity.system,
-        "type": identity.type,
-        "name": identity.name,
-        "locality": {"clusterNames": list(command.cluster_names)},
-        "reclaimPolicy": command.reclaim_policy,
-    }
-    if identity.attributes:
-        spec["attributes"] = dict(identity.attributes)
-    return {
-        "apiVersion": DATA_GROUP_VERSION,
-        "kind": "DataSource",
-        "metadata": {
-            "name": command.name,
-            "finalizers": [DATASOURCE_FINALIZER],
-            "annotations": {LOCATION_ANNOTATION: command.location},
-        },
-        "spec": spec,
-    }
 
 
 class Harness:

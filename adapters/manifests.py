@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tether.core.commands import DATA_GROUP_VERSION
+from tether.core.commands import DATA_GROUP_VERSION, DATASOURCE_FINALIZER, LOCATION_ANNOTATION, CreateDataSource
 
 PLUGIN_NAMESPACE = "volcano-global"
 PLUGIN_CONFIGMAP = "volcano-global-datasource-plugins"
@@ -134,4 +134,28 @@ def deployment(name: str, *, namespace: str = "default", replicas: int = 1) -> d
             "template": {"metadata": {"labels": labels},
                          "spec": {"containers": [{"name": "main", "image": "busybox"}]}},
         },
+    }
+
+
+def data_source_manifest(command: CreateDataSource) -> dict[str, Any]:
+    """The DataSource object a CreateDataSource asks for (shared with the Kubernetes executor)."""
+    identity = command.identity
+    spec: dict[str, Any] = {
+        "system": identity.system,
+        "type": identity.type,
+        "name": identity.name,
+        "locality": {"clusterNames": list(command.cluster_names)},
+        "reclaimPolicy": command.reclaim_policy,
+    }
+    if identity.attributes:
+        spec["attributes"] = dict(identity.attributes)
+    return {
+        "apiVersion": DATA_GROUP_VERSION,
+        "kind": "DataSource",
+        "metadata": {
+            "name": command.name,
+            "finalizers": [DATASOURCE_FINALIZER],
+            "annotations": {LOCATION_ANNOTATION: command.location},
+        },
+        "spec": spec,
     }

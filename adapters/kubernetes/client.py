@@ -1,0 +1,212 @@
+"""A thin JSON client for the Kubernetes API on top of kubernetes-asyncio's ApiClient.
+
+kubernetes-asyncio brings what is hard to get right — kubeconfig and in-cluster configuration, token refresh,
+client certificates, TLS — and model classes tether does not want: custom resources are dicts anyway, and
+deserialising ResourceBindings into generated classes only to turn them back into dicts costs time on every
+event. :class:`KubeClient` therefore calls ``ApiClient.call_api`` with ``_preload_content=False`` and decodes the
+raw body with msgspec. Errors become :class:`KubeError` carrying the API's ``Status`` (code, reason, message).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from kubernetes_asyncio import client
+
+
+@dataclass(frozen=True)
+class Resource:
+    """An API resource: where it is served and what it is called."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, *, namespace: str = "", name: str = "", subresource: str = "") -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+
+CLAIMS = Resource("datadependency.volcano.sh", "v1alpha1", "datasourceclaims", "DataSourceClaim", True)
+DATASOURCES = Resource("datadependency.volcano.sh", "v1alpha1", "datasources", "DataSource", False)
+BINDINGS = Resource("work.karmada.io", "v1alpha2", "resourcebindings", "ResourceBinding", True)
+CLUSTERS = Resource("cluster.karmada.io", "v1alpha1", "clusters", "Cluster", False)
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
+EVENTS = Resource("", "v1", "events", "Event", True)
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
+
+BY_KIND = {r.kind: r for r in (CLAIMS, DATASOURCES, BINDINGS, CLUSTERS, CONFIGMAPS, EVENTS, LEASES)}
+
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+
+class KubeError(Exception):
+    """A non-2xx answer of the API server (or a transport failure: status 0)."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+    @property
+    def retryable(self) -> bool:
+        return self.status in (0, 409, 429) or self.status >= 500
+
+
+_decoder = msgspec.json.Decoder()
+
+
+class KubeClient:
+    """JSON verbs over one kubernetes-asyncio ApiClient."""
+
+    def __init__(self, api_client: client.ApiClient, *, request_timeout: float = 30.0) -> None:
+        self.api = api_client
+        self.request_timeout = request_timeout
+
+    async def _call(
+        self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
+        content_type: str = "application/json",
+    ) -> Any:
+        try:
+            response = await self.api.call_api(
+                path, method, query_params=[(k, v) for k, v in (query or {}).items() if v is not None],
+                header_params={"Content-Type": content_type, "Accept": "application/json"}, body=body,
+                auth_settings=["BearerToken"], _preload_content=False,
+                _request_timeout=self.request_timeout,
+            )
+        except client.ApiException as exc:
+            raise KubeError(exc.status or 0, str(exc.reason or "Error"), str(exc.body or exc)) from exc
+        except (OSError, TimeoutError) as exc:
+            raise KubeError(0, "Unavailable", f"{method} {path}: {exc!r}") from exc
+        try:
+            data = await response.read()
+        finally:
+            response.release()
+        status = response.status
+        decoded = _decoder.decode(data) if data else None
+        if 200 <= status < 300:
+            return decoded
+        reason, message = "Error", data.decode(errors="replace")[:500]
+        if isinstance(decoded, dict) and decoded.get("kind") == "Status":
+            reason = str(decoded.get("reason") or reason)
+            message = str(decoded.get("message") or message)
+        raise KubeError(status, reason, message)
+
+    async def get(self, res: Resource, name: str, *, namespace: str = "") -> dict[str, Any] | None:
+        try:
+            result: dict[str, Any] = await self._call("GET", res.path(namespace=namespace, name=name))
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return result
+
+    async def list(
+        self, res: Resource, *, namespace: str = "", label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[list[dict[str, Any]], str]:
+        """All items (following ``continue``) and the list's resourceVersion."""
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            page = await self._call("GET", res.path(namespace=namespace), query={
+                "labelSelector": label_selector, "fieldSelector": field_selector, "limit": 500, "continue": token})
+            for item in page.get("items") or []:
+                item.setdefault("apiVersion", res.api_version)
+                item.setdefault("kind", res.kind)
+                items.append(item)
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or None
+            if not token:
+                return items, str(meta.get("resourceVersion", ""))
+
+    async def watch(
+        self, res: Resource, *, resource_version: str, namespace: str = "", field_selector: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Raw watch events ``{"type", "object"}`` until the server ends the stream."""
+        try:
+            response = await self.api.call_api(
+                res.path(namespace=namespace), "GET",
+                query_params=[(k, v) for k, v in {
+                    "watch": "true", "resourceVersion": resource_version, "allowWatchBookmarks": "true",
+                    "timeoutSeconds": timeout_seconds, "fieldSelector": field_selector}.items() if v is not None],
+                header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
+                _preload_content=False, _request_timeout=timeout_seconds + 30,
+            )
+        except client.ApiException as exc:
+            raise KubeError(exc.status or 0, str(exc.reason or "Error"), str(exc.body or exc)) from exc
+        except (OSError, TimeoutError) as exc:
+            raise KubeError(0, "Unavailable", f"watch {res.plural}: {exc!r}") from exc
+        try:
+            if response.status != 200:
+                body = await response.read()
+                decoded = _decoder.decode(body) if body else {}
+                raise KubeError(response.status, str(decoded.get("reason", "Error")), str(decoded.get("message", "")))
+            async for line in response.content:
+                if line.strip():
+                    yield _decoder.decode(line)
+        finally:
+            response.release()
+
+    async def create(self, res: Resource, body: dict[str, Any], *, namespace: str = "") -> dict[str, Any]:
+        result: dict[str, Any] = await self._call("POST", res.path(namespace=namespace), body=body)
+        return result
+
+    async def patch(
+        self, res: Resource, name: str, body: Any, *, namespace: str = "", subresource: str = "",
+        content_type: str = MERGE_PATCH,
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = await self._call(
+            "PATCH", res.path(namespace=namespace, name=name, subresource=subresource), body=body,
+            content_type=content_type)
+        return result
+
+    async def replace(self, res: Resource, name: str, body: dict[str, Any], *, namespace: str = "") -> dict[str, Any]:
+        result: dict[str, Any] = await self._call("PUT", res.path(namespace=namespace, name=name), body=body)
+        return result
+
+    async def delete(self, res: Resource, name: str, *, namespace: str = "", uid: str = "") -> dict[str, Any] | None:
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            result: dict[str, Any] = await self._call("DELETE", res.path(namespace=namespace, name=name), body=body)
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return result
+
+
+def merge_patch(before: Any, after: Any) -> Any:
+    """The RFC 7386 merge patch that turns ``before`` into ``after`` (nulls for removed keys, lists whole)."""
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return after
+    patch: dict[str, Any] = {}
+    for key in before.keys() - after.keys():
+        patch[key] = None
+    for key, value in after.items():
+        if key not in before:
+            patch[key] = value
+        elif before[key] != value:
+            patch[key] = merge_patch(before[key], value)
+    return patch

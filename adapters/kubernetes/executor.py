@@ -1,0 +1,285 @@
+"""Applying tether's Kubernetes commands: read, compare, write the difference, guarded by resourceVersion.
+
+Every command states a desired result (see ``core.commands``); its executor here is ``apply_<command_name>``.
+Each one follows the controller-runtime discipline:
+
+1. **read** the object as it is now (never trust the decider's possibly stale view);
+2. **compare** with what the command asks; if already so, report success with ``noop`` — this is what makes
+   at-least-once delivery and replays harmless;
+3. **write only the difference**, with the resourceVersion just read as a precondition (in the merge patch's
+   ``metadata.resourceVersion``, or a JSON-patch ``test``), so a concurrent writer makes the API answer 409
+   instead of being overwritten;
+4. on 409, **re-read and retry** (a few times, immediately: the conflict is the normal case under load);
+   on 429/5xx/network errors retry with backoff a few times; then report the outcome.
+
+The outcome is an event: :class:`~tether.core.events.CommandSucceeded` with the object the API returned (so
+the world learns the new resourceVersion at once), or :class:`~tether.core.events.CommandFailed` with the
+API's reason and whether retrying can help. A 4xx that retrying cannot fix (422 Invalid, 403 Forbidden) is
+also logged with the command id and key — the command record itself, in the commands stream, is the
+dead-letter: nothing is lost, and the decider will not send exactly that request again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from tether.adapters.manifests import data_source_manifest
+from tether.core.commands import (
+    LOCATION_ANNOTATION,
+    AddFinalizer,
+    Command,
+    CreateDataSource,
+    DeleteDataSource,
+    EmitKubernetesEvent,
+    RemoveFinalizer,
+    SetBindingPlacement,
+    UpdateClaimStatus,
+    UpdateDataSourceLocality,
+    UpdateDataSourceStatus,
+    command_name,
+    command_target,
+)
+from tether.core.envelope import CommandRecord
+from tether.core.events import CommandFailed, CommandSucceeded, Event
+from tether.core.kube import KubeObject, ObjectRef, trim
+from tether.core.placement import plan_placement
+
+from .client import BY_KIND, DATASOURCES, EVENTS, JSON_PATCH, KubeClient, KubeError, Resource, merge_patch
+
+log = structlog.get_logger("tether.executor")
+
+#: The commands this executor applies (the others go to the catalog and timer adapters).
+KUBE_COMMANDS: tuple[type[Command], ...] = (
+    AddFinalizer, RemoveFinalizer, UpdateClaimStatus, UpdateDataSourceStatus, CreateDataSource,
+    UpdateDataSourceLocality, DeleteDataSource, SetBindingPlacement, EmitKubernetesEvent,
+)
+
+
+class _Done(Exception):
+    """Raised inside an attempt to finish with a given outcome."""
+
+    def __init__(self, result: KubeObject | None, *, noop: bool) -> None:
+        self.result = result
+        self.noop = noop
+
+
+def _failed_precondition(exc: KubeError) -> bool:
+    """A JSON-patch ``test`` op failed (422 on the API server): the object changed since it was read."""
+    return exc.status == 422 and "test" in exc.message.lower()
+
+
+def _json(value: Any) -> Any:
+    import msgspec
+
+    return msgspec.to_builtins(value)
+
+
+class KubeExecutor:
+    """Applies Kubernetes commands through a :class:`KubeClient`."""
+
+    def __init__(self, kube: KubeClient, *, conflict_retries: int = 5, error_retries: int = 3,
+                 backoff: float = 0.2, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 component: str = "tether") -> None:
+        self.kube = kube
+        self.conflict_retries = conflict_retries
+        self.error_retries = error_retries
+        self.backoff = backoff
+        self.sleep = sleep
+        self.component = component
+
+    def handles(self, command: Command) -> bool:
+        return isinstance(command, KUBE_COMMANDS)
+
+    async def apply(self, record: CommandRecord) -> list[Event]:
+        command = record.command
+        name = command_name(command)
+        target = command_target(command)
+        method: Callable[[Any], Awaitable[tuple[KubeObject | None, bool]]] = getattr(self, f"apply_{name}")
+        conflicts = errors = 0
+        while True:
+            try:
+                result, noop = await method(command)
+            except KubeError as exc:
+                if (exc.status == 409 and exc.reason == "Conflict") or _failed_precondition(exc):
+                    conflicts += 1  # someone wrote in between: re-read and try again
+                    if conflicts <= self.conflict_retries:
+                        continue
+                elif exc.retryable:
+                    errors += 1
+                    if errors <= self.error_retries:
+                        await self.sleep(self.backoff * 2 ** (errors - 1) * (0.5 + random.random()))
+                        continue
+                if not exc.retryable:
+                    log.warning("command rejected", command=name, command_id=record.id, key=target,
+                                status=exc.status, reason=exc.reason, message=exc.message)
+                return [CommandFailed(command_id=record.id, command=name, target=target, reason=exc.reason,
+                                      message=exc.message, retryable=exc.retryable)]
+            return [CommandSucceeded(command_id=record.id, command=name, target=target, result=result, noop=noop)]
+
+    # --- helpers -----------------------------------------------------------------------------------------
+
+    async def _read(self, ref: ObjectRef) -> tuple[Resource, dict[str, Any] | None]:
+        res = BY_KIND[ref.kind]
+        obj = await self.kube.get(res, ref.name, namespace=ref.namespace)
+        if obj is not None and ref.uid and obj.get("metadata", {}).get("uid") != ref.uid:
+            obj = None  # same name, another object: the command was about one that is gone
+        return res, obj
+
+    # --- one method per command --------------------------------------------------------------------------
+
+    async def apply_add_finalizer(self, c: AddFinalizer) -> tuple[KubeObject | None, bool]:
+        res, obj = await self._read(c.target)
+        if obj is None:
+            raise KubeError(404, "NotFound", f"{c.target.key} not found")
+        meta = obj["metadata"]
+        finalizers = meta.get("finalizers") or []
+        if c.finalizer in finalizers:
+            return trim(obj), True
+        ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/resourceVersion",
+                                      "value": meta["resourceVersion"]}]
+        ops.append({"op": "add", "path": "/metadata/finalizers/-", "value": c.finalizer} if finalizers
+                   else {"op": "add", "path": "/metadata/finalizers", "value": [c.finalizer]})
+        out = await self.kube.patch(res, c.target.name, ops, namespace=c.target.namespace, content_type=JSON_PATCH)
+        return trim(out), False
+
+    async def apply_remove_finalizer(self, c: RemoveFinalizer) -> tuple[KubeObject | None, bool]:
+        res, obj = await self._read(c.target)
+        if obj is None:
+            return None, True
+        finalizers = obj["metadata"].get("finalizers") or []
+        if c.finalizer not in finalizers:
+            return trim(obj), True
+        i = finalizers.index(c.finalizer)
+        ops = [{"op": "test", "path": f"/metadata/finalizers/{i}", "value": c.finalizer},
+               {"op": "test", "path": "/metadata/resourceVersion", "value": obj["metadata"]["resourceVersion"]},
+               {"op": "remove", "path": f"/metadata/finalizers/{i}"}]
+        try:
+            out = await self.kube.patch(res, c.target.name, ops, namespace=c.target.namespace,
+                                        content_type=JSON_PATCH)
+        except KubeError as exc:
+            if exc.status == 404:
+                return None, True
+            raise
+        return trim(out), False
+
+    async def _patch_status(self, res: Resource, ref: ObjectRef, obj: dict[str, Any],
+                            wanted: dict[str, Any]) -> tuple[KubeObject | None, bool]:
+        current = obj.get("status") or {}
+        patch = {k: v for k, v in wanted.items() if current.get(k) != v}
+        if not patch:
+            return trim(obj), True
+        body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": patch}
+        out = await self.kube.patch(res, ref.name, body, namespace=ref.namespace, subresource="status")
+        return trim(out), False
+
+    async def apply_update_claim_status(self, c: UpdateClaimStatus) -> tuple[KubeObject | None, bool]:
+        res, obj = await self._read(c.claim)
+        if obj is None:
+            return None, True
+        wanted = {"phase": c.phase, "boundDataSource": c.bound_data_source or None,
+                  "conditions": _json(c.conditions)}
+        if wanted["boundDataSource"] is None and "boundDataSource" not in (obj.get("status") or {}):
+            del wanted["boundDataSource"]
+        return await self._patch_status(res, c.claim, obj, wanted)
+
+    async def apply_update_data_source_status(self, c: UpdateDataSourceStatus) -> tuple[KubeObject | None, bool]:
+        obj = await self.kube.get(DATASOURCES, c.name)
+        if obj is None:
+            return None, True
+        wanted: dict[str, Any] = {"claimRefs": _json(c.claim_refs), "boundClaims": c.bound_claims}
+        if c.conditions:
+            wanted["conditions"] = _json(c.conditions)
+        ref = ObjectRef(api_version=DATASOURCES.api_version, kind="DataSource", name=c.name)
+        return await self._patch_status(DATASOURCES, ref, obj, wanted)
+
+    async def apply_create_data_source(self, c: CreateDataSource) -> tuple[KubeObject | None, bool]:
+        try:
+            out = await self.kube.create(DATASOURCES, data_source_manifest(c))
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+            existing = await self.kube.get(DATASOURCES, c.name)
+            if existing is None:
+                raise
+            spec = existing.get("spec") or {}
+            same = (spec.get("system"), spec.get("type"), spec.get("name"), spec.get("attributes") or {}) == (
+                c.identity.system, c.identity.type, c.identity.name, dict(c.identity.attributes))
+            if not same:
+                raise KubeError(409, "AlreadyExists", f"DataSource {c.name} exists for another data source") from exc
+            return trim(existing), True
+        return trim(out), False
+
+    async def apply_update_data_source_locality(self, c: UpdateDataSourceLocality) -> tuple[KubeObject | None, bool]:
+        obj = await self.kube.get(DATASOURCES, c.name)
+        if obj is None:
+            raise KubeError(404, "NotFound", f"DataSource {c.name} not found")
+        meta = obj["metadata"]
+        clusters = list(c.cluster_names)
+        if ((obj.get("spec") or {}).get("locality") or {}).get("clusterNames") == clusters and (
+                meta.get("annotations") or {}).get(LOCATION_ANNOTATION) == c.location:
+            return trim(obj), True
+        body = {"metadata": {"resourceVersion": meta["resourceVersion"],
+                             "annotations": {LOCATION_ANNOTATION: c.location}},
+                "spec": {"locality": {"clusterNames": clusters}}}
+        return trim(await self.kube.patch(DATASOURCES, c.name, body)), False
+
+    async def apply_delete_data_source(self, c: DeleteDataSource) -> tuple[KubeObject | None, bool]:
+        out = await self.kube.delete(DATASOURCES, c.name, uid=c.uid)
+        if out is None:
+            return None, True
+        return (trim(out) if out.get("kind") == "DataSource" else None), False
+
+    async def apply_set_binding_placement(self, c: SetBindingPlacement) -> tuple[KubeObject | None, bool]:
+        res, obj = await self._read(c.binding)
+        if obj is None:
+            return None, True
+        spec = obj.get("spec") or {}
+        meta = obj["metadata"]
+        placement = spec.get("placement") or {}
+        plan = plan_placement(placement=placement, annotations=meta.get("annotations") or {},
+                              desired=frozenset(c.excluded_clusters) if c.injected else None)
+        reschedule = bool(c.reschedule_at) and spec.get("rescheduleTriggeredAt", "") < c.reschedule_at
+        if not plan.changed and not reschedule:
+            return trim(obj), True
+        body: dict[str, Any] = {"metadata": {"resourceVersion": meta["resourceVersion"]}}
+        if plan.annotations:
+            body["metadata"]["annotations"] = plan.annotations
+        spec_patch: dict[str, Any] = {}
+        placement_patch = merge_patch(placement, plan.placement)
+        if placement_patch:
+            spec_patch["placement"] = placement_patch
+        if reschedule:
+            spec_patch["rescheduleTriggeredAt"] = c.reschedule_at
+        if spec_patch:
+            body["spec"] = spec_patch
+        out = await self.kube.patch(res, c.binding.name, body, namespace=c.binding.namespace)
+        return trim(out), False
+
+    async def apply_emit_kubernetes_event(self, c: EmitKubernetesEvent) -> tuple[KubeObject | None, bool]:
+        ref = c.involved
+        namespace = ref.namespace or "default"
+        digest = hashlib.blake2b(f"{ref.key}|{c.reason}|{c.message}".encode(), digest_size=6).hexdigest()
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{ref.name}.{digest}", "namespace": namespace},
+            "involvedObject": {"apiVersion": ref.api_version, "kind": ref.kind, "name": ref.name,
+                               "namespace": ref.namespace, "uid": ref.uid},
+            "reason": c.reason, "message": c.message[:1024], "type": c.event_type,
+            "source": {"component": self.component}, "reportingComponent": self.component,
+            "reportingInstance": self.component, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }
+        try:
+            await self.kube.create(EVENTS, event, namespace=namespace)
+        except KubeError as exc:
+            if exc.status != 409:  # the same event was already recorded: at-least-once, harmless
+                raise
+            return None, True
+        return None, False
