@@ -1,0 +1,209 @@
+"""`tether replay`: summary, --until, --explain, --diff (clean, tampered, missing, extra), snapshots."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sqlite3
+from pathlib import Path
+
+import msgspec
+import pytest
+from click.testing import CliRunner, Result
+
+from tether.adapters.cli import main
+from tether.adapters.render import type_name
+from tether.adapters.replay import diff, explain, replay
+from tether.adapters.sqlite_log import SqliteLog
+from tether.adapters.synthetic_log import Simulation, scenario
+from tether.core.commands import UpdateClaimStatus
+from tether.core.envelope import rfc3339
+from tether.projections.world import evolve
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Simulation]:
+    path = tmp_path_factory.mktemp("replay") / "pristine.db"
+    sim = scenario(Simulation(seed=11), namespaces=2, jobs_per_namespace=3, tables=3, migrations=2, deletions=0.2)
+
+    async def write() -> None:
+        log = await SqliteLog.open(path)
+        await sim.write(log)
+        await log.close()
+
+    asyncio.run(write())
+    return path, sim
+
+
+@pytest.fixture
+def built(pristine: tuple[Path, Simulation], tmp_path: Path) -> tuple[Path, Simulation]:
+    """A private copy of the log (tests tamper with it)."""
+    path = tmp_path / "log.db"
+    shutil.copy(pristine[0], path)
+    return path, pristine[1]
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(main, ["replay", *args])
+
+
+def test_replay_summarises_the_world(built: tuple[Path, Simulation]) -> None:
+    path, sim = built
+    result = run(str(path))
+    assert result.exit_code == 0, result.output
+    summary = sim.world.summary()
+    for name in ("claims bound", "data sources", "bindings injected", "clusters"):
+        value = summary[name.replace(" ", "_")]
+        assert any(text.split() == [*name.split(), str(value)] for text in result.output.splitlines()), name
+    assert f"offset {len(sim.events)} of {len(sim.events)}" in result.output
+
+
+async def test_replay_folds_to_the_same_world_as_the_live_pipeline(built: tuple[Path, Simulation]) -> None:
+    path, sim = built
+    log = await SqliteLog.open(path)
+    try:
+        result = await replay(log)
+        assert result.events == len(sim.events)
+        assert msgspec.json.encode(result.world) == msgspec.json.encode(sim.world)  # in-flight state included
+        events_only = await replay(log, fold=evolve)
+        assert events_only.world.summary()["claims_bound"] == sim.world.summary()["claims_bound"]
+        partial = await replay(log, until_offset=40)
+        assert partial.events == 40 and partial.world.events == 40
+    finally:
+        await log.close()
+
+
+def test_until_accepts_an_offset_or_a_time(built: tuple[Path, Simulation]) -> None:
+    path, sim = built
+    by_offset = run(str(path), "--until", "25")
+    assert by_offset.exit_code == 0, by_offset.output
+    assert "offset 25 of" in by_offset.output
+    at = sim.events[29].at_ms  # the prefix appended until event 30's time (later events have later times)
+    assert sim.events[30].at_ms > at
+    by_time = run(str(path), "--until", f"{rfc3339(at)[:-1]}.{at % 1000:03d}Z")
+    assert by_time.exit_code == 0, by_time.output
+    assert "offset 30 of" in by_time.output
+    bad = run(str(path), "--until", "yesterday")
+    assert bad.exit_code == 2 and "neither an offset nor an RFC3339 time" in bad.output
+
+
+def test_explain_prints_the_decision_trail_of_a_claim(built: tuple[Path, Simulation]) -> None:
+    path, sim = built
+    key = "DataSourceClaim/team-000/etl-0000-input-0"
+    result = run(str(path), "--explain", key)
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert out.splitlines()[0] == f"Decision trail of {key}"
+    assert "ObjectObserved" in out and "AddFinalizer" in out and "UpdateClaimStatus" in out
+    assert "because claim DataSourceClaim/team-000/etl-0000-input-0 has no finalizer" in out
+    assert "DataLocationResolved" in out  # the catalog answer that bound it (a command it caused targets it)
+    assert "phase=Bound" in out
+    # every command of the log targeting the claim is in the trail, each under the event that caused it
+    targeting = [c for c in sim.commands if c.key == key]
+    lines = out.splitlines()
+    for command in targeting:
+        at = next(i for i, text in enumerate(lines) if text.lstrip("└─ ").startswith(f"C{command.offset} "))
+        cause = "E" + command.causation.split(":")[1] + " "
+        assert any(text.startswith(cause) for text in lines[:at]), command.causation
+
+
+async def test_explain_trail_is_in_log_order_and_bounded_by_until(built: tuple[Path, Simulation]) -> None:
+    path, sim = built
+    log = await SqliteLog.open(path)
+    try:
+        key = "DataSourceClaim/team-000/etl-0000-input-0"
+        trail = await explain(log, key)
+        offsets = [e.offset for e in trail.events]
+        assert offsets == sorted(offsets) and offsets
+        assert {e.offset for e in sim.events if e.key == key} <= set(offsets)
+        early = await explain(log, key, until_offset=offsets[1])
+        assert [e.offset for e in early.events] == offsets[:2]
+        cluster_scoped = await explain(log, "Cluster/member1")
+        assert cluster_scoped.key == "Cluster//member1" and cluster_scoped.events
+    finally:
+        await log.close()
+
+
+def test_explain_of_an_unknown_object(built: tuple[Path, Simulation]) -> None:
+    path, _ = built
+    result = run(str(path), "--explain", "DataSourceClaim/nowhere/nothing")
+    assert result.exit_code == 1
+    assert "no record about DataSourceClaim/nowhere/nothing" in result.output
+
+
+def test_diff_of_an_untouched_log_finds_nothing(built: tuple[Path, Simulation]) -> None:
+    path, sim = built
+    result = run(str(path), "--diff")
+    assert result.exit_code == 0, result.output
+    assert f"no difference: the deciders re-derive the recorded commands of {len(sim.events)} events" in result.output
+
+
+def tamper(path: Path, sql: str, *params: object) -> None:
+    with sqlite3.connect(path) as db:
+        db.execute(sql, params)
+
+
+def test_diff_reports_a_tampered_command_and_exits_1(built: tuple[Path, Simulation]) -> None:
+    path, sim = built
+    victim = next(c for c in sim.commands if isinstance(c.command, UpdateClaimStatus)
+                  and c.command.phase == "Bound")
+    tamper(path, "UPDATE commands SET body = json_set(body, '$.command.phase', 'Pending') WHERE offset = ?",
+           victim.offset)
+    result = run(str(path), "--diff")
+    assert result.exit_code == 1, result.output
+    assert f"changed event {victim.causation}: C{victim.offset} " in flat(result.output)
+    assert 'phase: "Pending" → "Bound"' in result.output
+    assert "commands differ: 0 missing, 0 extra, 1 changed" in result.output
+
+
+def test_diff_reports_missing_and_extra_commands(built: tuple[Path, Simulation]) -> None:
+    path, sim = built
+    dropped = sim.commands[5]
+    tamper(path, "DELETE FROM commands WHERE offset = ?", dropped.offset)
+    moved = sim.commands[8]  # recorded as caused by another event than the one that caused it
+    tamper(path, "UPDATE commands SET causation = '0:1', body = json_set(body, '$.causation', '0:1') "
+                 "WHERE offset = ?", moved.offset)
+    result = run(str(path), "--diff")
+    assert result.exit_code == 1, result.output
+    out = flat(result.output)
+    assert f"missing event {dropped.causation}: C- " in out and type_name(dropped) in out
+    assert f"missing event {moved.causation}: C- " in out
+    assert f"extra event 0:1: C{moved.offset} " in out
+    assert "commands differ: 2 missing, 1 extra, 0 changed" in result.output
+
+
+async def test_diff_api_and_snapshots(built: tuple[Path, Simulation]) -> None:
+    path, sim = built
+    log = await SqliteLog.open(path)
+    try:
+        result, differences = await diff(log)
+        assert differences == [] and result.events == len(sim.events)
+    finally:
+        await log.close()
+
+
+def test_snapshot_is_saved_used_and_can_be_ignored(built: tuple[Path, Simulation]) -> None:
+    path, sim = built
+    saved = run(str(path), "--save-snapshot")
+    assert saved.exit_code == 0 and f"saved snapshot at offset {len(sim.events)}" in saved.output
+    again = run(str(path))
+    assert again.exit_code == 0 and f"from snapshot offset {len(sim.events)}" in flat(again.output)
+    assert "replayed 0 events" in flat(again.output)
+    assert f"claims bound {sim.world.summary()['claims_bound']}" in flat(again.output)
+    ignored = run(str(path), "--no-snapshot")
+    assert "from snapshot" not in ignored.output and f"replayed {len(sim.events)} events" in flat(ignored.output)
+    before = run(str(path), "--until", "10")  # the snapshot covers more than asked: not used
+    assert "from snapshot" not in before.output and "offset 10 of" in before.output
+    assert run(str(path), "--diff").exit_code == 0  # diff from the snapshot: nothing left to compare, no error
+
+
+def test_replay_reports_skipped_corrupt_records(built: tuple[Path, Simulation]) -> None:
+    path, _ = built
+    tamper(path, "UPDATE events SET body = '{' WHERE offset = 3")
+    result = run(str(path))
+    assert result.exit_code == 0, result.output
+    assert "1 corrupt record(s) were skipped" in result.output
