@@ -37,6 +37,7 @@ from tether.core.commands import (
     PLACEMENT_INJECTED_ANNOTATION,
     Command,
     LookupDataLocation,
+    StartTimer,
     command_name,
     command_target,
 )
@@ -128,6 +129,14 @@ class Lookup(msgspec.Struct):
     at_ms: int = 0
 
 
+class Timer(msgspec.Struct, frozen=True):
+    """A timer the decider started and that has not fired yet (re-armed after a restart)."""
+
+    fire_at_ms: int
+    purpose: str
+    subject: str
+
+
 class Touched(msgspec.Struct):
     """What one event may have changed: the decider reconciles exactly these (and what follows from them)."""
 
@@ -156,6 +165,7 @@ class World(msgspec.Struct):
     inflight: dict[str, str] = {}  # command slot → id of the command in flight
     retry_wait: dict[str, int] = {}  # command slot → attempt, while a retry timer runs
     rejected: dict[str, str] = {}  # command id → why the API rejected it for good
+    timers: dict[str, Timer] = {}  # timer id → timer, until it fires
     events: int = 0
     last_at_ms: int = 0
 
@@ -544,6 +554,8 @@ def evolve(world: World, record: EventRecord) -> Touched:
                 world.rejected[cid] = message
             _touch_target(world, target, touched)
         case TimerFired(purpose=purpose, subject=subject, timer_id=timer_id):
+            if world.timers.pop(timer_id, None) is None:
+                return touched  # fired twice (at-least-once) or never started: nothing to do
             if purpose == "retry-command":  # timer id: retry-command|<command>|<attempt>|<target>
                 parts = timer_id.split("|", 3)
                 if len(parts) == 4:
@@ -576,6 +588,9 @@ def note_issued(world: World, command: Command, command_id: str) -> None:
     world.inflight[slot(command_name(command), command_target(command))] = command_id
     if isinstance(command, LookupDataLocation):
         world.lookups_in_flight[command.identity.key] = command.attempt
+    elif isinstance(command, StartTimer):
+        world.timers[command.timer_id] = Timer(fire_at_ms=command.fire_at_ms, purpose=command.purpose,
+                                               subject=command.subject)
 
 
 def has_finalizer(finalizers: tuple[str, ...], name: str) -> bool:
