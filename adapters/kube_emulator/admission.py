@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+import json
 import ssl
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -203,6 +204,6 @@ class WebhookAdmission:
         if mutating and response.get("patch") and obj is not None:
             if response.get("patchType", "JSONPatch") != "JSONPatch":
                 raise errors.internal(f'failed calling webhook "{hook_name}": unsupported patch type')
-            ops = aiohttp.helpers.json.loads(base64.b64decode(response["patch"]))
+            ops = json.loads(base64.b64decode(response["patch"]))
             obj = patch.json_patch(obj, ops)
         return obj

@@ -54,6 +54,10 @@ def validate_pod(new: dict[str, Any], old: dict[str, Any] | None, *, subresource
             if isinstance(na, dict):
                 na.pop("requiredDuringSchedulingIgnoredDuringExecution", None)
                 na.pop("preferredDuringSchedulingIgnoredDuringExecution", None)
+                if not na:
+                    s["affinity"].pop("nodeAffinity")
+            if not s.get("affinity"):
+                s.pop("affinity", None)
     if a != b:
         causes.append(("spec", "FieldValueForbidden", _FORBIDDEN))
     return causes

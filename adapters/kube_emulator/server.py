@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from .selectors import parse_field_selector, parse_label_selector
 if TYPE_CHECKING:
     from . import KubeEmulator
 
+log = logging.getLogger(__name__)
 _JSON = "application/json"
 _ENC = msgspec.json.Encoder()
 _DEC = msgspec.json.Decoder()
@@ -127,6 +129,9 @@ class Server:
             return _error(e)
         except (msgspec.DecodeError, ValueError) as e:
             return _error(errors.bad_request(str(e)))
+        except Exception as e:  # a bug here must still look like an apiserver error to the client
+            log.exception("emulator failed on %s %s", request.method, request.path)
+            return _error(errors.internal(f"{type(e).__name__}: {e}"))
 
     async def _resource_request(self, request: web.Request, parts: list[str]) -> web.StreamResponse:
         if parts[:2] == ["api", "v1"]:

@@ -1,0 +1,50 @@
+"""Run the emulator standalone: ``python -m tether.adapters.kube_emulator --port 8001 --crds ops/crds``.
+
+Prints the URL and writes a kubeconfig (``--kubeconfig``) so kubectl-like tools and tether itself can connect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+
+from . import KubeEmulator
+
+
+async def _main(args: argparse.Namespace) -> None:
+    emu = KubeEmulator(host=args.host, port=args.port, crds=args.crds or [], binder=args.binder,
+                       karmada_scheduler=args.karmada, history_size=args.history_size,
+                       bookmark_interval=args.bookmark_interval)
+    await emu.start()
+    path = emu.kubeconfig_path(args.kubeconfig_dir) if args.kubeconfig_dir else None
+    print(f"kube emulator serving on {emu.url}" + (f" (kubeconfig: {path})" if path else ""), flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await emu.stop()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(prog="python -m tether.adapters.kube_emulator")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8001)
+    p.add_argument("--crds", action="append", help="CRD file, directory or name under tether/crds (repeatable)")
+    p.add_argument("--binder", action="store_true", help="bind ungated pods to matching nodes")
+    p.add_argument("--karmada", action="store_true", help="run the Karmada scheduler stand-in")
+    p.add_argument("--history-size", type=int, default=10_000)
+    p.add_argument("--bookmark-interval", type=float, default=1.0)
+    p.add_argument("--kubeconfig-dir", help="write <dir>/kubeconfig pointing at the emulator")
+    p.add_argument("-v", "--verbose", action="store_true")
+    args = p.parse_args()
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO)
+    asyncio.run(_main(args))
+
+
+if __name__ == "__main__":
+    main()

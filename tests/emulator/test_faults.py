@@ -1,0 +1,47 @@
+"""Fault injection (emulator-only): injected errors, Retry-After, latency, the HTTP admin endpoint."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import aiohttp
+import pytest
+from kubernetes_asyncio.client.exceptions import ApiException
+
+
+async def test_injected_errors_match_and_expire(kube, emulator):
+    core, ns = kube.core, kube.namespace
+    await core.create_namespaced_config_map(ns, {"metadata": {"name": "a"}})
+    emulator.faults.fail(code=429, verb="get", resource="configmaps", name="a", times=2, retry_after=3)
+    for _ in range(2):
+        with pytest.raises(ApiException) as ei:
+            await core.read_namespaced_config_map("a", ns)
+        assert ei.value.status == 429 and ei.value.headers["Retry-After"] == "3"
+        body = json.loads(ei.value.body)
+        assert body["reason"] == "TooManyRequests" and body["details"]["retryAfterSeconds"] == 3
+    assert (await core.read_namespaced_config_map("a", ns)).metadata.name == "a"  # rule used up
+    emulator.faults.fail(code=409, verb="patch", resource="configmaps")
+    with pytest.raises(ApiException) as ei:
+        await core.patch_namespaced_config_map("a", ns, {"data": {"k": "v"}})
+    assert ei.value.status == 409 and json.loads(ei.value.body)["reason"] == "Conflict"
+    emulator.faults.fail(code=500, verb="list", times=None)
+    with pytest.raises(ApiException) as ei:
+        await core.list_namespaced_config_map(ns)
+    assert ei.value.status == 500
+    emulator.faults.clear()
+    await core.list_namespaced_config_map(ns)
+
+
+async def test_latency_and_http_admin(kube, emulator):
+    core, ns = kube.core, kube.namespace
+    emulator.faults.add_latency(0.2, verb="list", resource="configmaps", times=1)
+    start = time.monotonic()
+    await core.list_namespaced_config_map(ns)
+    assert time.monotonic() - start >= 0.2
+    async with aiohttp.ClientSession() as s, s.post(f"{emulator.url}/_emulator/faults",
+                      json={"action": "fail", "code": 503, "verb": "create", "resource": "configmaps"}) as r:
+        assert r.status == 200
+    with pytest.raises(ApiException) as ei:
+        await core.create_namespaced_config_map(ns, {"metadata": {"name": "x"}})
+    assert ei.value.status == 503

@@ -1,0 +1,131 @@
+"""Conformance: pod scheduling gates, affinity tightening while gated, binding subresource, the binder."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+GATE = "tether.io/data-placement"
+
+
+def pod(name: str, *, gates: bool = True, **spec: object) -> dict:
+    body = {"metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}], **spec}}
+    if gates:
+        body["spec"]["schedulingGates"] = [{"name": GATE}]
+    return body
+
+
+def req_affinity(*exprs: dict) -> dict:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": list(exprs)}]}}}
+
+
+ZONE_A = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}
+HOST = {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}
+
+
+async def test_gates_only_at_creation_and_removable(kube):
+    core, ns = kube.core, kube.namespace
+    p = await core.create_namespaced_pod(ns, pod("g"))
+    assert p.status.phase == "Pending" and [g.name for g in p.spec.scheduling_gates] == [GATE]
+    await core.create_namespaced_pod(ns, pod("plain", gates=False, schedulerName="none-such"))
+    with pytest.raises(ApiException) as ei:
+        await core.patch_namespaced_pod("plain", ns, {"spec": {"schedulingGates": [{"name": GATE}]}},
+                                        _content_type=MERGE)
+    assert ei.value.status == 422
+    out = await core.patch_namespaced_pod("g", ns, [{"op": "remove", "path": "/spec/schedulingGates"}],
+                                          _content_type=JSON_PATCH)
+    assert not out.spec.scheduling_gates
+
+
+async def test_gated_pod_affinity_may_only_tighten(kube):
+    core, ns = kube.core, kube.namespace
+    await core.create_namespaced_pod(ns, pod("g"))
+    # no required affinity yet: adding a required term is allowed, so is a nodeSelector addition
+    await core.patch_namespaced_pod("g", ns, {"spec": {"affinity": req_affinity(ZONE_A),
+                                                       "nodeSelector": {"disk": "ssd"}}}, _content_type=MERGE)
+    # adding a match expression to the existing term is allowed
+    await core.patch_namespaced_pod("g", ns, {"spec": {"affinity": req_affinity(ZONE_A, HOST)}},
+                                    _content_type=MERGE)
+    # dropping one is not
+    with pytest.raises(ApiException) as ei:
+        await core.patch_namespaced_pod("g", ns, {"spec": {"affinity": req_affinity(HOST)}}, _content_type=MERGE)
+    assert ei.value.status == 422
+    # changing an existing nodeSelector value is not
+    with pytest.raises(ApiException) as ei:
+        await core.patch_namespaced_pod("g", ns, {"spec": {"nodeSelector": {"disk": "hdd"}}}, _content_type=MERGE)
+    assert ei.value.status == 422
+    # preferred terms are free
+    pref = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 10, "preference": {"matchExpressions": [ZONE_A]}}]}}
+    await core.patch_namespaced_pod("g", ns, {"spec": {"affinity": pref}}, _content_type=MERGE)
+
+
+async def test_ungated_pod_scheduling_fields_are_immutable(kube):
+    core, ns = kube.core, kube.namespace
+    await core.create_namespaced_pod(ns, pod("u", gates=False, schedulerName="none-such"))
+    for patch in ({"spec": {"nodeSelector": {"disk": "ssd"}}}, {"spec": {"affinity": req_affinity(ZONE_A)}},
+                  {"spec": {"nodeName": "n1"}}):
+        with pytest.raises(ApiException) as ei:
+            await core.patch_namespaced_pod("u", ns, patch, _content_type=MERGE)
+        assert ei.value.status == 422
+        assert "Forbidden" in json.loads(ei.value.body)["message"]
+    # the image may change
+    await core.patch_namespaced_pod("u", ns, {"spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+
+
+async def test_binding_subresource(kube):
+    core, ns = kube.core, kube.namespace
+    await core.create_namespaced_pod(ns, pod("g"))
+    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "g"},
+               "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}}
+    # (the typed client cannot deserialize the Status a binding returns, hence raw responses)
+    resp = await core.create_namespaced_pod_binding("g", ns, binding, _preload_content=False)
+    assert resp.status == 409  # still gated
+    await core.create_namespaced_pod(ns, pod("b", gates=False, schedulerName="none-such"))
+    binding["metadata"]["name"] = "b"
+    resp = await core.create_namespaced_pod_binding("b", ns, binding, _preload_content=False)
+    assert resp.status == 201
+    p = await core.read_namespaced_pod("b", ns)
+    assert p.spec.node_name == "n1"
+    assert any(c.type == "PodScheduled" and c.status == "True" for c in p.status.conditions)
+    resp = await core.create_namespaced_pod_binding("b", ns, binding, _preload_content=False)
+    assert resp.status == 409
+    assert "is already assigned to node" in json.loads(await resp.read())["message"]
+
+
+async def test_binder_assigns_ungated_pods_to_matching_nodes(kube, emulator):
+    emulator.enable_binder()
+    core, ns = kube.core, kube.namespace
+    for name, zone in (("n1", "a"), ("n2", "b")):
+        await core.create_node({"metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": zone,
+                                                                       "kubernetes.io/hostname": name}},
+                                "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    await core.create_namespaced_pod(ns, pod("p", affinity=req_affinity(
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["b"]})))
+    await asyncio.sleep(0.05)
+    assert (await core.read_namespaced_pod("p", ns)).spec.node_name is None  # gated: not scheduled
+    await core.patch_namespaced_pod("p", ns, {"spec": {"schedulingGates": None}}, _content_type=MERGE)
+    async with asyncio.timeout(5):
+        while True:  # poll through the API, as a test against a real cluster would
+            if (await core.read_namespaced_pod("p", ns)).spec.node_name is not None:
+                break
+            await asyncio.sleep(0.02)
+    assert (await core.read_namespaced_pod("p", ns)).spec.node_name == "n2"
+    await core.create_namespaced_pod(ns, pod("nowhere", gates=False, nodeSelector={"zone": "z"}))
+    async with asyncio.timeout(5):
+        while True:
+            p = await core.read_namespaced_pod("nowhere", ns)
+            conds = {c.type: c for c in p.status.conditions or []}
+            if "PodScheduled" in conds:
+                break
+            await asyncio.sleep(0.02)
+    assert conds["PodScheduled"].status == "False" and conds["PodScheduled"].reason == "Unschedulable"
+    assert client.V1Pod  # the typed model round-trips emulator output
