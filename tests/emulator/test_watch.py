@@ -152,3 +152,23 @@ async def test_dropped_watch_reconnects_from_last_version(kube, emulator):
         await core.create_namespaced_config_map(ns, {"metadata": {"name": "b"}})
         assert await collect(stream, 1) == [("ADDED", "b")]
     assert emulator.faults.count(verb="watch", resource="configmaps") == 2
+
+
+async def test_custom_object_watch_sees_status_writes(kube):
+    group, version, plural = "datadependency.volcano.sh", "v1alpha1", "datasourceclaims"
+    await kube.register_crds("datadependency.volcano.sh_datasourceclaims")
+    body = {"apiVersion": f"{group}/{version}", "kind": "DataSourceClaim", "metadata": {"name": "c"},
+            "spec": {"system": "s", "dataSourceType": "t", "dataSourceName": "n",
+                     "workload": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "w"}}}
+    created = await kube.custom.create_namespaced_custom_object(group, version, kube.namespace, plural, body)
+    await kube.custom.patch_namespaced_custom_object_status(group, version, kube.namespace, plural, "c",
+                                                            {"status": {"phase": "Bound"}}, _content_type=MERGE)
+    async with watch.Watch() as w:
+        stream = w.stream(kube.custom.list_namespaced_custom_object, group, version, kube.namespace, plural,
+                          resource_version=created["metadata"]["resourceVersion"], timeout_seconds=10)
+        async with asyncio.timeout(10):
+            async for ev in stream:
+                assert ev["type"] == "MODIFIED"
+                assert ev["object"]["status"]["phase"] == "Bound"
+                assert ev["object"]["apiVersion"] == f"{group}/{version}"
+                break
