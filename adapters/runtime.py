@@ -146,7 +146,7 @@ class Runtime:
         if self.on_world_changed is not None:
             self.on_world_changed(self.world)
         self.recovered.set()
-        log.info("world recovered", events=self.world.events, snapshot=snapshot is not None, **self.world.summary())
+        log.info("world recovered", snapshot=snapshot is not None, **self.world.summary())
 
     # --- decider -----------------------------------------------------------------------------------------
 

@@ -1,0 +1,72 @@
+"""``tether run``: the long-running daemon (see ``adapters/daemon.py`` for what it runs)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+import click
+import structlog
+
+from tether.adapters.daemon import Daemon, DaemonConfig
+
+
+def configure_logging(level: str, *, json_logs: bool) -> None:
+    """structlog → JSON lines (for log pipelines) or a readable console renderer (for people)."""
+    renderer: structlog.types.Processor = (
+        structlog.processors.JSONRenderer() if json_logs else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()))
+    structlog.configure(
+        processors=[structlog.contextvars.merge_contextvars, structlog.processors.add_log_level,
+                    structlog.processors.TimeStamper(fmt="iso", utc=True), renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper(), logging.INFO)),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+    )
+
+
+@click.command("run")
+@click.option("--log", "log_url", default="sqlite:///tether.db", show_default=True, envvar="TETHER_LOG",
+              help="Event log URL: sqlite:///path or kafka://host:port/prefix.")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, envvar="KUBECONFIG",
+              help="kubeconfig of the Karmada control plane (default: ~/.kube/config).")
+@click.option("--context", default=None, help="kubeconfig context.")
+@click.option("--in-cluster", is_flag=True, help="Use the pod's service account.")
+@click.option("--plugin-configmap", default="volcano-global/volcano-global-datasource-plugins", show_default=True,
+              help="NAMESPACE/NAME of the data-source plugin ConfigMap (Volcano Global's format).")
+@click.option("--watch-namespace", default="", help="Only watch claims and bindings in this namespace.")
+@click.option("--http-port", default=8080, show_default=True, type=int,
+              help="Port of /healthz, /readyz, /metrics and the push endpoint.")
+@click.option("--push-token", default="", envvar="TETHER_PUSH_TOKEN",
+              help="Bearer token for POST /v1/notifications/table-moved (disabled when empty).")
+@click.option("--leader-elect/--no-leader-elect", default=False, show_default=True,
+              help="Coordinate replicas with a Lease; standbys wait.")
+@click.option("--lease-namespace", default="tether-system", show_default=True)
+@click.option("--refresh-interval", type=float, default=None,
+              help="Seconds between re-resolutions of DataSources (overrides each plugin's refreshInterval).")
+@click.option("--log-level", default="info", show_default=True)
+@click.option("--json-logs/--console-logs", default=True, show_default=True)
+def run_cmd(log_url: str, kubeconfig: str | None, context: str | None, in_cluster: bool, plugin_configmap: str,
+            watch_namespace: str, http_port: int, push_token: str, leader_elect: bool, lease_namespace: str,
+            refresh_interval: float | None, log_level: str, json_logs: bool) -> None:
+    """Run the daemon: watch, decide, apply — until SIGTERM/SIGINT."""
+    configure_logging(log_level, json_logs=json_logs)
+    cfg = DaemonConfig(log_url=log_url, kubeconfig=kubeconfig, context=context, in_cluster=in_cluster,
+                       plugin_configmap=plugin_configmap, watch_namespace=watch_namespace, http_port=http_port,
+                       push_token=push_token, leader_elect=leader_elect, lease_namespace=lease_namespace,
+                       refresh_interval=refresh_interval,
+                       identity=os.environ.get("POD_NAME") or DaemonConfig().identity)
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        return await Daemon(cfg).run(stop=stop)
+
+    sys.exit(asyncio.run(main()))
+
+
+def register(main: click.Group) -> None:
+    main.add_command(run_cmd)

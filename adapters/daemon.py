@@ -1,0 +1,238 @@
+"""``tether run``: every adapter wired around the runtime.
+
+:class:`Daemon` builds, from a :class:`DaemonConfig`, the pieces of one tether process and runs them:
+
+* the event log (``--log``, ``sqlite:///tether.db`` by default, or ``kafka://...``);
+* a Kubernetes client (kubeconfig, in-cluster, or an ``ApiClient`` handed in by tests and the demo);
+* watch sources for DataSourceClaims, DataSources, ResourceBindings, Karmada Clusters and the plugin ConfigMap;
+* executors: Kubernetes (``KubeExecutor``), catalog (``CatalogExecutor`` over a ``ResolverSet`` kept in sync
+  with the plugin ConfigMap), timers;
+* the migration poller: every ``refreshInterval`` (per plugin, ±20 % jitter) it re-resolves the DataSources in
+  use and appends an answer only when a location changed — the "compute follows data" trigger for catalogs
+  that cannot notify (Amoro cannot);
+* HTTP endpoints (health, readiness, metrics, pushed table-moved notifications);
+* optional leader election: a standby replica waits; the leader runs everything; losing the Lease stops the
+  daemon (exit code 1) so that the supervisor restarts it as a standby.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from kubernetes_asyncio import client, config
+
+from tether.adapters.http import Endpoints
+from tether.adapters.iceberg_rest import ResolverSet
+from tether.adapters.log import EventLog
+from tether.adapters.log_url import open_log
+from tether.adapters.metrics import Metrics
+from tether.adapters.runtime import CatalogExecutor, Runtime
+from tether.adapters.timers import TimerService
+from tether.core.envelope import EventRecord
+from tether.core.events import DataLocationResolved, Event, event_key
+from tether.core.identity import DataIdentity
+from tether.projections.world import Settings, World
+
+from .kubernetes.client import BINDINGS, CLAIMS, CLUSTERS, CONFIGMAPS, DATASOURCES, KubeClient
+from .kubernetes.executor import KubeExecutor
+from .kubernetes.leader import LeaderElector
+from .kubernetes.watch import WatchSource
+
+log = structlog.get_logger("tether.daemon")
+
+
+@dataclass
+class DaemonConfig:
+    log_url: str = "sqlite:///tether.db"
+    kubeconfig: str | None = None
+    context: str | None = None
+    in_cluster: bool = False
+    plugin_configmap: str = "volcano-global/volcano-global-datasource-plugins"
+    watch_namespace: str = ""
+    http_host: str = "0.0.0.0"
+    http_port: int = 8080
+    push_token: str = ""
+    leader_elect: bool = False
+    lease_namespace: str = "tether-system"
+    lease_name: str = "tether-leader"
+    identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    refresh_interval: float | None = None  # overrides every plugin's refreshInterval (seconds)
+    snapshot_every: int = 50_000
+    executor_concurrency: int = 32
+
+
+async def api_client_for(cfg: DaemonConfig) -> client.ApiClient:
+    configuration = client.Configuration()
+    if cfg.in_cluster:
+        config.load_incluster_config(client_configuration=configuration)
+    else:
+        await config.load_kube_config(config_file=cfg.kubeconfig, context=cfg.context,
+                                      client_configuration=configuration)
+    return client.ApiClient(configuration)
+
+
+class Daemon:
+    def __init__(self, cfg: DaemonConfig, *, api_client: client.ApiClient | None = None,
+                 log_: EventLog | None = None, resolver_options: dict[str, Any] | None = None) -> None:
+        self.cfg = cfg
+        self._api_client = api_client
+        self._log = log_
+        self._resolver_options = resolver_options or {}
+        self.metrics = Metrics()
+        self.runtime: Runtime | None = None
+        self.sources: list[WatchSource] = []
+        self.resolvers: ResolverSet | None = None
+        self.endpoints: Endpoints | None = None
+        self.leader: LeaderElector | None = None
+        self.started = asyncio.Event()
+
+    @property
+    def world(self) -> World:
+        assert self.runtime is not None
+        return self.runtime.world
+
+    def ready(self) -> tuple[bool, str]:
+        if self.leader is not None and not self.leader.is_leader.is_set():
+            return True, "standby (not the leader)"
+        if self.runtime is None or not self.runtime.recovered.is_set():
+            return False, "recovering the world from the log"
+        unsynced = [s.name for s in self.sources if not s.synced.is_set()]
+        if unsynced:
+            return False, f"waiting for the first list of {', '.join(unsynced)}"
+        return True, "ready"
+
+    async def _on_table_moved(self, identity: DataIdentity) -> Event:
+        assert self.resolvers is not None and self._log is not None
+        outcome: Event = await self.resolvers.resolve(identity, trigger="push")
+        await self._log.append("events", [EventRecord(at_ms=int(time.time() * 1000), source="push",
+                                                      key=event_key(outcome), event=outcome)])
+        return outcome
+
+    def _sync_resolvers(self, world: World) -> None:
+        if self.resolvers is not None:
+            self.resolvers.update(world.plugins)
+
+    async def poll_locations(self) -> None:
+        """Re-resolve the DataSources in use, forever; append only changes (module doc)."""
+        assert self.runtime is not None and self.resolvers is not None and self._log is not None
+        await self.runtime.recovered.wait()
+        next_due: dict[str, float] = {}
+        while True:
+            world = self.runtime.world
+            now = time.monotonic()
+            due: list[tuple[DataIdentity, str]] = []
+            for source in list(world.sources.values()):
+                identity = source.identity
+                if identity is None or source.deleting or not source.location:
+                    continue
+                plugin = world.plugins.plugins.get(identity.system)
+                if plugin is None:
+                    continue
+                interval = self.cfg.refresh_interval or plugin.refresh_interval
+                key = identity.key
+                if key not in next_due:
+                    next_due[key] = now + interval * random.uniform(0.8, 1.2)
+                elif next_due[key] <= now:
+                    next_due[key] = now + interval * random.uniform(0.8, 1.2)
+                    due.append((identity, source.location))
+            if due:
+                answers = await asyncio.gather(*(self.resolvers.resolve(i, trigger="refresh") for i, _ in due))
+                moved = [a for a, (_, old) in zip(answers, due, strict=True)
+                         if isinstance(a, DataLocationResolved) and a.location != old]
+                if moved:
+                    at = int(time.time() * 1000)
+                    await self._log.append("events", [EventRecord(at_ms=at, source="poller", key=event_key(a),
+                                                                  event=a) for a in moved])
+                    log.info("data moved", tables=[a.identity.key for a in moved])
+            waits = [t - time.monotonic() for t in next_due.values()]
+            await asyncio.sleep(min([1.0, *[w for w in waits if w > 0]]) if waits else 1.0)
+
+    async def run(self, *, stop: asyncio.Event | None = None) -> int:
+        """Run until ``stop`` is set or the process is cancelled; returns the exit code."""
+        owns_client = self._api_client is None
+        api = self._api_client or await api_client_for(self.cfg)
+        owns_log = self._log is None
+        self._log = self._log or await open_log(self.cfg.log_url)
+        kube = KubeClient(api)
+        plugin_ns, _, plugin_name = self.cfg.plugin_configmap.partition("/")
+        self.resolvers = ResolverSet(**self._resolver_options)
+        timers = TimerService(self._log)
+        self.runtime = Runtime(
+            self._log, executors=[KubeExecutor(kube), CatalogExecutor(self.resolvers, metrics=self.metrics)],
+            timers=timers, settings=Settings(plugin_configmap=self.cfg.plugin_configmap), metrics=self.metrics,
+            snapshot_every=self.cfg.snapshot_every, concurrency=self.cfg.executor_concurrency,
+            on_world_changed=self._sync_resolvers)
+        ns = self.cfg.watch_namespace
+        self.sources = [
+            WatchSource(kube, self._log, CONFIGMAPS, namespace=plugin_ns,
+                        field_selector=f"metadata.name={plugin_name}"),
+            WatchSource(kube, self._log, CLUSTERS),
+            WatchSource(kube, self._log, DATASOURCES),
+            WatchSource(kube, self._log, CLAIMS, namespace=ns),
+            WatchSource(kube, self._log, BINDINGS, namespace=ns),
+        ]
+        self.endpoints = Endpoints(metrics=self.metrics, ready=self.ready, on_table_moved=self._on_table_moved,
+                                   push_token=self.cfg.push_token, host=self.cfg.http_host, port=self.cfg.http_port)
+        await self.endpoints.start()
+        tasks: list[asyncio.Task[Any]] = []
+        exit_code = 0
+        try:
+            if self.cfg.leader_elect:
+                self.leader = LeaderElector(kube, namespace=self.cfg.lease_namespace, name=self.cfg.lease_name,
+                                            identity=self.cfg.identity)
+                tasks.append(asyncio.create_task(self.leader.run(), name="leader"))
+                await self._wait_any(self.leader.is_leader.wait(), stop)
+                if stop is not None and stop.is_set():
+                    return 0
+                self.metrics.leader.set(1)
+            tasks.append(asyncio.create_task(self.runtime.run(*(s.run() for s in self.sources),
+                                                              self.poll_locations()), name="runtime"))
+            self.started.set()
+            log.info("tether running", log=self.cfg.log_url, http_port=self.endpoints.port)
+            waiters = [t for t in tasks]
+            if stop is not None:
+                waiters.append(asyncio.create_task(stop.wait(), name="stop"))
+            if self.leader is not None:
+                waiters.append(asyncio.create_task(self.leader.lost.wait(), name="lost"))
+            done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task.get_name() == "lost":
+                    exit_code = 1
+                elif task.get_name() != "stop" and task.exception() is not None:
+                    log.error("component failed", component=task.get_name(), error=repr(task.exception()))
+                    exit_code = 1
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if self.runtime is not None and self.runtime.recovered.is_set():
+                try:
+                    position = await self._log.position("events", consumer="decider")
+                    if position:
+                        await self.runtime.save_snapshot(position)
+                except Exception:  # a snapshot is only a cache; failing to write one on the way out is fine
+                    log.warning("could not save a snapshot on shutdown")
+            await self.endpoints.stop()
+            await self.resolvers.aclose()
+            if owns_log:
+                await self._log.close()
+            if owns_client:
+                await api.close()
+            log.info("tether stopped", exit_code=exit_code)
+        return exit_code
+
+    @staticmethod
+    async def _wait_any(aw: Any, stop: asyncio.Event | None) -> None:
+        waiters = [asyncio.ensure_future(aw)]
+        if stop is not None:
+            waiters.append(asyncio.ensure_future(stop.wait()))
+        _, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        for p in pending:
+            p.cancel()

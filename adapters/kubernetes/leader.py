@@ -1,0 +1,110 @@
+"""Leader election with a ``coordination.k8s.io/v1`` Lease, the way client-go's leaderelection does it.
+
+Only the leader watches and decides; a second replica stands by and takes over when the leader stops renewing
+(crash, partition, rollout). Every write goes through the Lease's resourceVersion, so two candidates racing for
+an expired Lease cannot both win: one gets 409 and keeps waiting. A leader that cannot renew within
+``renew_deadline`` gives up *before* its Lease can expire and be taken, and the daemon then stops its loops
+(like controller-runtime, leaving a clean restart to the supervisor) — two leaders never act at once for longer
+than clock skew allows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from .client import LEASES, KubeClient, KubeError
+
+log = structlog.get_logger("tether.leader")
+
+
+def _micro_time(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse(ts: str | None) -> float:
+    if not ts:
+        return 0.0
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+class LeaderElector:
+    def __init__(self, kube: KubeClient, *, namespace: str, name: str, identity: str, lease_duration: float = 15.0,
+                 renew_deadline: float = 10.0, retry_period: float = 2.0) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.is_leader = asyncio.Event()
+        self.lost = asyncio.Event()
+
+    def _spec(self, *, acquire: float, transitions: int) -> dict[str, Any]:
+        now = time.time()
+        return {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.lease_duration),
+                "acquireTime": _micro_time(acquire), "renewTime": _micro_time(now), "leaseTransitions": transitions}
+
+    async def try_acquire_or_renew(self) -> bool:
+        lease = await self.kube.get(LEASES, self.name, namespace=self.namespace)
+        now = time.time()
+        if lease is None:
+            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "spec": self._spec(acquire=now, transitions=0)}
+            try:
+                await self.kube.create(LEASES, body, namespace=self.namespace)
+            except KubeError as exc:
+                if exc.status == 409:
+                    return False
+                raise
+            return True
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        transitions = int(spec.get("leaseTransitions") or 0)
+        if holder == self.identity:
+            new = self._spec(acquire=_parse(spec.get("acquireTime")) or now, transitions=transitions)
+        else:
+            expires = _parse(spec.get("renewTime")) + float(spec.get("leaseDurationSeconds") or self.lease_duration)
+            if holder and expires > now:
+                return False
+            new = self._spec(acquire=now, transitions=transitions + 1)
+        lease["spec"] = new
+        try:
+            await self.kube.replace(LEASES, self.name, lease, namespace=self.namespace)
+        except KubeError as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    async def run(self) -> None:
+        """Campaign until leader, then renew until cancelled or lost (sets :attr:`lost`)."""
+        while not self.is_leader.is_set():
+            try:
+                if await self.try_acquire_or_renew():
+                    self.is_leader.set()
+                    log.info("became leader", lease=f"{self.namespace}/{self.name}", identity=self.identity)
+                    break
+            except KubeError as exc:
+                log.warning("leader election failed; retrying", status=exc.status, message=exc.message[:200])
+            await asyncio.sleep(self.retry_period)
+        last_renew = time.monotonic()
+        while True:
+            await asyncio.sleep(self.retry_period)
+            try:
+                if await self.try_acquire_or_renew():
+                    last_renew = time.monotonic()
+                    continue
+            except KubeError as exc:
+                log.warning("lease renewal failed", status=exc.status, message=exc.message[:200])
+            if time.monotonic() - last_renew > self.renew_deadline:
+                log.error("lost leadership", lease=f"{self.namespace}/{self.name}", identity=self.identity)
+                self.is_leader.clear()
+                self.lost.set()
+                return

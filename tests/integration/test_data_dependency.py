@@ -1,0 +1,46 @@
+"""Seed 000 end to end through the real adapters: emulator (or a real cluster), sandbox catalog, daemon."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tether.adapters import manifests
+from tether.adapters.daemon_testing import Stack, tether_stack
+from tether.adapters.kube_emulator.testing import KubeEnv
+
+
+@pytest.fixture
+async def stack(kube: KubeEnv) -> AsyncIterator[Stack]:
+    async with tether_stack(kube) as s:
+        yield s
+
+
+def excluded(rb: dict | None) -> list[str]:
+    return ((((rb or {}).get("spec") or {}).get("placement") or {}).get("clusterAffinity") or {}).get("exclude") or []
+
+
+async def test_claim_before_workload_binds_and_injects(stack: Stack) -> None:
+    table = stack.add_table("orders", "east")
+    await stack.apply(manifests.claim("orders", namespace=stack.namespace, table=table, workload="app"))
+
+    async def bound() -> dict | None:
+        claim = await stack.get("DataSourceClaim", "orders")
+        return claim if (claim or {}).get("status", {}).get("phase") == "Bound" else None
+
+    claim = await stack.eventually(bound, what="claim Bound")
+    assert claim["metadata"]["finalizers"] == ["datadependency.volcano.sh/finalizer"]
+    ds = await stack.get("DataSource", claim["status"]["boundDataSource"])
+    assert ds is not None
+    assert ds["spec"]["locality"]["clusterNames"] == sorted([stack.clusters["east1"], stack.clusters["east2"]])
+    assert [r["name"] for r in ds["status"]["claimRefs"]] == ["orders"]
+    await stack.apply(manifests.resource_binding("app", namespace=stack.namespace))
+
+    async def injected() -> dict | None:
+        rb = await stack.get("ResourceBinding", "app-deployment")
+        return rb if excluded(rb) == [stack.clusters["west1"]] else None
+
+    rb = await stack.eventually(injected, what="exclusions injected")
+    assert rb["metadata"]["annotations"]["datadependency.volcano.sh/placement-injected"] == "true"
+    assert stack.catalog.requests_for(table) == 1
