@@ -21,6 +21,7 @@ import click
 COMMAND_MODULES: tuple[str, ...] = (
     "tether.adapters.cli_log",
     "tether.adapters.replay",
+    "tether.adapters.cli_run",
 )
 
 
