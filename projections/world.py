@@ -259,8 +259,9 @@ def parse_claim(obj: KubeObject) -> Claim:
     if isinstance(w, dict) and all(isinstance(w.get(f), str) and w.get(f) for f in ("apiVersion", "kind", "name")):
         ns = w.get("namespace") or meta.namespace  # empty namespace = the claim's (defaulted here, once)
         workload = workload_key(w["apiVersion"], w["kind"], ns if isinstance(ns, str) else meta.namespace, w["name"])
-    elif not problem:
-        problem = "spec.workload must give apiVersion, kind and name"
+    else:  # no workload to inject into: the claim cannot be served (VG marks the field required)
+        problem = problem or "spec.workload must give apiVersion, kind and name"
+        identity = None
     status = obj.status
     phase = status.get("phase")
     bound = status.get("boundDataSource")
