@@ -52,6 +52,8 @@ def step(world: World, record: EventRecord) -> list[CommandRecord]:
         target = command_target(command)
         if world.inflight.get(slot(command_name(command), target)) == cid:
             continue
+        if isinstance(command, StartTimer) and command.timer_id in world.timers:
+            continue  # armed and not fired yet: starting it again would loop (its success re-touches the subject)
         note_issued(world, command, cid)
         out.append(CommandRecord(id=cid, at_ms=record.at_ms, key=target, command=command, causation=cause,
                                  reason=decision.reason, decider=decision.decider))
