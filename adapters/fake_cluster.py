@@ -172,8 +172,8 @@ class FakeCluster:
                 meta["finalizers"].remove(f)
                 obj = self._bump(raw)
                 if meta.get("deletionTimestamp") and not meta["finalizers"]:
-                    del self.objects[target]
-                    return [*ok(None), ("watch", ObjectDeleted(obj=obj))]
+                    del self.objects[target]  # the API returns the object as written, then deletes it
+                    return [*ok(obj), ("watch", ObjectDeleted(obj=obj))]
                 return ok(obj)
             case UpdateClaimStatus():
                 status = {"phase": command.phase, "conditions": _json(command.conditions)}

@@ -540,10 +540,8 @@ def evolve(world: World, record: EventRecord) -> Touched:
             world.retry_wait.pop(s, None)
             if result is not None:
                 _observe(world, result, touched)
-            elif command == "delete_data_source":
-                name = target.rsplit("/", 1)[-1]
-                if name in world.sources:
-                    _put_source(world, name, None, touched)
+            elif command == "delete_data_source" or command == "remove_finalizer":
+                _forget(world, target, touched)  # no object came back: it is gone (deleted, or 404)
             _touch_target(world, target, touched)
         case CommandFailed(command_id=cid, command=command, target=target, retryable=retryable, message=message):
             s = slot(command, target)
@@ -568,6 +566,17 @@ def evolve(world: World, record: EventRecord) -> Touched:
             world.inflight.pop(slot("start_timer", subject), None)
             _touch_target(world, subject, touched)
     return touched
+
+
+def _forget(world: World, target: str, touched: Touched) -> None:
+    """Drop the object ``target`` (an object key) from the world: it no longer exists."""
+    kind, _, rest = target.partition("/")
+    if kind == CLAIM and target in world.claims:
+        _put_claim(world, target, None, touched)
+    elif kind == DATASOURCE:
+        name = rest.split("/", 1)[-1]
+        if name in world.sources:
+            _put_source(world, name, None, touched)
 
 
 def _touch_target(world: World, target: str, touched: Touched) -> None:
