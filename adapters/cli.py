@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tether.adapters.cli_log",
     "tether.adapters.replay",
     "tether.adapters.cli_run",
+    "tether.adapters.demo",
 )
 
 
