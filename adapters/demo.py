@@ -330,7 +330,8 @@ class Demo:
         seconds = time.monotonic() - started
         self._summary(before, after, seconds)
         if self.keep_running:
-            await self._keep_running(emu, catalog, daemon_task)
+            assert daemon.endpoints is not None
+            await self._keep_running(emu, catalog, daemon_task, push=(daemon.endpoints.port, token))
         return DemoResult(rows_before=before, rows_after=after, log_path=self.log_path, seconds=seconds,
                           catalog_lookups={t: catalog.requests_for(t) for t in [*TABLES, UNKNOWN_TABLE]})
 
@@ -390,7 +391,8 @@ class Demo:
         self.say("and read the raw records:")
         self.say(f"  tether log tail {self.log_path}")
 
-    async def _keep_running(self, emu: KubeEmulator, catalog: SandboxCatalog, daemon_task: asyncio.Task[int]) -> None:
+    async def _keep_running(self, emu: KubeEmulator, catalog: SandboxCatalog, daemon_task: asyncio.Task[int], *,
+                            push: tuple[int, str]) -> None:
         kubeconfig = emu.kubeconfig_path(self.log_path.parent)
         target = self.log_path.with_suffix(".kubeconfig")
         kubeconfig.replace(target)
@@ -399,7 +401,11 @@ class Demo:
         self.say(f"  kubeconfig:      {target}")
         self.say(f"  e.g.  kubectl --kubeconfig {target} get datasourceclaims -A")
         self.say(f"        kubectl --kubeconfig {target} get resourcebindings -A -o yaml")
-        self.say(f"  catalog admin:   {catalog.url}/_sandbox/tables (POST {catalog.url}/_sandbox/move to move one)")
+        self.say(f"  catalog admin:   {catalog.url}/_sandbox/tables; move a table, then tell tether:")
+        self.say(f"    curl -sXPOST {catalog.url}/_sandbox/move -d '{{\"name\": \"prod.sales.orders\", "
+                 f"\"location\": \"{location('prod.sales.orders', 'west')}\"}}'")
+        self.say(f"    curl -sXPOST http://127.0.0.1:{push[0]}/v1/notifications/table-moved -H 'Authorization: Bearer "
+                 f"{push[1]}' -d '{{\"system\": \"amoro\", \"dataSourceName\": \"prod.sales.orders\"}}'")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
