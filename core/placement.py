@@ -15,7 +15,11 @@ exclusions are therefore always ``exclude - added``, which is what makes the pla
   difference and puts them back;
 * removing tether's share strips exactly what it added, never the user's own exclusions.
 
-With ``clusterAffinities`` (several alternative terms) the exclusions are added to every term.
+With ``clusterAffinities`` (several alternative terms) the exclusions are added to every term. A user may
+exclude a cluster in one term and not in another, so one union annotation cannot say what tether added where;
+tether therefore also records its additions per term (``tether.dev/added-exclusions``: a JSON object keyed by
+``affinityName``, or by position when a term has no name) and strips per term. A binding annotated only with
+VG's union (written by Volcano Global, or a single ``clusterAffinity``) is read with the union for every term.
 
 Both the decider (to tell whether a binding is in sync) and the Kubernetes executor (to build the merge patch
 from the object it just read) call :func:`plan_placement`, so they cannot disagree.
@@ -24,11 +28,15 @@ from the object it just read) call :func:`plan_placement`, so they cannot disagr
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import msgspec
 
 from .commands import EXCLUDED_CLUSTERS_ANNOTATION, PLACEMENT_INJECTED_ANNOTATION
+
+#: Per-term record of tether's additions (only written when the placement has ``clusterAffinities``).
+ADDED_BY_TERM_ANNOTATION = "tether.dev/added-exclusions"
 
 
 class PlacementPlan(msgspec.Struct, frozen=True):
@@ -43,6 +51,24 @@ class PlacementPlan(msgspec.Struct, frozen=True):
 def added_exclusions(annotations: dict[str, str]) -> frozenset[str]:
     raw = annotations.get(EXCLUDED_CLUSTERS_ANNOTATION, "")
     return frozenset(c for c in (p.strip() for p in raw.split(",")) if c)
+
+
+def _added_by_term(annotations: dict[str, str]) -> dict[str, frozenset[str]] | None:
+    raw = annotations.get(ADDED_BY_TERM_ANNOTATION)
+    if not raw:
+        return None
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    return {str(k): frozenset(c for c in v if isinstance(c, str)) for k, v in doc.items() if isinstance(v, list)}
+
+
+def _term_key(term: dict[str, Any], index: int) -> str:
+    name = term.get("affinityName")
+    return name if isinstance(name, str) and name else str(index)
 
 
 def _terms(placement: dict[str, Any]) -> list[dict[str, Any]]:
@@ -64,7 +90,9 @@ def plan_placement(
     before = placement or {}
     after: dict[str, Any] = copy.deepcopy(before)
     old_added = added_exclusions(annotations)
+    old_by_term = _added_by_term(annotations)
     added: set[str] = set()
+    added_by_term: dict[str, list[str]] = {}
     if desired is None and not old_added:
         terms: list[dict[str, Any]] = []  # nothing of ours to strip: leave the placement untouched
     elif desired is None:
@@ -74,24 +102,31 @@ def plan_placement(
             terms += [t for t in alternatives if isinstance(t, dict)]
     else:
         terms = _terms(after)
-    for term in terms:
+    multi = isinstance(after.get("clusterAffinities"), list) and bool(after.get("clusterAffinities"))
+    for index, term in enumerate(terms):
         exclude = term.get("exclude")
         current = [c for c in exclude if isinstance(c, str)] if isinstance(exclude, list) else []
-        user = [c for c in current if c not in old_added]
+        term_key = _term_key(term, index)
+        ours = old_by_term.get(term_key, frozenset()) if old_by_term is not None else old_added
+        user = [c for c in current if c not in ours]
         if desired is None:
             new = user
         else:
             mine = sorted(desired.difference(user))
             added.update(mine)
+            added_by_term[term_key] = mine
             new = user + mine
         if new:
             term["exclude"] = new
         else:
             term.pop("exclude", None)
     if desired is None:
-        wanted: dict[str, str | None] = {PLACEMENT_INJECTED_ANNOTATION: None, EXCLUDED_CLUSTERS_ANNOTATION: None}
+        wanted: dict[str, str | None] = {PLACEMENT_INJECTED_ANNOTATION: None, EXCLUDED_CLUSTERS_ANNOTATION: None,
+                                         ADDED_BY_TERM_ANNOTATION: None}
     else:
-        wanted = {PLACEMENT_INJECTED_ANNOTATION: "true", EXCLUDED_CLUSTERS_ANNOTATION: ",".join(sorted(added))}
+        wanted = {PLACEMENT_INJECTED_ANNOTATION: "true", EXCLUDED_CLUSTERS_ANNOTATION: ",".join(sorted(added)),
+                  ADDED_BY_TERM_ANNOTATION: json.dumps(added_by_term, sort_keys=True, separators=(",", ":"))
+                  if multi else None}
     annotation_patch = {k: v for k, v in wanted.items() if annotations.get(k) != v}
     changed = bool(annotation_patch) or after != before
     return PlacementPlan(placement=after, annotations=annotation_patch, added=tuple(sorted(added)), changed=changed)

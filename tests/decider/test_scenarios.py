@@ -404,9 +404,7 @@ def _affinity_terms_with_a_users_exclusion_tether_also_wants() -> None:
 
 SCENARIOS.append(pytest.param(
     _affinity_terms_with_a_users_exclusion_tether_also_wants, {},
-    id="cluster_affinities_users_exclusion_in_one_term_survives_strip",
-    marks=pytest.mark.xfail(strict=True, reason="core.placement records one excluded-clusters set for all terms; "
-                            "a user exclusion of a cluster tether adds to another term is stripped (reported)")))
+    id="cluster_affinities_users_exclusion_in_one_term_survives_strip"))
 
 
 @scenario()
