@@ -1,0 +1,462 @@
+"""ops/: the deploy manifests parse and hang together, the CRDs are structural, and RBAC is exactly what the code uses.
+
+The RBAC check is two tables kept next to each other on purpose:
+
+* :data:`CALL_SITES` — every Kubernetes API call tether's daemon makes, found by reading the code (an AST scan of
+  ``adapters/kubernetes/*.py`` and the watch sources in ``adapters/daemon.py``), with the (resource, verb) pairs
+  each one needs. A new call site that is not in the table fails :func:`test_call_sites_table_matches_the_code`:
+  whoever adds a call decides its permission here.
+* the ClusterRole/Roles in ``ops/deploy/rbac.yaml`` must grant exactly the union of those, nothing more (no ``*``,
+  no ``update`` on claims, …) and nothing less.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tether.adapters import manifests
+from tether.adapters.kube_emulator.testing import KubeEnv
+from tether.adapters.kubernetes.client import CLAIMS, KubeClient
+from tether.core.plugin_config import parse_plugin_configmap
+
+ROOT = Path(__file__).resolve().parents[2]
+OPS = ROOT / "ops"
+DEPLOY = OPS / "deploy"
+CRDS = OPS / "crds"
+TETHER_CRDS = sorted(CRDS.glob("datadependency.volcano.sh_*.yaml"))
+ALL_CRDS = sorted(p for p in CRDS.rglob("*.yaml") if p.name != "kustomization.yaml")
+
+
+def docs(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        return [d for d in yaml.safe_load_all(f) if d is not None]
+
+
+def deploy_objects() -> list[dict[str, Any]]:
+    return [d for p in sorted(DEPLOY.glob("*.yaml")) if p.name != "kustomization.yaml" for d in docs(p)]
+
+
+def one(kind: str, name: str) -> dict[str, Any]:
+    hits = [d for d in deploy_objects() if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(hits) == 1, f"expected one {kind}/{name} in ops/deploy, found {len(hits)}"
+    return hits[0]
+
+
+# --------------------------------------------------------------------------------------------- parsing, kustomize
+
+
+@pytest.mark.parametrize("path", sorted(OPS.rglob("*.yaml")), ids=lambda p: str(p.relative_to(OPS)))
+def test_every_yaml_file_parses(path: Path) -> None:
+    for d in docs(path):
+        assert isinstance(d, dict) and d.get("kind"), f"{path}: a document without kind"
+
+
+def test_deploy_objects_are_well_formed() -> None:
+    for d in deploy_objects():
+        assert d.get("apiVersion") and d.get("kind") and d["metadata"].get("name"), d
+        if d["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
+            assert d["metadata"].get("namespace"), f"{d['kind']}/{d['metadata']['name']} has no namespace"
+
+
+def test_kustomizations_list_every_manifest() -> None:
+    k = docs(DEPLOY / "kustomization.yaml")[0]
+    files = {p.name for p in DEPLOY.glob("*.yaml")} - {"kustomization.yaml"}
+    assert set(k["resources"]) == files | {"../crds"}
+    crds = docs(CRDS / "kustomization.yaml")[0]
+    assert sorted(crds["resources"]) == [p.name for p in TETHER_CRDS]
+
+
+def test_plugin_configmap_is_accepted_by_tether() -> None:
+    cm = one("ConfigMap", manifests.PLUGIN_CONFIGMAP)
+    assert cm["metadata"]["namespace"] == manifests.PLUGIN_NAMESPACE
+    parsed = parse_plugin_configmap(cm["data"])
+    assert not parsed.errors, parsed.errors
+    assert set(parsed.plugins) == {"amoro"}
+
+
+def test_deployment_runs_tether_as_documented() -> None:
+    dep = one("Deployment", "tether")
+    spec = dep["spec"]["template"]["spec"]
+    (c,) = spec["containers"]
+    assert dep["spec"]["replicas"] == 2
+    assert c["args"][0] == "run" and "--in-cluster" in c["args"] and "--leader-elect" in c["args"]
+    assert "--log=sqlite:///var/lib/tether/tether.db" in c["args"]
+    assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in c["env"]
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["resources"]["requests"] and c["resources"]["limits"]
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    mounts = {m["mountPath"] for m in c["volumeMounts"]}
+    assert "/var/lib/tether" in mounts  # the log lives on a volume: the root filesystem is read-only
+    assert spec["serviceAccountName"] == one("ServiceAccount", "tether")["metadata"]["name"]
+    annotations = dep["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true" and annotations["prometheus.io/port"] == "8080"
+    svc = one("Service", "tether")
+    assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
+    assert svc["spec"]["ports"][0]["port"] == 8080
+
+
+# ---------------------------------------------------------------------------------------- structural schemas
+
+_TYPES = {"array", "boolean", "integer", "number", "object", "string"}
+_JUNCTORS = ("allOf", "anyOf", "oneOf", "not")
+_FORBIDDEN = {"$ref": "$ref", "id": "id", "definitions": "definitions", "dependencies": "dependencies",
+              "patternProperties": "patternProperties", "additionalItems": "additionalItems"}
+_NOT_IN_JUNCTORS = ("description", "type", "default", "additionalProperties", "nullable")
+_METADATA_ALLOWED = {"type", "properties", "description"}
+
+
+def structural_errors(schema: dict[str, Any]) -> list[str]:
+    """Why the apiserver would reject ``schema`` as a CRD's ``openAPIV3Schema`` (empty: it would not).
+
+    The rules of "Specifying a structural schema" (k8s.io docs, CustomResourceDefinitions) and of
+    apiextensions' ``validateCustomResourceDefinitionOpenAPISchema``:
+
+    1. a non-empty ``type`` at the root, on every property, additionalProperties and items schema — except where
+       ``x-kubernetes-int-or-string: true`` or ``x-kubernetes-preserve-unknown-fields: true``;
+    2. a field or item used inside ``allOf``/``anyOf``/``oneOf``/``not`` is also specified outside;
+    3. no ``description``, ``type``, ``default``, ``additionalProperties``, ``nullable`` inside those junctors
+       (except the two int-or-string patterns);
+    4. ``metadata`` at the root may only restrict ``name`` and ``generateName``;
+    plus: ``properties`` and ``additionalProperties`` are mutually exclusive (unless additionalProperties is
+    ``true``); no ``uniqueItems: true``, ``$ref``, ``id``, ``definitions``, ``dependencies``,
+    ``patternProperties``, ``additionalItems``, ``type: null``, tuple ``items``;
+    ``x-kubernetes-preserve-unknown-fields`` only ``true``; int-or-string without a type; list-type map with
+    scalar map keys that are item properties; map-type only on objects; list-type only on arrays; arrays have
+    ``items``; the root is an object.
+    """
+    errors: list[str] = []
+
+    def err(path: str, msg: str) -> None:
+        errors.append(f"{path or '<root>'}: {msg}")
+
+    def fields_used_in(node: dict[str, Any]) -> Iterator[tuple[str, str]]:
+        for j in _JUNCTORS:
+            subs = node.get(j)
+            for sub in ([subs] if isinstance(subs, dict) else subs or []):
+                for name in (sub.get("properties") or {}):
+                    yield j, name
+                if "items" in sub:
+                    yield j, "[items]"
+                yield from fields_used_in(sub)
+
+    def check_junctor(node: dict[str, Any], path: str) -> None:
+        """Value validations only; the int-or-string patterns may use type (anyOf: [{type: integer}, ...])."""
+        for key in _NOT_IN_JUNCTORS:
+            if key in node and not (key == "type" and node[key] in ("integer", "string")):
+                err(path, f"{key} is not allowed inside allOf/anyOf/oneOf/not")
+        for name, sub in (node.get("properties") or {}).items():
+            check_junctor(sub, f"{path}.{name}")
+        if isinstance(node.get("items"), dict):
+            check_junctor(node["items"], f"{path}[]")
+        for j in _JUNCTORS:
+            subs = node.get(j)
+            for i, sub in enumerate([subs] if isinstance(subs, dict) else subs or []):
+                check_junctor(sub, f"{path}.{j}[{i}]")
+
+    def walk(node: Any, path: str, *, needs_type: bool, root: bool = False) -> None:
+        if not isinstance(node, dict):
+            err(path, f"a schema must be an object, got {type(node).__name__}")
+            return
+        int_or_string = node.get("x-kubernetes-int-or-string") is True
+        preserve = node.get("x-kubernetes-preserve-unknown-fields")
+        if preserve is not None and preserve is not True:
+            err(path, "x-kubernetes-preserve-unknown-fields must be true or undefined")
+        typ = node.get("type")
+        if typ is not None and typ not in _TYPES:
+            err(path, f"type {typ!r} is not one of {sorted(_TYPES)}")
+        if needs_type and not typ and not int_or_string and preserve is not True:
+            err(path, "type must not be empty (structural schema rule 1)")
+        if int_or_string and typ:
+            err(path, "x-kubernetes-int-or-string: true must not set a type")
+        for key, label in _FORBIDDEN.items():
+            if key in node:
+                err(path, f"{label} is not supported in CRD schemas")
+        if typ == "null":
+            err(path, "type null is not supported")
+        if node.get("uniqueItems") is True:
+            err(path, "uniqueItems cannot be true")
+        props = node.get("properties")
+        addl = node.get("additionalProperties")
+        if props and addl is not None and addl is not True:
+            err(path, "additionalProperties and properties are mutually exclusive")
+        if (props or isinstance(addl, dict)) and typ not in (None, "object"):
+            err(path, f"properties on a node of type {typ!r}")
+        if "items" in node:
+            if isinstance(node["items"], list):
+                err(path, "items must be a schema object, not an array")
+            elif typ not in (None, "array"):
+                err(path, f"items on a node of type {typ!r}")
+        if typ == "array" and "items" not in node:
+            err(path, "an array must specify items")
+        if "x-kubernetes-map-type" in node:
+            if typ != "object":
+                err(path, "x-kubernetes-map-type needs type object")
+            if node["x-kubernetes-map-type"] not in ("atomic", "granular"):
+                err(path, "x-kubernetes-map-type must be atomic or granular")
+        list_type = node.get("x-kubernetes-list-type")
+        if list_type is not None:
+            if typ != "array":
+                err(path, "x-kubernetes-list-type needs type array")
+            if list_type not in ("atomic", "set", "map"):
+                err(path, f"x-kubernetes-list-type {list_type!r}")
+        keys = node.get("x-kubernetes-list-map-keys") or []
+        if keys and list_type != "map":
+            err(path, "x-kubernetes-list-map-keys needs x-kubernetes-list-type: map")
+        if list_type == "map":
+            item = node.get("items") if isinstance(node.get("items"), dict) else {}
+            if not keys:
+                err(path, "x-kubernetes-list-type: map needs x-kubernetes-list-map-keys")
+            if item.get("type") != "object":
+                err(path, "x-kubernetes-list-type: map needs object items")
+            for k in keys:
+                key_schema = (item.get("properties") or {}).get(k)
+                if key_schema is None:
+                    err(path, f"list map key {k!r} is not an item property")
+                elif key_schema.get("type") in ("array", "object"):
+                    err(path, f"list map key {k!r} must be a scalar")
+        if node.get("x-kubernetes-embedded-resource") is True and typ != "object":
+            err(path, "x-kubernetes-embedded-resource needs type object")
+        # junctors: value validations only, and every field they use is specified outside too
+        for j in _JUNCTORS:
+            subs = node.get(j)
+            for i, sub in enumerate([subs] if isinstance(subs, dict) else subs or []):
+                if isinstance(sub, dict):
+                    check_junctor(sub, f"{path}.{j}[{i}]")
+        for j, name in fields_used_in(node):
+            if name == "[items]":
+                if "items" not in node:
+                    err(path, f"items used in {j} but not specified outside it")
+            elif name not in (props or {}):
+                err(path, f"field {name!r} used in {j} but not specified outside it")
+        if root:
+            if typ != "object":
+                err(path, "the root must be of type object")
+            meta = (props or {}).get("metadata")
+            if meta is not None:
+                extra = set(meta) - _METADATA_ALLOWED
+                if extra:
+                    err("metadata", f"only name and generateName may be restricted, found {sorted(extra)}")
+                if meta.get("type") not in (None, "object"):
+                    err("metadata", "must be of type object")
+                for name, sub in (meta.get("properties") or {}).items():
+                    if name not in ("name", "generateName"):
+                        err(f"metadata.{name}", "only name and generateName may be restricted")
+                    elif sub.get("type") not in (None, "string") or "default" in sub:
+                        err(f"metadata.{name}", "must be a string without a default")
+            for name in ("apiVersion", "kind"):
+                sub = (props or {}).get(name)
+                if sub is not None and sub.get("type") != "string":
+                    err(name, "must be of type string")
+        for name, sub in (props or {}).items():
+            walk(sub, f"{path}.{name}" if path else name, needs_type=True)
+        if isinstance(addl, dict):
+            walk(addl, f"{path}[*]", needs_type=True)
+        if isinstance(node.get("items"), dict):
+            walk(node["items"], f"{path}[]", needs_type=True)
+
+    walk(schema, "", needs_type=True, root=True)
+    return errors
+
+
+def test_the_checker_catches_what_the_apiserver_rejects() -> None:
+    ok = {"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {
+            "port": {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "raw": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                      "items": {"type": "object", "required": ["name"],
+                                "properties": {"name": {"type": "string"}}}},
+            "a": {"type": "string"}, "b": {"type": "string"},
+        }, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]},
+        "metadata": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}}},
+    }}
+    assert structural_errors(ok) == []
+    bad = [
+        ({"type": "object", "properties": {"spec": {"properties": {}}}}, "type must not be empty"),
+        ({"type": "object", "properties": {"s": {"type": "object", "properties": {"a": {"type": "string"}},
+                                                 "additionalProperties": False}}}, "mutually exclusive"),
+        ({"type": "object", "properties": {"metadata": {"type": "object", "properties": {
+            "labels": {"type": "object"}}}}}, "only name and generateName"),
+        ({"type": "object", "properties": {"s": {"type": "object", "anyOf": [
+            {"properties": {"x": {"type": "string"}}}]}}}, "not specified outside"),
+        ({"type": "object", "properties": {"s": {"type": "string", "anyOf": [{"description": "d"}]}}},
+         "description is not allowed"),
+        ({"type": "object", "properties": {"s": {"type": "array", "items": {"type": "string"},
+                                                 "uniqueItems": True}}}, "uniqueItems"),
+        ({"type": "object", "properties": {"s": {"$ref": "#/definitions/x"}}}, "$ref"),
+        ({"type": "object", "properties": {"s": {"type": "array"}}}, "must specify items"),
+        ({"type": "object", "properties": {"s": {"type": "object",
+                                                 "x-kubernetes-preserve-unknown-fields": False}}}, "must be true"),
+    ]
+    for schema, message in bad:
+        assert any(message in e for e in structural_errors(schema)), (schema, structural_errors(schema))
+
+
+def crd_documents(path: Path) -> list[dict[str, Any]]:
+    return [d for d in docs(path) if d.get("kind") == "CustomResourceDefinition"]
+
+
+@pytest.mark.parametrize("path", ALL_CRDS, ids=lambda p: str(p.relative_to(CRDS)))
+def test_crds_are_structural(path: Path) -> None:
+    crds = crd_documents(path)
+    assert crds, f"{path}: no CustomResourceDefinition"
+    for crd in crds:
+        assert crd["apiVersion"] == "apiextensions.k8s.io/v1"
+        spec = crd["spec"]
+        assert crd["metadata"]["name"] == f"{spec['names']['plural']}.{spec['group']}"
+        assert sum(v.get("storage", False) for v in spec["versions"]) == 1, "exactly one storage version"
+        for version in spec["versions"]:
+            schema = (version.get("schema") or {}).get("openAPIV3Schema")
+            assert schema, f"{crd['metadata']['name']} {version['name']}: v1 CRDs need openAPIV3Schema"
+            errors = structural_errors(schema)
+            assert not errors, f"{crd['metadata']['name']} {version['name']}:\n" + "\n".join(errors)
+
+
+async def test_tether_crds_register_and_serve_on_the_emulator(kube: KubeEnv) -> None:
+    names = await kube.register_crds(*TETHER_CRDS)
+    assert sorted(names) == ["datasourceclaims.datadependency.volcano.sh", "datasources.datadependency.volcano.sh"]
+    client = KubeClient(kube.api_client)
+    created = await client.create(CLAIMS, manifests.claim("c", namespace=kube.namespace, table="prod.sales.orders"),
+                                  namespace=kube.namespace)
+    assert created["spec"]["dataSourceName"] == "prod.sales.orders"
+
+
+# ----------------------------------------------------------------------------------------------------------- RBAC
+
+#: Every API call of the daemon: (file, client method, first argument as written[, subresource]) →
+#: the (apiGroup, resource, verb) it needs. ``res`` in executor.py is ``BY_KIND[ref.kind]`` for the command's
+#: target: claims and DataSources (finalizers, status), ResourceBindings (placement).
+CALL_SITES: dict[tuple[str, ...], set[tuple[str, str, str]]] = {
+    ("executor.py", "get", "res"): {("datadependency.volcano.sh", "datasourceclaims", "get"),
+                                    ("datadependency.volcano.sh", "datasources", "get"),
+                                    ("work.karmada.io", "resourcebindings", "get")},
+    ("executor.py", "patch", "res"): {("datadependency.volcano.sh", "datasourceclaims", "patch"),
+                                      ("datadependency.volcano.sh", "datasources", "patch"),
+                                      ("work.karmada.io", "resourcebindings", "patch")},
+    ("executor.py", "patch", "res", "status"): {("datadependency.volcano.sh", "datasourceclaims/status", "patch"),
+                                                ("datadependency.volcano.sh", "datasources/status", "patch")},
+    ("executor.py", "get", "DATASOURCES"): {("datadependency.volcano.sh", "datasources", "get")},
+    ("executor.py", "create", "DATASOURCES"): {("datadependency.volcano.sh", "datasources", "create")},
+    ("executor.py", "patch", "DATASOURCES"): {("datadependency.volcano.sh", "datasources", "patch")},
+    ("executor.py", "delete", "DATASOURCES"): {("datadependency.volcano.sh", "datasources", "delete")},
+    ("executor.py", "create", "EVENTS"): {("", "events", "create")},
+    ("leader.py", "get", "LEASES"): {("coordination.k8s.io", "leases", "get")},
+    ("leader.py", "create", "LEASES"): {("coordination.k8s.io", "leases", "create")},
+    ("leader.py", "replace", "LEASES"): {("coordination.k8s.io", "leases", "update")},
+    # watch.py lists and watches self.resource: one per WatchSource in daemon.py
+    ("watch.py", "list", "self.resource"): set(),
+    ("watch.py", "watch", "self.resource"): set(),
+}
+WATCHED = {
+    "CONFIGMAPS": ("", "configmaps"), "CLUSTERS": ("cluster.karmada.io", "clusters"),
+    "DATASOURCES": ("datadependency.volcano.sh", "datasources"),
+    "CLAIMS": ("datadependency.volcano.sh", "datasourceclaims"), "BINDINGS": ("work.karmada.io", "resourcebindings"),
+}
+#: Where each permission is granted: cluster-wide, or a Role in a namespace (optionally by resourceNames).
+NAMESPACED_GRANTS = {
+    ("", "configmaps"): ("volcano-global", ["volcano-global-datasource-plugins"]),
+    ("coordination.k8s.io", "leases"): ("tether-system", None),
+}
+_METHODS = {"get", "list", "watch", "create", "patch", "replace", "delete", "delete_collection"}
+
+
+def code_call_sites() -> set[tuple[str, ...]]:
+    found: set[tuple[str, ...]] = set()
+    for path in sorted((ROOT / "adapters" / "kubernetes").glob("*.py")):
+        if path.name == "client.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in _METHODS and ast.unparse(node.func.value).endswith("kube") and node.args):
+                continue
+            key: tuple[str, ...] = (path.name, node.func.attr, ast.unparse(node.args[0]))
+            sub = next((kw for kw in node.keywords if kw.arg == "subresource"), None)
+            if sub is not None:
+                key += (ast.literal_eval(sub.value),)
+            found.add(key)
+    return found
+
+
+def watched_resources() -> set[str]:
+    tree = ast.parse((ROOT / "adapters" / "daemon.py").read_text())
+    return {ast.unparse(n.args[2]) for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and ast.unparse(n.func) == "WatchSource"}
+
+
+def required_permissions() -> set[tuple[str, str, str]]:
+    needed = set().union(*CALL_SITES.values())
+    for name in watched_resources():
+        group, resource = WATCHED[name]
+        needed |= {(group, resource, "list"), (group, resource, "watch")}
+    return needed
+
+
+def test_call_sites_table_matches_the_code() -> None:
+    found = code_call_sites()
+    assert found == set(CALL_SITES), (
+        f"new API calls (add them to CALL_SITES and to ops/deploy/rbac.yaml): {sorted(found - set(CALL_SITES))}; "
+        f"calls gone from the code: {sorted(set(CALL_SITES) - found)}")
+    assert watched_resources() == set(WATCHED)
+
+
+def granted() -> tuple[set[tuple[str, str, str]], list[str]]:
+    """(group, resource, verb) granted to tether's ServiceAccount, and problems with where/how it is granted."""
+    objects = deploy_objects()
+    roles = {(d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]): d for d in objects
+             if d["kind"] in ("ClusterRole", "Role")}
+    out: set[tuple[str, str, str]] = set()
+    problems: list[str] = []
+    for binding in (d for d in objects if d["kind"] in ("ClusterRoleBinding", "RoleBinding")):
+        if {"kind": "ServiceAccount", "name": "tether", "namespace": "tether-system"} not in binding["subjects"]:
+            continue
+        ref = binding["roleRef"]
+        ns = binding["metadata"].get("namespace", "") if ref["kind"] == "Role" else ""
+        role = roles.get((ref["kind"], ns, ref["name"]))
+        if role is None:
+            problems.append(f"{binding['kind']}/{binding['metadata']['name']} refers to a missing {ref}")
+            continue
+        for rule in role["rules"]:
+            for field in ("apiGroups", "resources", "verbs"):
+                if "*" in rule[field]:
+                    problems.append(f"{role['kind']}/{role['metadata']['name']}: '*' in {field}")
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    base = resource.split("/")[0]
+                    where = NAMESPACED_GRANTS.get((group, base))
+                    if where is None and (binding["kind"] != "ClusterRoleBinding" or rule.get("resourceNames")):
+                        problems.append(f"{group}/{resource} should be granted cluster-wide, without resourceNames")
+                    if where is not None:
+                        namespace, names = where
+                        if binding["kind"] != "RoleBinding" or ns != namespace:
+                            problems.append(f"{group}/{resource} should only be granted in namespace {namespace}")
+                        if names is not None and rule.get("resourceNames") != names:
+                            problems.append(f"{group}/{resource} should be limited to resourceNames {names}")
+                    out |= {(group, resource, verb) for verb in rule["verbs"]}
+    return out, problems
+
+
+def test_rbac_grants_exactly_what_the_code_uses() -> None:
+    have, problems = granted()
+    assert not problems, "\n".join(problems)
+    need = required_permissions()
+    assert not need - have, f"missing permissions: {sorted(need - have)}"
+    assert not have - need, f"permissions tether never uses: {sorted(have - need)}"
+
+
+def test_rbac_spot_checks() -> None:
+    have, _ = granted()
+    claims = {v for g, r, v in have if r == "datasourceclaims"}
+    assert "update" not in claims and "create" not in claims and "delete" not in claims
+    assert not {v for g, r, v in have if r == "resourcebindings"} & {"create", "update", "delete"}
+    assert not any(r in ("secrets", "pods", "deployments") for _, r, _ in have)
+    assert ("coordination.k8s.io", "leases", "update") in have
