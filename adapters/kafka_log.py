@@ -1,0 +1,682 @@
+"""The Kafka backend of the event log (:class:`KafkaLog`), for running tether at scale.
+
+URL: ``kafka://host:port[,host2:port]/<prefix>?events_partitions=1&commands_partitions=6&group=tether`` gives
+four topics, created on start when absent:
+
+* ``<prefix>.events`` — every event, keyed by the object (or data identity) it is about;
+* ``<prefix>.commands`` — every command, keyed by its target object;
+* ``<prefix>.dlq`` — records that could not be decoded or processed, unchanged, with the reason in headers
+  (``tether-reason``, ``tether-stage``, ``tether-error``, ``tether-topic``, ``tether-partition``, ``tether-offset``);
+* ``<prefix>.snapshots`` — projection snapshots keyed by snapshot name (``cleanup.policy=compact``); each
+  record holds the state *and* the events position it covers, the latest record of a name wins.
+
+Other query parameters (all optional): ``replication`` (replication factor of created topics, default 1),
+``session_timeout_ms``, ``heartbeat_interval_ms``, ``client_id``, ``linger_ms``, ``append_timeout_s``,
+``unordered_events`` (see below). Every one of them is also a keyword argument of :class:`KafkaLog`.
+
+Design: one ordered events stream, partitioned commands
+-------------------------------------------------------
+
+The deciders are deterministic only over one total order of events: "the same log gives the same commands, byte
+for byte, on every replay". So the events topic is consumed by the decider as **one ordered stream**: it has one
+partition by default, and the decider loop runs in one replica at a time — the consumer-group assignment of that
+partition *is* the leadership. The other replicas' decider consumers join the same group, get no partition and
+stand by; when the leader dies (or leaves) the group rebalances and one of them takes over from the committed
+offset. Cross-object decisions (a DataSource shared by claims in many namespaces) stay correct because the
+decider's state is not partitioned.
+
+The commands topic has N partitions (default 6) keyed by target object, so one object's commands stay in order,
+and the executors of every replica share them through their consumer group. Outcome events go back to the
+events topic.
+
+An events topic with more than one partition has no total order. :meth:`KafkaLog.consume` on it raises
+:class:`UnorderedStreamError` unless the log was opened with ``unordered_events=true`` (for consumers that only
+need per-key order); :meth:`KafkaLog.read` (replay, tail, export) merges partitions deterministically by
+``(at_ms, partition, offset)``, so a replay of a finished log is still reproducible.
+
+Guarantees (no broker transactions, no idempotent producer — both optional in Kafka and absent in some brokers)
+-------------------------------------------------------------------------------------------------------------
+
+* **Durability**: ``append``/``commit``/``save_snapshot`` return only when every record is acknowledged by all
+  in-sync replicas (``acks=all``).
+* **Order**: records with the same key are consumed in append order. When an append has to be retried (the
+  broker was unreachable) it resends from the first unacknowledged record onwards, so a key's records may be
+  repeated, but the *last* occurrences are always in append order.
+* **At-least-once**: a consumer's offsets are committed only after what it produced from the batch is
+  acknowledged (produce, then commit). After a crash, a rebalance or a failed commit, the records after the last
+  commit are delivered again, to this or another replica. Duplicates are harmless: command ids are derived from
+  the command's content, executors are idempotent (they compare and write with a resourceVersion guard), and the
+  deciders fold a repeated event to the same state.
+* **No loss**: a record is never skipped without being either processed or written (and acknowledged) to the
+  dead-letter topic first.
+* **Snapshots** carry the events position they cover; a decider restoring one resumes after that position, so a
+  snapshot older than the committed offset only causes re-processing, never a gap.
+* **Not guaranteed**: exactly-once delivery, a global order of the commands topic, or that a command is not
+  executed twice concurrently for a moment during a rebalance (idempotent executors make that harmless).
+
+Positions are ``{partition: last processed offset}`` (Kafka's committed offset minus one), the same shape as the
+SQLite backend's, so that a snapshot's position means the same in both.
+
+Broker compatibility: only plain produce/fetch/consumer-group APIs are used. ``end_offsets``/``seek_to_end`` are
+avoided (some brokers, like tansu, answer them wrongly); the end of a partition is the high-water mark of a fetch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import msgspec
+import structlog
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import CommitFailedError, KafkaError, TopicAlreadyExistsError
+
+from tether.adapters.log import Batch, Position, Record, Snapshot, Stream
+from tether.core.envelope import CommandRecord, EventRecord, decode_command, decode_event, encode
+
+log = structlog.get_logger("tether.kafka")
+
+STREAMS: tuple[Stream, ...] = ("events", "commands")
+_OTHER: dict[str, Stream] = {"events": "commands", "commands": "events"}
+_snapshot_encoder = msgspec.json.Encoder()
+_snapshot_decoder = msgspec.json.Decoder(Snapshot)
+
+
+class UnorderedStreamError(ValueError):
+    """The events topic has several partitions, so it has no total order for the decider."""
+
+
+@dataclass(frozen=True)
+class KafkaConfig:
+    """Everything a ``kafka://`` URL can say; field names are the URL's query parameters."""
+
+    bootstrap: str
+    prefix: str = "tether"
+    events_partitions: int = 1
+    commands_partitions: int = 6
+    group: str = "tether"
+    replication: int = 1
+    session_timeout_ms: int = 10_000
+    heartbeat_interval_ms: int = 3_000
+    client_id: str = "tether"
+    linger_ms: int = 5
+    append_timeout_s: float = 120.0
+    unordered_events: bool = False
+
+    def topic(self, name: str) -> str:
+        return f"{self.prefix}.{name}"
+
+    @property
+    def url(self) -> str:
+        return f"kafka://{self.bootstrap}/{self.prefix}"
+
+
+def _convert(name: str, text: str, kind: Any) -> Any:
+    if kind in (bool, "bool"):
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"kafka URL parameter {name}={text!r} is not a boolean")
+    if kind in (int, "int"):
+        return int(text)
+    if kind in (float, "float"):
+        return float(text)
+    return text
+
+
+def parse_kafka_url(url: str, **overrides: Any) -> KafkaConfig:
+    """``kafka://host:port[,host:port]/<prefix>?param=value…`` → :class:`KafkaConfig` (keywords override)."""
+    parts = urlsplit(url)
+    if parts.scheme != "kafka":
+        raise ValueError(f"not a kafka:// URL: {url!r}")
+    if not parts.netloc:
+        raise ValueError(f"kafka URL without brokers: {url!r}")
+    prefix = parts.path.strip("/") or "tether"
+    if "/" in prefix:
+        raise ValueError(f"kafka URL topic prefix may not contain '/': {prefix!r}")
+    known = {f.name: f.type for f in fields(KafkaConfig)}
+    values: dict[str, Any] = {"bootstrap": parts.netloc, "prefix": prefix}
+    for name, text in parse_qsl(parts.query, keep_blank_values=True):
+        if name not in known or name in ("bootstrap", "prefix"):
+            raise ValueError(f"unknown kafka URL parameter {name!r} (known: {', '.join(sorted(known))})")
+        values[name] = _convert(name, text, known[name])
+    values.update(overrides)
+    config = KafkaConfig(**values)
+    if config.events_partitions < 1 or config.commands_partitions < 1:
+        raise ValueError("partition counts must be at least 1")
+    return config
+
+
+def _decoder(stream: str) -> Any:
+    return decode_event if stream == "events" else decode_command
+
+
+def _stamp(record: Any, partition: int, offset: int) -> Any:
+    return msgspec.structs.replace(record, partition=partition, offset=offset)
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.assigned: set[int] = set()
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        if revoked:
+            log.info("partitions revoked", consumer=self.name, partitions=sorted(tp.partition for tp in revoked))
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        self.assigned = {tp.partition for tp in assigned}
+        log.info("partitions assigned", consumer=self.name, partitions=sorted(self.assigned))
+
+
+class KafkaLog:
+    """The :class:`~tether.adapters.log.EventLog` on Kafka (aiokafka). See the module docstring for guarantees.
+
+    ``KafkaLog("kafka://host:9092/tether?commands_partitions=12")`` or ``KafkaLog(KafkaConfig(...))``; keyword
+    arguments override URL parameters. The log connects lazily on first use (or ``await log.start()``, or
+    ``async with``); :meth:`close` stops every client.
+    """
+
+    def __init__(self, url: str | KafkaConfig, **overrides: Any) -> None:
+        if isinstance(url, KafkaConfig):
+            self.config = replace(url, **overrides)
+        else:
+            self.config = parse_kafka_url(url, **overrides)
+        self._producer: AIOKafkaProducer | None = None
+        self._start_lock = asyncio.Lock()
+        self._partitions: dict[str, int] = {}
+        self._consumers: dict[tuple[str, str], AIOKafkaConsumer] = {}
+        self._clients: set[AIOKafkaConsumer] = set()
+        self._hw_hint: dict[TopicPartition, int] = {}
+        self._closed = False
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_url(cls, url: str, **overrides: Any) -> KafkaLog:
+        return cls(url, **overrides)
+
+    async def __aenter__(self) -> KafkaLog:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _common(self) -> dict[str, Any]:
+        return {"bootstrap_servers": self.config.bootstrap.split(","), "client_id": self.config.client_id}
+
+    async def start(self) -> None:
+        """Create the topics when absent and start the producer (idempotent)."""
+        if self._producer is not None:
+            return
+        async with self._start_lock:
+            if self._producer is not None:
+                return
+            await self._create_topics()
+            producer = AIOKafkaProducer(
+                **self._common(),
+                acks="all",
+                enable_idempotence=False,
+                linger_ms=self.config.linger_ms,
+                max_batch_size=256 * 1024,
+                request_timeout_ms=max(10_000, int(self.config.append_timeout_s * 1000 / 4)),
+            )
+            await producer.start()
+            try:
+                for name in (*STREAMS, "dlq", "snapshots"):
+                    parts = await producer.partitions_for(self.config.topic(name))
+                    self._partitions[name] = len(parts)
+            except BaseException:
+                await producer.stop()
+                raise
+            self._producer = producer
+            if self._partitions["events"] > 1:
+                log.warning(
+                    "the events topic has several partitions: it has no total order, so the decider refuses to "
+                    "consume it unless unordered_events=true; replays merge partitions by (at_ms, partition, "
+                    "offset)",
+                    topic=self.config.topic("events"),
+                    partitions=self._partitions["events"],
+                )
+            wanted = {"events": self.config.events_partitions, "commands": self.config.commands_partitions}
+            for stream, count in wanted.items():
+                if self._partitions[stream] != count:
+                    log.warning(
+                        "existing topic has a different partition count than configured (kept as is)",
+                        topic=self.config.topic(stream),
+                        partitions=self._partitions[stream],
+                        configured=count,
+                    )
+
+    async def _create_topics(self) -> None:
+        config = self.config
+        wanted = [
+            NewTopic(config.topic("events"), config.events_partitions, config.replication),
+            NewTopic(config.topic("commands"), config.commands_partitions, config.replication),
+            NewTopic(config.topic("dlq"), 1, config.replication),
+            NewTopic(
+                config.topic("snapshots"), 1, config.replication, topic_configs={"cleanup.policy": "compact"}
+            ),
+        ]
+        admin = AIOKafkaAdminClient(**self._common(), request_timeout_ms=30_000)
+        await admin.start()
+        try:
+            existing = set(await admin.list_topics())
+            missing = [t for t in wanted if t.name not in existing]
+            if missing:
+                try:
+                    response = await admin.create_topics(missing)
+                except TopicAlreadyExistsError:  # a replica raced us
+                    return
+                for topic, code, message, *_ in getattr(response, "topic_errors", []):
+                    if code not in (0, TopicAlreadyExistsError.errno):
+                        raise KafkaError(f"cannot create topic {topic}: error {code} {message}")
+                log.info("created topics", topics=[t.name for t in missing])
+        finally:
+            await admin.close()
+
+    async def close(self) -> None:
+        self._closed = True
+        for consumer in list(self._clients):
+            with contextlib.suppress(Exception):
+                await consumer.stop()
+        self._clients.clear()
+        self._consumers.clear()
+        if self._producer is not None:
+            producer, self._producer = self._producer, None
+            await producer.stop()
+
+    async def partitions(self, stream: str) -> int:
+        """The partition count of a topic: ``events``, ``commands``, ``dlq`` or ``snapshots``."""
+        await self.start()
+        return self._partitions[stream]
+
+    def _consumer(self, **kwargs: Any) -> AIOKafkaConsumer:
+        consumer = AIOKafkaConsumer(
+            **self._common(),
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=self.config.session_timeout_ms,
+            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            **kwargs,
+        )
+        self._clients.add(consumer)
+        return consumer
+
+    async def _stop(self, consumer: AIOKafkaConsumer) -> None:
+        self._clients.discard(consumer)
+        with contextlib.suppress(Exception):
+            await consumer.stop()
+
+    # -- producing --------------------------------------------------------------------------------------------
+
+    async def _produce(self, topic: str, items: Sequence[tuple[bytes | None, bytes, int | None, list[Any]]]) -> list[
+        Any
+    ]:
+        """Produce (key, value, timestamp, headers) items with acks=all; retry unacknowledged ones from the first
+        failure on, until ``append_timeout_s``. Returns the RecordMetadata of each item."""
+        await self.start()
+        assert self._producer is not None
+        producer = self._producer
+        results: list[Any] = [None] * len(items)
+        first = 0
+        deadline = time.monotonic() + self.config.append_timeout_s
+        delay = 0.1
+        while first < len(items):
+            futures = []
+            try:
+                for key, value, ts, headers in items[first:]:
+                    futures.append(await producer.send(topic, value, key=key, timestamp_ms=ts, headers=headers))
+            except KafkaError as error:
+                for future in futures:
+                    future.cancel()
+                failed_at, failure = first, error
+            else:
+                outcomes = await asyncio.gather(*futures, return_exceptions=True)
+                failed_at, failure = len(items), None
+                for index, outcome in enumerate(outcomes, start=first):
+                    if isinstance(outcome, BaseException):
+                        if not isinstance(outcome, KafkaError | asyncio.TimeoutError):
+                            raise outcome
+                        failed_at, failure = index, outcome
+                        break
+                    results[index] = outcome
+            if failure is None:
+                break
+            if time.monotonic() > deadline:
+                raise failure
+            log.warning("produce failed, resending", topic=topic, resend_from=failed_at, error=repr(failure))
+            first = failed_at
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+        return results
+
+    async def append(self, stream: Stream, records: Sequence[Record]) -> list[Record]:
+        if stream not in STREAMS:
+            raise ValueError(f"unknown stream {stream!r}")
+        if not records:
+            return []
+        items = []
+        for record in records:
+            stored = record if not (record.offset or record.partition) else _stamp(record, 0, 0)
+            items.append((record.key.encode(), encode(stored), record.at_ms or None, []))
+        metadata = await self._produce(self.config.topic(stream), items)
+        return [_stamp(r, md.partition, md.offset) for r, md in zip(records, metadata, strict=True)]
+
+    async def dead_letter(
+        self,
+        stream: str,
+        value: bytes | None,
+        *,
+        reason: str,
+        stage: str = "process",
+        error: str = "",
+        key: bytes | None = None,
+        partition: int = -1,
+        offset: int = -1,
+    ) -> None:
+        """Write a record that cannot be decoded (``stage="decode"``) or processed to ``<prefix>.dlq``, unchanged,
+        with the reason in headers. Returns once acknowledged."""
+        headers = [
+            ("tether-reason", reason.encode()[:4096]),
+            ("tether-stage", stage.encode()),
+            ("tether-error", error.encode()),
+            ("tether-topic", self.config.topic(stream).encode()),
+            ("tether-partition", str(partition).encode()),
+            ("tether-offset", str(offset).encode()),
+        ]
+        await self._produce(self.config.topic("dlq"), [(key, value or b"", None, headers)])
+        log.warning("record sent to the dead-letter topic", stream=stream, partition=partition, offset=offset,
+                    reason=reason)
+
+    async def dead_letter_record(self, stream: Stream, record: Record, *, reason: str, error: str = "") -> None:
+        """A decoded record that cannot be processed → DLQ (stage ``process``)."""
+        stored = _stamp(record, 0, 0)
+        await self.dead_letter(stream, encode(stored), reason=reason, error=error, key=record.key.encode(),
+                               partition=record.partition, offset=record.offset)
+
+    # -- consuming --------------------------------------------------------------------------------------------
+
+    async def _decode(self, stream: str, message: Any) -> Record | None:
+        try:
+            record = _decoder(stream)(message.value)
+        except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError) as error:
+            await self.dead_letter(stream, message.value, reason=str(error), stage="decode",
+                                   error=type(error).__name__, key=message.key, partition=message.partition,
+                                   offset=message.offset)
+            return None
+        return _stamp(record, message.partition, message.offset)
+
+    async def consume(
+        self, stream: Stream, *, consumer: str, batch_size: int = 512, follow: bool = True
+    ) -> AsyncIterator[Batch]:
+        """Batches after ``consumer``'s committed offsets, as a member of the consumer group
+        ``<group>.<consumer>``: replicas consuming with the same name share the partitions.
+
+        Records that cannot be decoded go to the DLQ and are skipped (a batch made only of such records is
+        committed right away and not yielded). A batch's ``position`` covers the partitions it holds records
+        of. Without ``follow``, stops once every assigned partition reached the end it had when called.
+        """
+        await self.start()
+        if stream not in STREAMS:
+            raise ValueError(f"unknown stream {stream!r}")
+        if stream == "events" and self._partitions["events"] > 1 and not self.config.unordered_events:
+            raise UnorderedStreamError(
+                f"{self.config.topic('events')} has {self._partitions['events']} partitions: the decider needs one "
+                "total order of events (see tether.adapters.kafka_log); use one partition, or open the log with "
+                "unordered_events=true if this consumer only needs per-key order"
+            )
+        topic = self.config.topic(stream)
+        listener = _Listener(f"{self.config.group}.{consumer}")
+        client = self._consumer(group_id=f"{self.config.group}.{consumer}", max_poll_records=batch_size)
+        client.subscribe([topic], listener=listener)
+        ends = None if follow else await self.end(stream)
+        self._consumers[(stream, consumer)] = client
+        decode = self._decode
+        try:
+            await client.start()
+            while not self._closed:
+                fetched = await client.getmany(timeout_ms=1000, max_records=batch_size)
+                if fetched:
+                    records: list[Any] = []
+                    position: Position = {}
+                    for tp in sorted(fetched, key=lambda tp: tp.partition):
+                        messages = fetched[tp]
+                        for message in messages:
+                            record = await decode(stream, message)
+                            if record is not None:
+                                records.append(record)
+                        position[tp.partition] = messages[-1].offset
+                    batch = Batch(stream=stream, records=records, position=position)
+                    if records:
+                        yield batch
+                    else:
+                        await self._commit_offsets(client, topic, position, consumer)
+                if ends is not None:
+                    assignment = client.assignment()
+                    positions = {tp.partition: await client.position(tp) for tp in assignment}
+                    if assignment and all(pos > ends.get(p, -1) for p, pos in positions.items()):
+                        return
+        finally:
+            if self._consumers.get((stream, consumer)) is client:
+                del self._consumers[(stream, consumer)]
+            await self._stop(client)
+
+    async def _commit_offsets(self, client: AIOKafkaConsumer, topic: str, position: Position, consumer: str) -> None:
+        assigned = client.assignment()
+        offsets = {}
+        for partition, offset in position.items():
+            tp = TopicPartition(topic, partition)
+            if tp in assigned:
+                offsets[tp] = offset + 1
+            else:
+                log.warning("not committing a partition no longer assigned (it will be re-delivered)",
+                            consumer=consumer, topic=topic, partition=partition, offset=offset)
+        if not offsets:
+            return
+        try:
+            await client.commit(offsets)
+        except CommitFailedError as error:
+            log.warning("commit failed after a rebalance; the batch will be re-delivered", consumer=consumer,
+                        topic=topic, error=str(error))
+
+    async def commit(
+        self, batch: Batch, *, consumer: str, produced: Sequence[Record] = (), to: Stream | None = None
+    ) -> list[Record]:
+        """Produce ``produced`` to ``to`` (default: the other stream) with acks=all, *then* commit ``consumer``'s
+        offsets past ``batch``. A commit refused because the group rebalanced is logged and dropped: the new
+        owner of those partitions processes the batch again (at-least-once)."""
+        out: list[Record] = []
+        if produced:
+            out = await self.append(to or _OTHER[batch.stream], produced)
+        client = self._consumers.get((batch.stream, consumer))
+        if client is None:
+            raise RuntimeError(f"no active consume({batch.stream!r}, consumer={consumer!r}) to commit for")
+        await self._commit_offsets(client, self.config.topic(batch.stream), batch.position, consumer)
+        return out
+
+    async def position(self, stream: Stream, *, consumer: str) -> Position:
+        await self.start()
+        topic = self.config.topic(stream)
+        tps = [TopicPartition(topic, p) for p in range(self._partitions[stream])]
+        client = self._consumers.get((stream, consumer))
+        own = client is None
+        if client is None:
+            client = self._consumer(group_id=f"{self.config.group}.{consumer}")
+            await client.start()
+        try:
+            result: Position = {}
+            for tp in tps:
+                committed = await client.committed(tp)
+                if committed is not None and committed > 0:
+                    result[tp.partition] = committed - 1
+            return result
+        finally:
+            if own:
+                await self._stop(client)
+
+    # -- reading (replay, tail, export) -----------------------------------------------------------------------
+
+    async def _highwater(self, topic: str, partitions: int) -> dict[int, int]:
+        """The high-water mark of every partition, from a fetch (``end_offsets`` is unreliable on some brokers)."""
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        probe = self._consumer(max_partition_fetch_bytes=1024, fetch_max_wait_ms=50)
+        try:
+            await probe.start()
+            probe.assign(tps)
+            for tp in tps:
+                probe.seek(tp, self._hw_hint.get(tp, 0))
+            deadline = time.monotonic() + 30
+            while any(probe.highwater(tp) is None for tp in tps):
+                if time.monotonic() > deadline:
+                    raise KafkaError(f"no fetch answer for {topic} within 30 s")
+                await probe.getmany(timeout_ms=100)
+            marks = {tp.partition: probe.highwater(tp) for tp in tps}
+            for tp in tps:
+                self._hw_hint[tp] = max(self._hw_hint.get(tp, 0), marks[tp.partition] - 1, 0)
+            return marks
+        finally:
+            await self._stop(probe)
+
+    async def end(self, stream: Stream) -> Position:
+        """``{partition: offset of the last record}`` (-1 for an empty partition)."""
+        await self.start()
+        marks = await self._highwater(self.config.topic(stream), self._partitions[stream])
+        return {p: hw - 1 for p, hw in marks.items()}
+
+    async def _read_topic(
+        self, topic: str, partitions: int, decode: Any, after: Position | None, until_offset: int | None
+    ) -> AsyncIterator[tuple[int, list[tuple[int, Any]], bool]]:
+        """``(partition, [(offset, decode(message))…], finished)`` chunks up to the end as of the call (and
+        ``until_offset``), partitions interleaved as fetched. Used by :meth:`read` and :meth:`load_snapshot`."""
+        marks = await self._highwater(topic, partitions)
+        after = after or {}
+        stops = {p: hw if until_offset is None else min(hw, until_offset + 1) for p, hw in marks.items()}
+        starts = {p: after.get(p, -1) + 1 for p in marks}
+        todo = [TopicPartition(topic, p) for p in marks if starts[p] < stops[p]]
+        for p in marks:
+            if starts[p] >= stops[p]:
+                yield p, [], True
+        if not todo:
+            return
+        reader = self._consumer()
+        try:
+            await reader.start()
+            reader.assign(todo)
+            for tp in todo:
+                reader.seek(tp, starts[tp.partition])
+            remaining = set(todo)
+            while remaining:
+                fetched = await reader.getmany(*remaining, timeout_ms=500, max_records=4096)
+                for tp, messages in fetched.items():
+                    stop = stops[tp.partition]
+                    chunk = [(m.offset, decode(m)) for m in messages if m.offset < stop]
+                    finished = await reader.position(tp) >= stop
+                    if finished:
+                        remaining.discard(tp)
+                        reader.pause(tp)
+                    yield tp.partition, chunk, finished
+        finally:
+            await self._stop(reader)
+
+    async def read(
+        self,
+        stream: Stream,
+        *,
+        after: Position | None = None,
+        until_offset: int | None = None,
+        until_ms: int | None = None,
+        batch_size: int = 4096,
+    ) -> AsyncIterator[list[Record]]:
+        """Every record after ``after`` up to the end as of the call (and ``until_offset`` per partition), stopping
+        at the first record later than ``until_ms``. One partition: log order. Several: a deterministic merge by
+        ``(at_ms, partition, offset)``. Undecodable records are skipped (consumers dead-letter them)."""
+        await self.start()
+        topic = self.config.topic(stream)
+        decode_value = _decoder(stream)
+
+        def decode(message: Any) -> Any:
+            try:
+                return _stamp(decode_value(message.value), message.partition, message.offset)
+            except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError):
+                log.warning("skipping an undecodable record", topic=topic, partition=message.partition,
+                            offset=message.offset)
+                return None
+
+        out: list[Record] = []
+        async for record in self._merged(topic, self._partitions[stream], decode, after, until_offset):
+            if until_ms is not None and record.at_ms > until_ms:
+                break
+            out.append(record)
+            if len(out) >= batch_size:
+                yield out
+                out = []
+        if out:
+            yield out
+
+    async def _merged(
+        self, topic: str, count: int, decode: Any, after: Position | None, until_offset: int | None
+    ) -> AsyncIterator[Any]:
+        """Records of every partition merged by ``(at_ms, partition, offset)``: a record is released only when every
+        unfinished partition has a buffered record to compare it with. One partition: plain log order."""
+        reader = self._read_topic(topic, count, decode, after, until_offset)
+        try:
+            if count == 1:
+                async for _, chunk, _ in reader:
+                    for _, record in chunk:
+                        if record is not None:
+                            yield record
+                return
+            buffers: dict[int, deque[Any]] = {p: deque() for p in range(count)}
+            unfinished = set(range(count))
+            async for partition, chunk, finished in reader:
+                buffers[partition].extend(r for _, r in chunk if r is not None)
+                if finished:
+                    unfinished.discard(partition)
+                while all(buffers[p] for p in unfinished):
+                    heads = [(b[0].at_ms, p, b[0].offset) for p, b in buffers.items() if b]
+                    if not heads:
+                        break
+                    yield buffers[min(heads)[1]].popleft()
+            while any(buffers.values()):
+                heads = [(b[0].at_ms, p, b[0].offset) for p, b in buffers.items() if b]
+                yield buffers[min(heads)[1]].popleft()
+        finally:
+            await reader.aclose()
+
+    # -- snapshots --------------------------------------------------------------------------------------------
+
+    async def save_snapshot(self, snapshot: Snapshot) -> None:
+        await self._produce(
+            self.config.topic("snapshots"),
+            [(snapshot.name.encode(), _snapshot_encoder.encode(snapshot), snapshot.at_ms or None, [])],
+        )
+
+    async def load_snapshot(self, name: str) -> Snapshot | None:
+        """The latest snapshot saved under ``name`` (the snapshots topic is read to its end)."""
+        await self.start()
+        wanted = name.encode()
+        latest: bytes | None = None
+
+        def keep(message: Any) -> Any:
+            return message.value if message.key == wanted else None
+
+        async for _, chunk, _ in self._read_topic(
+            self.config.topic("snapshots"), self._partitions["snapshots"], keep, None, None
+        ):
+            for _, value in chunk:
+                if value is not None:
+                    latest = value
+        return None if latest is None else _snapshot_decoder.decode(latest)
+
+
+__all__ = ["CommandRecord", "EventRecord", "KafkaConfig", "KafkaLog", "UnorderedStreamError", "parse_kafka_url"]
