@@ -255,7 +255,7 @@ class Demo:
                          + ", ".join(f"{t} ({r})" for t, r in TABLES.items()))
                 await self._plugin_configmap(kube, catalog.url)
                 token = secrets.token_urlsafe(16)
-                cfg = DaemonConfig(log_url=f"sqlite:///{self.log_path}", http_host="127.0.0.1", http_port=0,
+                cfg = DaemonConfig(log_url=f"sqlite:///{self.log_path.resolve()}", http_host="127.0.0.1", http_port=0,
                                    push_token=token)
                 daemon = Daemon(cfg, api_client=api_client)
                 stop = asyncio.Event()

@@ -5,14 +5,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from tether.adapters.cli import main
 from tether.adapters.demo import EXPLAIN_BINDING, EXPLAIN_CLAIM
 
 
-def test_demo_runs_end_to_end_and_leaves_a_replayable_log(tmp_path: Path) -> None:
-    log = tmp_path / "demo.db"
+def test_demo_runs_end_to_end_and_leaves_a_replayable_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    log = Path("demo.db")  # relative, like the default ./tether-demo.db
     log.write_text("stale content from a previous run")  # overwritten, not appended to
     result = CliRunner().invoke(main, ["demo", "--log", str(log), "--speed", "20", "--no-live"])
     out = result.output
@@ -42,3 +44,4 @@ def test_demo_runs_end_to_end_and_leaves_a_replayable_log(tmp_path: Path) -> Non
     assert "DataSourceBound" in claim.output
     tail = CliRunner().invoke(main, ["log", "tail", str(log)])
     assert tail.exit_code == 0 and "SetBindingPlacement" in tail.output
+    assert (tmp_path / "demo.db").stat().st_size > 0
