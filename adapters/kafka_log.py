@@ -54,8 +54,11 @@ Guarantees (no broker transactions, no idempotent producer — both optional in 
 * **Not guaranteed**: exactly-once delivery, a global order of the commands topic, or that a command is not
   executed twice concurrently for a moment during a rebalance (idempotent executors make that harmless).
 
-Positions are ``{partition: last processed offset}`` (Kafka's committed offset minus one), the same shape as the
-SQLite backend's, so that a snapshot's position means the same in both.
+Offsets: a record's ``offset`` is its Kafka offset **plus one**, so that offsets start at 1 in both backends (the
+SQLite log's rule, "0 = nothing yet"), and a :data:`~tether.adapters.log.Position` ``{partition: last processed
+offset}`` is then *exactly* Kafka's committed offset (the next offset to read) — and ``end()`` is exactly the
+high-water mark. Partitions without records are absent from ``end()``, as from an uncommitted position. The DLQ's
+``tether-offset`` header is the raw Kafka offset (it names a Kafka record, next to ``tether-topic``).
 
 Broker compatibility: only plain produce/fetch/consumer-group APIs are used. ``end_offsets``/``seek_to_end`` are
 avoided (some brokers, like tansu, answer them wrongly); the end of a partition is the high-water mark of a fetch.
@@ -161,6 +164,10 @@ def _decoder(stream: str) -> Any:
 
 def _stamp(record: Any, partition: int, offset: int) -> Any:
     return msgspec.structs.replace(record, partition=partition, offset=offset)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -365,12 +372,23 @@ class KafkaLog:
             raise ValueError(f"unknown stream {stream!r}")
         if not records:
             return []
+        expected = EventRecord if stream == "events" else CommandRecord
         items = []
+        clean_records = []
+        now = 0
         for record in records:
-            stored = record if not (record.offset or record.partition) else _stamp(record, 0, 0)
-            items.append((record.key.encode(), encode(stored), record.at_ms or None, []))
+            if not isinstance(record, expected):
+                raise TypeError(f"the {stream} stream takes {expected.__name__}, not {type(record).__name__}")
+            clean = record
+            if record.at_ms == 0:  # the append time, when the source did not stamp it (as SqliteLog does)
+                now = now or _now_ms()
+                clean = msgspec.structs.replace(clean, at_ms=now)
+            if record.offset or record.partition:  # the value never carries a position
+                clean = _stamp(clean, 0, 0)
+            clean_records.append(clean)
+            items.append((clean.key.encode(), encode(clean), clean.at_ms, []))
         metadata = await self._produce(self.config.topic(stream), items)
-        return [_stamp(r, md.partition, md.offset) for r, md in zip(records, metadata, strict=True)]
+        return [_stamp(r, md.partition, md.offset + 1) for r, md in zip(clean_records, metadata, strict=True)]
 
     async def dead_letter(
         self,
@@ -385,7 +403,7 @@ class KafkaLog:
         offset: int = -1,
     ) -> None:
         """Write a record that cannot be decoded (``stage="decode"``) or processed to ``<prefix>.dlq``, unchanged,
-        with the reason in headers. Returns once acknowledged."""
+        with the reason in headers (``offset``: the raw Kafka offset). Returns once acknowledged."""
         headers = [
             ("tether-reason", reason.encode()[:4096]),
             ("tether-stage", stage.encode()),
@@ -402,7 +420,7 @@ class KafkaLog:
         """A decoded record that cannot be processed → DLQ (stage ``process``)."""
         stored = _stamp(record, 0, 0)
         await self.dead_letter(stream, encode(stored), reason=reason, error=error, key=record.key.encode(),
-                               partition=record.partition, offset=record.offset)
+                               partition=record.partition, offset=record.offset - 1)
 
     # -- consuming --------------------------------------------------------------------------------------------
 
@@ -414,7 +432,7 @@ class KafkaLog:
                                    error=type(error).__name__, key=message.key, partition=message.partition,
                                    offset=message.offset)
             return None
-        return _stamp(record, message.partition, message.offset)
+        return _stamp(record, message.partition, message.offset + 1)
 
     async def consume(
         self, stream: Stream, *, consumer: str, batch_size: int = 512, follow: bool = True
@@ -455,7 +473,7 @@ class KafkaLog:
                             record = await decode(stream, message)
                             if record is not None:
                                 records.append(record)
-                        position[tp.partition] = messages[-1].offset
+                        position[tp.partition] = messages[-1].offset + 1
                     batch = Batch(stream=stream, records=records, position=position)
                     if records:
                         yield batch
@@ -464,7 +482,7 @@ class KafkaLog:
                 if ends is not None:
                     assignment = client.assignment()
                     positions = {tp.partition: await client.position(tp) for tp in assignment}
-                    if assignment and all(pos > ends.get(p, -1) for p, pos in positions.items()):
+                    if assignment and all(pos >= ends.get(p, 0) for p, pos in positions.items()):
                         return
         finally:
             if self._consumers.get((stream, consumer)) is client:
@@ -477,7 +495,7 @@ class KafkaLog:
         for partition, offset in position.items():
             tp = TopicPartition(topic, partition)
             if tp in assigned:
-                offsets[tp] = offset + 1
+                offsets[tp] = offset
             else:
                 log.warning("not committing a partition no longer assigned (it will be re-delivered)",
                             consumer=consumer, topic=topic, partition=partition, offset=offset)
@@ -518,7 +536,7 @@ class KafkaLog:
             for tp in tps:
                 committed = await client.committed(tp)
                 if committed is not None and committed > 0:
-                    result[tp.partition] = committed - 1
+                    result[tp.partition] = committed
             return result
         finally:
             if own:
@@ -548,10 +566,10 @@ class KafkaLog:
             await self._stop(probe)
 
     async def end(self, stream: Stream) -> Position:
-        """``{partition: offset of the last record}`` (-1 for an empty partition)."""
+        """``{partition: offset of the last record}`` (the high-water mark); empty partitions are absent."""
         await self.start()
         marks = await self._highwater(self.config.topic(stream), self._partitions[stream])
-        return {p: hw - 1 for p, hw in marks.items()}
+        return {p: hw for p, hw in marks.items() if hw > 0}
 
     async def _read_topic(
         self, topic: str, partitions: int, decode: Any, after: Position | None, until_offset: int | None
@@ -560,8 +578,9 @@ class KafkaLog:
         ``until_offset``), partitions interleaved as fetched. Used by :meth:`read` and :meth:`load_snapshot`."""
         marks = await self._highwater(topic, partitions)
         after = after or {}
-        stops = {p: hw if until_offset is None else min(hw, until_offset + 1) for p, hw in marks.items()}
-        starts = {p: after.get(p, -1) + 1 for p in marks}
+        # tether offsets are Kafka offsets + 1: "after n" starts at Kafka offset n, "until n" stops before it
+        stops = {p: hw if until_offset is None else min(hw, until_offset) for p, hw in marks.items()}
+        starts = {p: after.get(p, 0) for p in marks}
         todo = [TopicPartition(topic, p) for p in marks if starts[p] < stops[p]]
         for p in marks:
             if starts[p] >= stops[p]:
@@ -606,7 +625,7 @@ class KafkaLog:
 
         def decode(message: Any) -> Any:
             try:
-                return _stamp(decode_value(message.value), message.partition, message.offset)
+                return _stamp(decode_value(message.value), message.partition, message.offset + 1)
             except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError):
                 log.warning("skipping an undecodable record", topic=topic, partition=message.partition,
                             offset=message.offset)

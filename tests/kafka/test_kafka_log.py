@@ -58,9 +58,9 @@ async def test_append_consume_commit_round_trip(kafka_url: str) -> None:
     async with KafkaLog(kafka_url) as log:
         assert await log.partitions("events") == 1
         assert await log.partitions("commands") == 6
-        assert await log.end("events") == {0: -1}
+        assert await log.end("events") == {}
         events = await log.append("events", [event(i) for i in range(20)])
-        assert [e.offset for e in events] == list(range(20))
+        assert [e.offset for e in events] == list(range(1, 21))
         assert {e.partition for e in events} == {0}
         commands = await log.append("commands", [command(i) for i in range(30)])
         # keyed: every record of one key is in one partition, in append order
@@ -72,8 +72,8 @@ async def test_append_consume_commit_round_trip(kafka_url: str) -> None:
 
         got = await drain(log, "events", "decider")
         assert got == events
-        assert await log.position("events", consumer="decider") == {0: 19}
-        assert await log.end("events") == {0: 19}
+        assert await log.position("events", consumer="decider") == {0: 20}
+        assert await log.end("events") == {0: 20}
 
         got_commands = await drain(log, "commands", "executor")
         assert sorted(got_commands, key=lambda c: (c.partition, c.offset)) == sorted(
@@ -82,7 +82,8 @@ async def test_append_consume_commit_round_trip(kafka_url: str) -> None:
         for key in by_key:
             assert [c.id for c in got_commands if c.key == key] == [c.id for c in commands if c.key == key]
         end = await log.end("commands")
-        assert await log.position("commands", consumer="executor") == {p: o for p, o in end.items() if o >= 0}
+        assert await log.position("commands", consumer="executor") == end
+        assert sum(end.values()) == 30
 
 
 async def test_commit_produces_before_committing(kafka_url: str) -> None:
@@ -90,7 +91,7 @@ async def test_commit_produces_before_committing(kafka_url: str) -> None:
         await log.append("events", [event(i) for i in range(5)])
         async for batch in log.consume("events", consumer="decider", follow=False):
             out = await log.commit(batch, consumer="decider", produced=[command(r.offset) for r in batch.records])
-            assert all(o.offset >= 0 for o in out)
+            assert all(o.offset >= 1 for o in out)
         assert len([c async for chunk in log.read("commands") for c in chunk]) == 5
 
 
@@ -109,7 +110,7 @@ async def test_resume_from_committed_offsets(kafka_url: str) -> None:
     async with KafkaLog(kafka_url) as log:
         await log.append("events", [event(i) for i in range(10, 12)])
         rest = await drain(log, "events", "decider")
-        assert [r.offset for r in rest] == list(range(committed[0] + 1, 12))
+        assert [r.offset for r in rest] == list(range(committed[0] + 1, 13))
         # another consumer name is another group: it starts from the beginning
         assert len(await drain(log, "events", "other")) == 12
 
@@ -118,14 +119,14 @@ async def test_read_bounds_and_after(kafka_url: str) -> None:
     async with KafkaLog(kafka_url) as log:
         await log.append("events", [event(i, at_ms=1000 + i) for i in range(50)])
         everything = [r async for chunk in log.read("events", batch_size=7) for r in chunk]
-        assert [r.offset for r in everything] == list(range(50))
+        assert [r.offset for r in everything] == list(range(1, 51))
         after = [r.offset async for chunk in log.read("events", after={0: 9}) for r in chunk]
-        assert after == list(range(10, 50))
+        assert after == list(range(10, 51))
         until = [r.offset async for chunk in log.read("events", until_offset=4) for r in chunk]
-        assert until == list(range(5))
+        assert until == [1, 2, 3, 4]
         until_ms = [r.offset async for chunk in log.read("events", until_ms=1009) for r in chunk]
-        assert until_ms == list(range(10))
-        assert [r async for r in log.read("events", after={0: 49})] == []
+        assert until_ms == list(range(1, 11))
+        assert [r async for r in log.read("events", after={0: 50})] == []
 
 
 async def test_read_merges_partitions_deterministically(kafka_url: str) -> None:
@@ -185,4 +186,4 @@ async def test_consume_follow_waits_for_new_records(kafka_url: str) -> None:
         await asyncio.sleep(0.5)
         await log.append("events", [event(i) for i in range(3)])
         await asyncio.wait_for(task, 15)
-        assert [r.offset for b in got for r in b.records] == [0, 1, 2]
+        assert [r.offset for b in got for r in b.records] == [1, 2, 3]
