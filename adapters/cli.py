@@ -20,6 +20,7 @@ import click
 #: Modules whose ``register(main)`` adds their subcommands, in help order.
 COMMAND_MODULES: tuple[str, ...] = (
     "tether.adapters.cli_log",
+    "tether.adapters.log_tools",
     "tether.adapters.replay",
     "tether.adapters.cli_run",
     "tether.adapters.demo",
