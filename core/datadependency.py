@@ -85,6 +85,23 @@ WARNING_REASONS = frozenset({
 })
 
 
+def canonical(command: Command) -> Command:
+    """``command`` with every field equal to its default holding the default object itself.
+
+    msgspec's ``omit_defaults`` tests a non-empty default by identity (``is``), not equality: a ``"Retain"``
+    decoded from a snapshot or a ConfigMap is encoded while the literal default is omitted. The encoding — and so
+    the content-derived command id — would then depend on where a string came from, and a world restored from a
+    snapshot would re-issue commands in flight and miss rejected ones. Every decided command goes through here.
+    """
+    changes = {}
+    for f in msgspec.structs.fields(command):
+        value = getattr(command, f.name)
+        if f.default is not msgspec.NODEFAULT and value is not f.default and type(value) is type(f.default) \
+                and value == f.default:
+            changes[f.name] = f.default
+    return msgspec.structs.replace(command, **changes) if changes else command
+
+
 class Decision(msgspec.Struct, frozen=True):
     """A command and why it was decided (the reason is what ``tether replay --explain`` prints)."""
 
@@ -116,6 +133,7 @@ class _Decide:
         self.plans: dict[str, tuple[PlacementPlan, frozenset[str] | None]] = {}
 
     def emit(self, command: Command, reason: str) -> None:
+        command = canonical(command)
         if command_id(command) in self.world.rejected:
             return  # the API refused exactly this request for good; a different request may still go
         if slot(command_name(command), command_target(command)) in self.world.retry_wait:
@@ -245,8 +263,8 @@ class _Decide:
             if clusters is None:
                 return _Missing("LocationUnmapped", f"no clusters found for location {lookup.location!r}: no prefix "
                                 f"of plugin {plugin.key!r} locationMapping matches")
-            command = CreateDataSource(name=name, identity=identity, cluster_names=clusters,
-                                       location=lookup.location, reclaim_policy=plugin.reclaim_policy)
+            command = canonical(CreateDataSource(name=name, identity=identity, cluster_names=clusters,
+                                                 location=lookup.location, reclaim_policy=plugin.reclaim_policy))
             if command_id(command) in world.rejected:
                 return _Missing("DataSourceCreateFailed",
                                 f"creating DataSource {name} failed: {world.rejected[command_id(command)]}")
