@@ -121,7 +121,10 @@ class WatchSource:
 
     async def _flush_soon(self) -> None:
         await asyncio.sleep(self.flush_interval)
-        await self._flush()
+        # events queued while an append was running have no flusher of their own (this task was not done
+        # yet when they came): keep flushing until nothing is pending, or they would wait for the next event
+        while self._pending:
+            await self._flush()
 
     def _queue(self, event: Event) -> None:
         self._pending.append(event)
@@ -160,6 +163,8 @@ class WatchSource:
                 await self._watch_once()
                 delay = 0.2
             except asyncio.CancelledError:
+                if self._flusher is not None:
+                    self._flusher.cancel()
                 raise
             except KubeError as exc:
                 self.errors += 1
