@@ -167,6 +167,12 @@ class KubeExecutor:
             if exc.status == 404:
                 return None, True
             raise
+        meta = out.get("metadata") or {}
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            # the last finalizer of a deleting object: the API server removes it right after this answer. Report
+            # it gone — handing back the answer would let the world re-learn an object whose DELETED watch event
+            # it may already have folded (a ghost that blocks re-creating a DataSource of the same name)
+            return None, False
         return trim(out), False
 
     async def _patch_status(self, res: Resource, ref: ObjectRef, obj: dict[str, Any],
