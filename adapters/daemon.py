@@ -62,6 +62,9 @@ class DaemonConfig:
     leader_elect: bool = False
     lease_namespace: str = "tether-system"
     lease_name: str = "tether-leader"
+    lease_duration: float = 15.0  # seconds; client-go's defaults (15 s / 10 s / 2 s)
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     refresh_interval: float | None = None  # overrides every plugin's refreshInterval (seconds)
     snapshot_every: int = 50_000
@@ -186,7 +189,9 @@ class Daemon:
         try:
             if self.cfg.leader_elect:
                 self.leader = LeaderElector(kube, namespace=self.cfg.lease_namespace, name=self.cfg.lease_name,
-                                            identity=self.cfg.identity)
+                                            identity=self.cfg.identity, lease_duration=self.cfg.lease_duration,
+                                            renew_deadline=self.cfg.renew_deadline,
+                                            retry_period=self.cfg.retry_period)
                 tasks.append(asyncio.create_task(self.leader.run(), name="leader"))
                 await self._wait_any(self.leader.is_leader.wait(), stop)
                 if stop is not None and stop.is_set():
