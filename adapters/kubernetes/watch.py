@@ -8,6 +8,8 @@ A :class:`WatchSource` is the informer of tether, without a cache (the projectio
 * it **watches** from the list's resourceVersion with bookmarks, so a reconnect resumes exactly where it left
   off and nothing is seen twice or missed; the server ending the stream (``timeoutSeconds``) is the normal case
   and simply reconnects;
+* a stream the server ends cleanly is resumed **at once** (only a stream that ends immediately with nothing in
+  it, again and again, is backed off like an error);
 * **410 Gone** (the version fell out of the server's history) means relisting; other errors back off
   exponentially with jitter (0.2 s → 30 s) and retry forever — one broken watch never stops the daemon;
 * observations are appended in **batches** (up to ``batch_size`` or ``flush_interval``), which is what makes a
@@ -160,8 +162,11 @@ class WatchSource:
             try:
                 if not self.resource_version:
                     await self.relist()
+                started, version = time.monotonic(), self.resource_version
                 await self._watch_once()
                 delay = 0.2
+                if version != self.resource_version or time.monotonic() - started > 1.0:
+                    continue  # the server ended the stream (timeout, restart, LB idle): resume at once
             except asyncio.CancelledError:
                 if self._flusher is not None:
                     self._flusher.cancel()
