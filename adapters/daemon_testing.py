@@ -206,9 +206,8 @@ async def tether_stack(env: KubeEnv, *, refresh_interval: float | None = None, p
                 f"s3://warehouse-east/{suffix}/": [clusters["east1"], clusters["east2"]],
                 f"s3://warehouse-west/{suffix}/": [clusters["west1"]],
             },
-            retryConfig={"maxRetries": 1, "initialBackoff": "10ms", "maxBackoff": "50ms", "timeout": "2s"},
-            circuitBreaker={"failureThreshold": 1000, "resetTimeout": "1s"},
-            **(plugin_options or {}),
+            **{"retryConfig": {"maxRetries": 1, "initialBackoff": "10ms", "maxBackoff": "50ms", "timeout": "2s"},
+               "circuitBreaker": {"failureThreshold": 1000, "resetTimeout": "1s"}, **(plugin_options or {})},
         )
         configmap = manifests.plugin_configmap({"amoro": plugin}, namespace=env.namespace, name="tether-plugins")
         await kube.create(CONFIGMAPS, configmap, namespace=env.namespace)
