@@ -45,7 +45,7 @@ from typing import Any, Literal
 import aiosqlite
 import msgspec
 
-from tether.adapters.log import Batch, Position, Record, Snapshot, Stream
+from tether.adapters.log import Batch, EventLog, Position, Record, Snapshot, Stream
 from tether.core.envelope import CommandRecord, EventRecord, decode_command, decode_event, encode
 
 log = logging.getLogger(__name__)
@@ -440,3 +440,8 @@ class SqliteLog:
         ) as cur:
             rows = list(await cur.fetchall())
         return await self._decode_rows(stream, rows)
+
+
+def _conforms(log: SqliteLog) -> EventLog:
+    """Static check (mypy): SqliteLog implements the EventLog Protocol."""
+    return log

@@ -100,7 +100,10 @@ def test_explain_prints_the_decision_trail_of_a_claim(built: tuple[Path, Simulat
     assert out.splitlines()[0] == f"Decision trail of {key}"
     assert "ObjectObserved" in out and "AddFinalizer" in out and "UpdateClaimStatus" in out
     assert "because claim DataSourceClaim/team-000/etl-0000-input-0 has no finalizer" in out
-    assert "DataLocationResolved" in out  # the catalog answer that bound it (a command it caused targets it)
+    own = {f"0:{e.offset}" for e in sim.events if e.key == key}
+    for command in sim.commands:  # what its own events caused elsewhere (a lookup…) is shown with its key
+        if command.causation in own and command.key != key:
+            assert f"C{command.offset} " in out and command.key in out
     assert "phase=Bound" in out
     # every command of the log targeting the claim is in the trail, each under the event that caused it
     targeting = [c for c in sim.commands if c.key == key]
