@@ -217,6 +217,9 @@ class Daemon:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if self.leader is not None:  # after the loops stopped: nothing acts once the standby may lead
+                self.metrics.leader.set(0)
+                await self.leader.release()
             if self.runtime is not None and self.runtime.recovered.is_set():
                 try:
                     position = await self._log.position("events", consumer="decider")
