@@ -176,12 +176,12 @@ async def spawn_daemon(cfg: DaemonConfig, env: KubeEnv, log: SqliteLog, *,
     daemon = Daemon(cfg, api_client=env.api_client, log_=log, resolver_options=resolver_options)
     stop = asyncio.Event()
     task = asyncio.create_task(daemon.run(stop=stop))
-    started = asyncio.create_task(daemon.started.wait())
-    await asyncio.wait([started, task], timeout=10, return_when=asyncio.FIRST_COMPLETED)
-    if not started.done():
-        started.cancel()
-        if cfg.leader_elect and not task.done():
-            return daemon, stop, task  # a standby: it starts when it wins the Lease
+    deadline = time.monotonic() + 10
+    while not daemon.started.is_set() and not task.done() and time.monotonic() < deadline:
+        if cfg.leader_elect and daemon.leader is not None and daemon.endpoints is not None:
+            return daemon, stop, task  # campaigning: a standby starts its loops when it wins the Lease
+        await asyncio.sleep(0.01)
+    if not daemon.started.is_set():
         raise RuntimeError(f"the daemon did not start: {task.exception() if task.done() else 'timeout'}")
     return daemon, stop, task
 

@@ -1,0 +1,171 @@
+"""The daemon as a process: HTTP endpoints, push authentication, leader election on one Lease, and a restart on
+the same SQLite log that resumes without re-applying effects."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+
+import aiohttp
+
+from tether.adapters import manifests
+from tether.adapters.daemon_testing import Stack, spawn_daemon, tether_stack
+from tether.adapters.kube_emulator.testing import KubeEnv
+from tether.adapters.kubernetes.client import CLAIMS, DATASOURCES, LEASES
+from tether.adapters.sqlite_log import SqliteLog
+from tether.core.commands import CreateDataSource, LookupDataLocation
+
+from .test_migration import push
+
+FAST_LEASE = {"leader_elect": True, "lease_duration": 1.0, "renew_deadline": 0.7, "retry_period": 0.1}
+
+
+async def http_get(stack: Stack, path: str) -> tuple[int, str]:
+    assert stack.daemon.endpoints is not None
+    async with aiohttp.ClientSession() as http, http.get(
+            f"http://127.0.0.1:{stack.daemon.endpoints.port}{path}") as resp:
+        return resp.status, await resp.text()
+
+
+async def test_health_ready_metrics_and_push_auth(kube: KubeEnv) -> None:
+    async with tether_stack(kube) as stack:
+        assert await http_get(stack, "/healthz") == (200, "ok\n")
+        assert await http_get(stack, "/readyz") == (200, "ready\n")
+        table = stack.add_table("metered", "east")
+        await stack.apply(manifests.claim("m", namespace=stack.namespace, table=table))
+        await stack.wait_claim("m", phase="Bound")
+        status, text = await http_get(stack, "/metrics")
+        assert status == 200
+        for name in ("tether_commands_total", "tether_events_total", "tether_command_outcomes_total",
+                     "tether_catalog_lookups_total"):
+            assert name in text
+        assert 'tether_commands_total{command="create_data_source"} 1.0' in text
+        assert 'tether_catalog_lookups_total{outcome="resolved",system="amoro"} 1.0' in text
+        body = {"system": "amoro", "dataSourceName": table}
+        assert (await push(stack, body, token=None))[0] == 401
+        assert (await push(stack, body, token="wrong"))[0] == 401
+        assert (await push(stack, {"system": "amoro"}))[0] == 400
+        assert (await push(stack, ["not", "an", "object"]))[0] == 400
+        assert (await push(stack, {"system": "amoro", "dataSourceName": table, "attributes": "x"}))[0] == 400
+        assert stack.catalog.requests_for(table) == 1  # refused notifications never reach the catalog
+        status, answer = await push(stack, body)
+        assert status == 202 and answer["outcome"] == "DataLocationResolved"
+        unknown = {"system": "amoro", "dataSourceName": stack.table("missing")}
+        status, answer = await push(stack, unknown)
+        assert status == 202 and answer["outcome"] == "DataSourceNotInCatalog"
+
+
+async def test_leader_election_one_acts_then_the_other_takes_over(kube: KubeEnv) -> None:
+    async with tether_stack(kube, daemon_options=FAST_LEASE | {"identity": "first"}) as stack:
+        assert stack.daemon.leader is not None and stack.daemon.leader.is_leader.is_set()
+        with tempfile.TemporaryDirectory(prefix="tether-standby-") as tmp:
+            standby_log = await SqliteLog.open(str(Path(tmp) / "tether.db"))
+            cfg = stack.cfg.__class__(**{**stack.cfg.__dict__, "identity": "second",
+                                         "log_url": f"sqlite:///{tmp}/tether.db"})
+            standby, stop, task = await spawn_daemon(cfg, stack.env, standby_log)
+            try:
+                await asyncio.sleep(0.5)  # several retry periods: the standby keeps waiting
+                assert standby.leader is not None and not standby.leader.is_leader.is_set()
+                assert standby.ready() == (True, "standby (not the leader)")
+                table = stack.add_table("led", "east")
+                await stack.apply(manifests.claim("led", namespace=stack.namespace, table=table))
+                await stack.wait_claim("led", phase="Bound")
+                assert (await standby_log.end("commands")).get(0, 0) == 0  # the standby decided nothing
+                lease = await stack.kube.get(LEASES, stack.cfg.lease_name, namespace=stack.namespace)
+                assert lease["spec"]["holderIdentity"] == "first"
+
+                assert await stack.stop_daemon() == 0  # the leader goes away (rollout)
+                await asyncio.wait_for(standby.started.wait(), 5)  # the standby takes over after the lease expires
+                lease = await stack.kube.get(LEASES, stack.cfg.lease_name, namespace=stack.namespace)
+                assert lease["spec"]["holderIdentity"] == "second"
+                assert lease["spec"]["leaseTransitions"] >= 1
+                await stack.apply(manifests.claim("after", namespace=stack.namespace, table=table))
+                await stack.wait_claim("after", phase="Bound")
+                assert stack.catalog.requests_for(table) == 1  # the new leader found the DataSource: a cache hit
+                ds = await stack.get("DataSource", (await stack.get("DataSourceClaim", "after"))["status"][
+                    "boundDataSource"])
+                assert sorted(r["name"] for r in ds["status"]["claimRefs"]) == ["after", "led"]
+            finally:
+                stop.set()
+                await asyncio.wait_for(task, 10)
+                await standby_log.close()
+
+
+async def test_restart_resumes_without_reapplying(kube: KubeEnv) -> None:
+    async with tether_stack(kube, daemon_options={"snapshot_every": 20}) as stack:
+        tables = [stack.add_table(f"r{i}", "east") for i in range(3)]
+        for i, table in enumerate(tables):
+            await stack.apply(manifests.resource_binding(f"r{i}-app", namespace=stack.namespace))
+            await stack.apply(manifests.claim(f"r{i}", namespace=stack.namespace, table=table, workload=f"r{i}-app"))
+        for i in range(3):
+            await stack.wait_claim(f"r{i}", phase="Bound")
+            await stack.wait_excluded(f"r{i}-app-deployment", [stack.clusters["west1"]])
+        await stack.daemon.runtime.wait_idle()  # type: ignore[union-attr]
+        # a crash: no snapshot on the way out, so recovery folds the tail after the last periodic snapshot
+        stack.daemon.runtime.save_snapshot = _no_snapshot  # type: ignore[union-attr,method-assign]
+        await stack.stop_daemon()
+        position = (await stack.log.position("events", consumer="decider")).get(0, 0)
+        commands = (await stack.log.end("commands")).get(0, 0)
+        snapshot = await stack.log.load_snapshot("world")
+        assert snapshot is not None and snapshot.position.get(0, 0) < position  # there is a tail to fold
+        versions = {i: (await stack.get("ResourceBinding", f"r{i}-app-deployment"))["metadata"]["resourceVersion"]
+                    for i in range(3)}
+
+        # while tether is down: one more claim on a cached table, and one claim deleted
+        await stack.apply(manifests.claim("late", namespace=stack.namespace, table=tables[0], workload="r0-app"))
+        await stack.kube.delete(CLAIMS, "r2", namespace=stack.namespace)
+        await stack.start_daemon()
+        await stack.wait_claim("late", phase="Bound")
+
+        async def r2_gone() -> bool:
+            return await stack.get("DataSourceClaim", "r2") is None
+
+        await stack.eventually(r2_gone, what="r2 finalizer released after the restart")
+        await stack.wait_excluded("r2-app-deployment", [])
+        await stack.daemon.runtime.wait_idle()  # type: ignore[union-attr]
+
+        assert (await stack.log.position("events", consumer="decider")).get(0, 0) > position  # continued
+        new_commands = []
+        async for records in stack.log.read("commands", after={0: commands}):
+            new_commands.extend(r.command for r in records)
+        assert not [c for c in new_commands if isinstance(c, CreateDataSource | LookupDataLocation)]
+        assert all(stack.catalog.requests_for(t) == 1 for t in tables)
+        for i in (0, 1):  # untouched by the restart: no write at all
+            rb = await stack.get("ResourceBinding", f"r{i}-app-deployment")
+            assert rb["metadata"]["resourceVersion"] == versions[i]
+        sources, _ = await stack.kube.list(DATASOURCES)
+        ours = sorted((s["spec"]["name"], [r["name"] for r in s["status"].get("claimRefs") or []])
+                      for s in sources if s["spec"]["name"] in tables)
+        assert ours == [(tables[0], ["late", "r0"]), (tables[1], ["r1"]), (tables[2], [])]
+
+
+async def _no_snapshot(position: dict[int, int]) -> None:
+    return None
+
+
+async def test_leader_crash_standby_takes_over_after_expiry(kube: KubeEnv) -> None:
+    async with tether_stack(kube, daemon_options=FAST_LEASE | {"identity": "crashing"}) as stack:
+        with tempfile.TemporaryDirectory(prefix="tether-standby-") as tmp:
+            standby_log = await SqliteLog.open(str(Path(tmp) / "tether.db"))
+            cfg = stack.cfg.__class__(**{**stack.cfg.__dict__, "identity": "survivor",
+                                         "log_url": f"sqlite:///{tmp}/tether.db"})
+            standby, stop, task = await spawn_daemon(cfg, stack.env, standby_log)
+            try:
+                assert stack.daemon.leader is not None
+                stack.daemon.leader.release = _no_release  # type: ignore[method-assign]  # a crash releases nothing
+                await stack.stop_daemon()
+                lease = await stack.kube.get(LEASES, stack.cfg.lease_name, namespace=stack.namespace)
+                assert lease["spec"]["holderIdentity"] == "crashing"
+                await asyncio.wait_for(standby.started.wait(), 5)  # after leaseDurationSeconds (1 s)
+                table = stack.add_table("survived", "west")
+                await stack.apply(manifests.claim("s", namespace=stack.namespace, table=table))
+                await stack.wait_claim("s", phase="Bound")
+            finally:
+                stop.set()
+                await asyncio.wait_for(task, 10)
+                await standby_log.close()
+
+
+async def _no_release() -> bool:
+    return False
