@@ -8,6 +8,9 @@ guards the write with the resourceVersion it read — so applying a command twic
 
 Command ids are derived from the command's content (:func:`command_id`), never from a counter or a clock: a
 replay re-derives the same ids byte for byte, and re-emitting a command is recognisably the same request.
+Commands encode every field (no ``omit_defaults``): msgspec omits a field only when it *is* the default object,
+so a ``"Retain"`` decoded from a snapshot would be encoded where the literal default is not — the same request
+would get two ids depending on where a string came from.
 Anything time-dependent inside a command (a condition's lastTransitionTime, ``rescheduleTriggeredAt``) comes
 from the time of the event that caused it.
 """
@@ -31,17 +34,17 @@ LOCATION_ANNOTATION = "tether.dev/data-location"
 DATA_GROUP_VERSION = "datadependency.volcano.sh/v1alpha1"
 
 
-class AddFinalizer(msgspec.Struct, tag=True, frozen=True, omit_defaults=True):
+class AddFinalizer(msgspec.Struct, tag=True, frozen=True):
     target: ObjectRef
     finalizer: str
 
 
-class RemoveFinalizer(msgspec.Struct, tag=True, frozen=True, omit_defaults=True):
+class RemoveFinalizer(msgspec.Struct, tag=True, frozen=True):
     target: ObjectRef
     finalizer: str
 
 
-class UpdateClaimStatus(msgspec.Struct, tag=True, frozen=True, omit_defaults=True):
+class UpdateClaimStatus(msgspec.Struct, tag=True, frozen=True):
     """Write a DataSourceClaim's status (phase, boundDataSource, conditions) on the status subresource."""
 
     claim: ObjectRef
@@ -50,7 +53,7 @@ class UpdateClaimStatus(msgspec.Struct, tag=True, frozen=True, omit_defaults=Tru
     conditions: tuple[Condition, ...]
 
 
-class UpdateDataSourceStatus(msgspec.Struct, tag=True, frozen=True, omit_defaults=True):
+class UpdateDataSourceStatus(msgspec.Struct, tag=True, frozen=True):
     """Write a DataSource's status: the exact list of claims bound to it, their count, conditions."""
 
     name: str
@@ -59,7 +62,7 @@ class UpdateDataSourceStatus(msgspec.Struct, tag=True, frozen=True, omit_default
     conditions: tuple[Condition, ...] = ()
 
 
-class CreateDataSource(msgspec.Struct, tag=True, frozen=True, omit_defaults=True):
+class CreateDataSource(msgspec.Struct, tag=True, frozen=True):
     """Create the DataSource caching ``identity`` (with its finalizer) at ``cluster_names``."""
 
     name: str
@@ -69,7 +72,7 @@ class CreateDataSource(msgspec.Struct, tag=True, frozen=True, omit_defaults=True
     reclaim_policy: str = "Retain"
 
 
-class UpdateDataSourceLocality(msgspec.Struct, tag=True, frozen=True, omit_defaults=True):
+class UpdateDataSourceLocality(msgspec.Struct, tag=True, frozen=True):
     """The data moved: set ``spec.locality.clusterNames`` (and the location annotation)."""
 
     name: str
@@ -77,14 +80,14 @@ class UpdateDataSourceLocality(msgspec.Struct, tag=True, frozen=True, omit_defau
     location: str
 
 
-class DeleteDataSource(msgspec.Struct, tag=True, frozen=True, omit_defaults=True):
+class DeleteDataSource(msgspec.Struct, tag=True, frozen=True):
     """Delete a DataSource whose reclaimPolicy is Delete and that no claim uses (uid precondition)."""
 
     name: str
     uid: str
 
 
-class SetBindingPlacement(msgspec.Struct, tag=True, frozen=True, omit_defaults=True):
+class SetBindingPlacement(msgspec.Struct, tag=True, frozen=True):
     """Make tether's share of a ResourceBinding's placement equal to this.
 
     ``excluded_clusters`` are the clusters tether wants excluded (the union over every bound claim of the
@@ -100,7 +103,7 @@ class SetBindingPlacement(msgspec.Struct, tag=True, frozen=True, omit_defaults=T
     reschedule_at: str = ""
 
 
-class LookupDataLocation(msgspec.Struct, tag=True, frozen=True, omit_defaults=True):
+class LookupDataLocation(msgspec.Struct, tag=True, frozen=True):
     """Ask the catalog where ``identity``'s data lives. ``trigger``: miss | retry | refresh."""
 
     identity: DataIdentity
@@ -108,7 +111,7 @@ class LookupDataLocation(msgspec.Struct, tag=True, frozen=True, omit_defaults=Tr
     attempt: int = 1
 
 
-class StartTimer(msgspec.Struct, tag=True, frozen=True, omit_defaults=True):
+class StartTimer(msgspec.Struct, tag=True, frozen=True):
     """Append a :class:`~tether.core.events.TimerFired` once the wall clock reaches ``fire_at_ms``."""
 
     timer_id: str
@@ -117,7 +120,7 @@ class StartTimer(msgspec.Struct, tag=True, frozen=True, omit_defaults=True):
     subject: str
 
 
-class EmitKubernetesEvent(msgspec.Struct, tag=True, frozen=True, omit_defaults=True):
+class EmitKubernetesEvent(msgspec.Struct, tag=True, frozen=True):
     """Record a Kubernetes Event on ``involved`` (what ``kubectl describe`` shows)."""
 
     involved: ObjectRef

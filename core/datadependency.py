@@ -85,23 +85,6 @@ WARNING_REASONS = frozenset({
 })
 
 
-def canonical(command: Command) -> Command:
-    """``command`` with every field equal to its default holding the default object itself.
-
-    msgspec's ``omit_defaults`` tests a non-empty default by identity (``is``), not equality: a ``"Retain"``
-    decoded from a snapshot or a ConfigMap is encoded while the literal default is omitted. The encoding — and so
-    the content-derived command id — would then depend on where a string came from, and a world restored from a
-    snapshot would re-issue commands in flight and miss rejected ones. Every decided command goes through here.
-    """
-    changes = {}
-    for f in msgspec.structs.fields(command):
-        value = getattr(command, f.name)
-        if f.default is not msgspec.NODEFAULT and value is not f.default and type(value) is type(f.default) \
-                and value == f.default:
-            changes[f.name] = f.default
-    return msgspec.structs.replace(command, **changes) if changes else command
-
-
 class Decision(msgspec.Struct, frozen=True):
     """A command and why it was decided (the reason is what ``tether replay --explain`` prints)."""
 
@@ -133,7 +116,6 @@ class _Decide:
         self.plans: dict[str, tuple[PlacementPlan, frozenset[str] | None]] = {}
 
     def emit(self, command: Command, reason: str) -> None:
-        command = canonical(command)
         if command_id(command) in self.world.rejected:
             return  # the API refused exactly this request for good; a different request may still go
         if slot(command_name(command), command_target(command)) in self.world.retry_wait:
@@ -167,14 +149,17 @@ class _Decide:
         if CLAIM_FINALIZER not in claim.finalizers:
             self.emit(AddFinalizer(target=claim.ref, finalizer=CLAIM_FINALIZER), f"claim {key} has no finalizer")
         source = self.source_for(claim)
+        why = self.why_pending(claim) if source is None else None  # drives the lookup, whatever the status
+        if slot("update_claim_status", key) in self.world.inflight:
+            return  # a status write is on its way; its outcome brings the claim back here with fresh state
         if source is not None:
             phase, bound = BOUND, source.ref.name
             clusters = ",".join(source.cluster_names) or "<none>"
             cond = Condition(type=COND_BOUND, status="True", reason="DataSourceBound",
                              message=f"bound to DataSource {source.ref.name} (clusters: {clusters})")
         else:
+            assert why is not None
             phase, bound = PENDING, ""
-            why = self.why_pending(claim)
             reason, message = why.reason, why.message
             if claim.phase == BOUND and claim.bound_data_source:
                 reason = "BindingInvalid"
@@ -194,7 +179,8 @@ class _Decide:
             f"claim {key}: {cond.reason}: {cond.message}",
         )
         previous = next((c for c in claim.conditions if c.type == COND_BOUND), None)
-        if previous is None or previous.reason != cond.reason:
+        noteworthy = cond.status == "True" or cond.reason in WARNING_REASONS  # not every intermediate step
+        if noteworthy and (previous is None or previous.reason != cond.reason):
             self.emit(
                 EmitKubernetesEvent(involved=claim.ref,
                                     event_type="Warning" if cond.reason in WARNING_REASONS else "Normal",
@@ -263,8 +249,8 @@ class _Decide:
             if clusters is None:
                 return _Missing("LocationUnmapped", f"no clusters found for location {lookup.location!r}: no prefix "
                                 f"of plugin {plugin.key!r} locationMapping matches")
-            command = canonical(CreateDataSource(name=name, identity=identity, cluster_names=clusters,
-                                                 location=lookup.location, reclaim_policy=plugin.reclaim_policy))
+            command = CreateDataSource(name=name, identity=identity, cluster_names=clusters,
+                                       location=lookup.location, reclaim_policy=plugin.reclaim_policy)
             if command_id(command) in world.rejected:
                 return _Missing("DataSourceCreateFailed",
                                 f"creating DataSource {name} failed: {world.rejected[command_id(command)]}")
@@ -301,7 +287,9 @@ class _Decide:
         source = self.world.sources.get(name)
         if source is None:
             return
-        refs = self.bound_claims(source)
+        # one status write at a time: its outcome re-touches this DataSource, so a burst of claims is batched
+        writing = slot("update_data_source_status", source.ref.key) in self.world.inflight
+        refs = source.claim_refs if writing else self.bound_claims(source)
         if source.deleting:
             if not source.claim_refs and DATASOURCE_FINALIZER in source.finalizers:
                 self.emit(RemoveFinalizer(target=source.ref, finalizer=DATASOURCE_FINALIZER),
@@ -309,11 +297,11 @@ class _Decide:
         elif DATASOURCE_FINALIZER not in source.finalizers:
             self.emit(AddFinalizer(target=source.ref, finalizer=DATASOURCE_FINALIZER),
                       f"DataSource {name} has no finalizer")
-        if (refs, len(refs)) != (source.claim_refs, source.bound_claims):
+        if not writing and (refs, len(refs)) != (source.claim_refs, source.bound_claims):
             self.emit(UpdateDataSourceStatus(name=name, claim_refs=refs, bound_claims=len(refs)),
                       f"DataSource {name} is used by {len(refs)} claim(s)")
-        if (not source.deleting and source.reclaim_policy == "Delete" and source.released and not refs
-                and not source.claim_refs):
+        if (not source.deleting and not writing and source.reclaim_policy == "Delete" and source.released
+                and not refs and not source.claim_refs):
             self.emit(DeleteDataSource(name=name, uid=source.ref.uid),
                       f"DataSource {name} has reclaimPolicy Delete and its last claim is gone")
         self.follow_data(source)
@@ -391,13 +379,10 @@ def decide(world: World, record: EventRecord, touched: Touched) -> list[Decision
     for identity in touched.identities:
         claims.update(world.claims_by_identity.get(identity, ()))
         sources.update(world.sources_by_identity.get(identity, ()))
-    for key in claims:
+    for key in claims:  # a claim's DataSources are in ``touched`` when its membership may change (world.py)
         claim = world.claims.get(key)
-        if claim is None:
-            continue
-        bindings.update(world.bindings_by_workload.get(claim.workload, ()))
-        if claim.identity is not None:
-            sources.update(world.sources_by_identity.get(claim.identity.key, ()))
+        if claim is not None:
+            bindings.update(world.bindings_by_workload.get(claim.workload, ()))
     if touched.all_bindings:
         bindings.update(k for k, b in world.bindings.items() if b.injected or b.workload in world.claims_by_workload)
     for key in sorted(bindings):  # a binding's claims show whether it is injected: keep their status exact

@@ -53,7 +53,7 @@ from tether.core.events import (
     ObjectsListed,
     TimerFired,
 )
-from tether.core.identity import DataIdentity, identity_problem, make_identity
+from tether.core.identity import DataIdentity, data_source_name, identity_problem, make_identity
 from tether.core.kube import Condition, KubeObject, ObjectRef, parse_conditions, ref_of
 from tether.core.placement import added_exclusions
 from tether.core.plugin_config import EMPTY_PLUGINS, PluginSet, parse_plugin_configmap
@@ -365,15 +365,26 @@ def _cluster_ready(obj: KubeObject) -> bool:
 # --- folding ----------------------------------------------------------------------------------------------
 
 
+def _matters_to_sources(old: Claim | None, new: Claim | None) -> bool:
+    """Whether a DataSource's claimRefs may change: not on the claim's own conditions or phase."""
+    if old is None or new is None:
+        return True
+    return (old.identity, old.deleting, old.bound_data_source, old.ref.uid) != (
+        new.identity, new.deleting, new.bound_data_source, new.ref.uid)
+
+
 def _put_claim(world: World, key: str, claim: Claim | None, touched: Touched) -> None:
     old = world.claims.get(key)
+    sources_too = _matters_to_sources(old, claim)
     if old is not None:
         touched.bindings.update(world.bindings_by_workload.get(old.workload, ()))
-        touched.sources.update(world.sources_listing_claim.get(key, ()))
-        if old.bound_data_source:
-            touched.sources.add(old.bound_data_source)
+        if sources_too:
+            touched.sources.update(world.sources_listing_claim.get(key, ()))
+            if old.bound_data_source:
+                touched.sources.add(old.bound_data_source)
         if old.identity is not None:
-            touched.sources.update(world.sources_by_identity.get(old.identity.key, ()))
+            if sources_too:
+                touched.sources.update(world.sources_by_identity.get(old.identity.key, ()))
             if claim is None or claim.identity != old.identity:
                 _index_remove(world.claims_by_identity, old.identity.key, key)
         if claim is None or claim.workload != old.workload:
@@ -386,10 +397,11 @@ def _put_claim(world: World, key: str, claim: Claim | None, touched: Touched) ->
     _index_add(world.claims_by_workload, claim.workload, key)
     touched.bindings.update(world.bindings_by_workload.get(claim.workload, ()))
     if claim.identity is not None:
+        # the claim's own DataSources (their claimRefs may change); not the other claims of the identity
         _index_add(world.claims_by_identity, claim.identity.key, key)
-        touched.sources.update(world.sources_by_identity.get(claim.identity.key, ()))
-        touched.identities.add(claim.identity.key)
-    if claim.bound_data_source:
+        if sources_too:
+            touched.sources.update(world.sources_by_identity.get(claim.identity.key, ()))
+    if claim.bound_data_source and sources_too:
         touched.sources.add(claim.bound_data_source)
 
 
@@ -401,15 +413,29 @@ def _claims_of_source(world: World, source: Source) -> set[str]:
     return keys
 
 
+def _serves_claims_differently(old: Source | None, new: Source | None) -> bool:
+    """Whether claims must be re-decided: what they see of a DataSource is its existence, identity, locality and
+    deletion — not its status (claimRefs change with every claim, and re-deciding all of them each time would
+    make a burst of n claims on one table cost n²)."""
+    if old is None or new is None:
+        return True
+    return (old.identity, old.cluster_names, old.deleting) != (new.identity, new.cluster_names, new.deleting)
+
+
 def _put_source(world: World, name: str, source: Source | None, touched: Touched) -> None:
     old = world.sources.get(name)
     touched.sources.add(name)
+    fan_out = _serves_claims_differently(old, source)
     if old is not None:
         if old.identity is not None:
             _index_remove(world.sources_by_identity, old.identity.key, name)
         for ref in old.claim_refs:
             _index_remove(world.sources_listing_claim, ref.key, name)
-        touched.claims.update(_claims_of_source(world, old))
+        if fan_out:
+            touched.claims.update(_claims_of_source(world, old))
+        else:  # only the claims that entered or left claimRefs (a deleting claim waits for that)
+            new_refs = {r.key for r in source.claim_refs} if source is not None else set()
+            touched.claims.update({r.key for r in old.claim_refs}.symmetric_difference(new_refs))
         if source is not None and old.claim_refs and not source.claim_refs:
             source.released = True
         elif source is not None and not source.claim_refs:
@@ -422,10 +448,14 @@ def _put_source(world: World, name: str, source: Source | None, touched: Touched
     world.sources[name] = source
     if source.identity is not None:
         _index_add(world.sources_by_identity, source.identity.key, name)
-        touched.identities.add(source.identity.key)
+        if fan_out:
+            touched.identities.add(source.identity.key)
     for ref in source.claim_refs:
         _index_add(world.sources_listing_claim, ref.key, name)
-    touched.claims.update(_claims_of_source(world, source))
+    if fan_out:
+        touched.claims.update(_claims_of_source(world, source))
+    elif old is None:
+        touched.claims.update(r.key for r in source.claim_refs)
 
 
 def _put_binding(world: World, key: str, binding: Binding | None, touched: Touched) -> None:
@@ -584,7 +614,12 @@ def _touch_target(world: World, target: str, touched: Touched) -> None:
     if kind == CLAIM:
         touched.claims.add(target)
     elif kind == DATASOURCE:
-        touched.sources.add(rest.split("/", 1)[-1])
+        name = rest.split("/", 1)[-1]
+        touched.sources.add(name)
+        if name not in world.sources:  # e.g. a CreateDataSource failed: the claims waiting for it decide again
+            for identity_key, lookup in world.lookups.items():
+                if data_source_name(lookup.identity) == name:
+                    touched.claims.update(world.claims_by_identity.get(identity_key, ()))
     elif kind == BINDING:
         touched.bindings.add(target)
     elif kind == "Data":

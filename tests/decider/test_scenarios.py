@@ -33,7 +33,6 @@ from tether.core.commands import (
     Command,
     CreateDataSource,
     DeleteDataSource,
-    EmitKubernetesEvent,
     LookupDataLocation,
     RemoveFinalizer,
     SetBindingPlacement,
@@ -501,8 +500,8 @@ def locality_change_follows_data(trigger: str, scheduled_on: str) -> None:
     assert excludes(binding) == ["c1"] and injected(binding, "c1")
     assert (binding["spec"].get("rescheduleTriggeredAt") is not None) == (scheduled_on == "c1")
     assert cmds(h, LookupDataLocation, mark) == [] and cmds(h, CreateDataSource, mark) == []
-    assert [r for r in kube_events(h, "a") if r[1] != "DataSourceBound"] == [("Normal", "Resolving"),
-                                                                             ("Normal", "CreatingDataSource")]
+    # the move keeps the claim Bound: no new Event (only Bound and warnings are events)
+    assert kube_events(h, "a") == [("Normal", "DataSourceBound")]
 
 
 @scenario()
@@ -744,9 +743,9 @@ def lookup_failure_retries_with_backoff() -> None:
     h.advance(2 * RETRY_BASE_MS)
     assert len(h.cluster.lookups) == 3 and cmds(h, LookupDataLocation)[-1].attempt == 3
     assert_bound(h, "a", "db.east1")
-    assert kube_events(h, "a") == [("Normal", "Resolving"), ("Warning", "LookupFailed"), ("Normal", "Resolving"),
-                                   ("Warning", "LookupFailed"), ("Normal", "Resolving"),
-                                   ("Normal", "CreatingDataSource"), ("Normal", "DataSourceBound")]
+    # one Warning per failed attempt's transition, then the Bound event (intermediate steps are not events)
+    assert kube_events(h, "a") == [("Warning", "LookupFailed"), ("Warning", "LookupFailed"),
+                                   ("Normal", "DataSourceBound")]
     lookups_in_flight_never_exceed_one(h)
 
 
@@ -846,11 +845,10 @@ def older_resource_version_is_ignored() -> None:
 def kubernetes_events_one_per_transition() -> None:
     h = setup()
     h.apply(m.claim("a", table="db.east1", workload="w"))
-    assert kube_events(h, "a") == [("Normal", "Resolving"), ("Normal", "CreatingDataSource"),
-                                   ("Normal", "DataSourceBound")]
+    assert kube_events(h, "a") == [("Normal", "DataSourceBound")]  # Resolving, CreatingDataSource: no event
     h.apply(m.resource_binding("w"))  # the PlacementInjected condition changes; Bound does not
     edit(h, CLAIM, "default", "a", lambda raw: raw["metadata"].setdefault("labels", {}).update(x="1"))
-    assert len(kube_events(h, "a")) == 3
+    assert len(kube_events(h, "a")) == 1
     h.apply(m.claim("b", table="db.t", system="hive", workload="w"))
     edit(h, CLAIM, "default", "b", lambda raw: raw["metadata"].setdefault("labels", {}).update(x="1"))
     assert kube_events(h, "b") == [("Warning", "UnknownSystem")]
@@ -901,9 +899,8 @@ def _data_source(table: str, clusters: list[str]) -> dict[str, Any]:
 def step_new_claim_decides_finalizer_status_event_and_one_lookup() -> None:
     world = hand_built_world()
     out = step(world, _record(_observed(m.claim("a", table="db.east1", workload="w")), 100))
-    assert [type(r.command) for r in out] == [AddFinalizer, LookupDataLocation, UpdateClaimStatus,
-                                              EmitKubernetesEvent]
-    assert out[3].command.event_type == "Normal" and out[3].command.reason == "Resolving"  # type: ignore[union-attr]
+    assert [type(r.command) for r in out] == [AddFinalizer, LookupDataLocation, UpdateClaimStatus]
+    assert out[2].command.conditions[0].reason == "Resolving"  # type: ignore[union-attr]
     assert all(r.causation == "0:100" and r.at_ms == T0 for r in out)
     assert world.lookups_in_flight == {key("db.east1"): 1}
 

@@ -168,9 +168,6 @@ async def test_catalog_recovery_pushed(kube: KubeEnv) -> None:
         await stack.wait_claim("p1", phase="Bound", within=3)
 
 
-@pytest.mark.xfail(strict=True, reason="decider/projection bug: a CreateDataSource that failed beyond the executor's "
-                   "retries is never retried — its retry timer touches DataSource/<name>, which is not in the world, "
-                   "so no claim of the identity is re-decided and the claims stay CreatingDataSource forever")
 async def test_data_source_create_failing_beyond_executor_retries(stack: Stack) -> None:
     emulator = stack.env.require_emulator()
     table = stack.add_table("uncreatable", "east")
