@@ -183,8 +183,19 @@ class Runtime:
 
     async def decide_loop(self) -> None:
         await self.recovered.wait()
+        folded = dict(await self.log.position("events", consumer="decider"))
         async for batch in self.log.consume("events", consumer="decider", batch_size=self.batch_size):
+            first = batch.records[0] if batch.records else None
+            if first is not None and first.offset != folded.get(first.partition, 0) + 1:
+                # not where this world stopped: another replica decided in between (a Kafka partition that moved
+                # here from a replica that died). Rebuild the world up to the committed position first.
+                log.info("decider position moved; recovering", expected=folded.get(first.partition, 0) + 1,
+                         got=first.offset)
+                self.world = initial_world(self.settings)
+                self.recovered.clear()
+                await self.recover()
             await self.decide_batch(batch)
+            folded.update(batch.position)
 
     # --- executors ---------------------------------------------------------------------------------------
 
