@@ -1,0 +1,200 @@
+"""Replay benchmark: how fast ``tether replay`` rebuilds the world from a realistic SQLite log.
+
+Builds (once, cached in the temp directory) a log of >= 200k events with :mod:`tether.adapters.synthetic_log`:
+thousands of DataSourceClaims across many namespaces, a few hundred tables and their DataSources, a
+ResourceBinding per workload (rescheduled by a Karmada stand-in), 8 Karmada Clusters with status heartbeats,
+the plugin ConfigMap, catalog answers, table migrations (pushed DataLocationResolved with a new location), and
+every write echoed by the watch. Every event went through ``step``, so the commands stream is real too.
+
+Then measures, in the same run and on the same file (median of ``--repeat`` passes each):
+
+* ``baseline`` — read + msgspec-decode the whole events stream (``SqliteLog.read``), nothing else;
+* ``value``    — read + decode + fold with ``evolve``: the replay rate;
+* every pass runs with the cyclic GC paused, as ``tether replay`` does (``adapters.replay.gc_paused``);
+* extras: ``faithful`` (the default of ``tether replay``: evolve + the recorded commands noted as issued),
+  ``step`` (evolve + deciders, over the first ``--step-events`` events: informative only), and
+  ``decode_only`` (msgspec on bodies already in memory: the floor of the baseline).
+
+Usage: ``python ops/bench/replay.py [--events 200000] [--repeat 3] [--rebuild] [--profile]``. The last line of
+output is one JSON object: ``{"bench": "replay", "value": ..., "unit": "events/s", "baseline": ..., "ratio": ...}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import json
+import pstats
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from tether.adapters.log import Snapshot
+from tether.adapters.replay import gc_paused, replay
+from tether.adapters.sqlite_log import SqliteLog
+from tether.adapters.synthetic_log import Simulation, scenario
+from tether.core.envelope import EventRecord, decode_event
+from tether.core.pipeline import step
+from tether.projections.world import evolve, initial_world
+
+LAYOUT = 1  # bump when the generated scenario changes, to rebuild cached logs
+JOBS_PER_NAMESPACE = 100
+EVENTS_PER_JOB = 31.6  # measured: 1000 jobs → ~31.6k events
+
+
+def log_path(events: int) -> Path:
+    return Path(tempfile.gettempdir()) / f"tether-bench-replay-v{LAYOUT}-{events}.db"
+
+
+def _exists(path: Path) -> bool:
+    return path.exists()
+
+
+async def build(path: Path, events: int) -> None:
+    jobs = int(events / EVENTS_PER_JOB * 1.03) + 1
+    namespaces = max(1, -(-jobs // JOBS_PER_NAMESPACE))
+    began = time.perf_counter()
+    sim = scenario(Simulation(seed=2026), namespaces=namespaces, jobs_per_namespace=JOBS_PER_NAMESPACE,
+                   tables=300, migrations=max(10, jobs // 20), deletions=0.03, heartbeats=max(50, jobs // 2))
+    print(f"simulated {len(sim.events)} events, {len(sim.commands)} commands "
+          f"in {time.perf_counter() - began:.1f}s", file=sys.stderr)
+    _remove(path)
+    log = await SqliteLog.open(path, synchronous="NORMAL")
+    try:
+        await sim.write(log, batch=20_000)
+        await log.save_snapshot(Snapshot(name="bench-complete", position={0: len(sim.events)}, state=b""))
+    finally:
+        await log.close()
+
+
+def _remove(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+async def ready(path: Path) -> bool:
+    if not _exists(path):
+        return False
+    log = await SqliteLog.open(path)
+    try:
+        return await log.load_snapshot("bench-complete") is not None
+    finally:
+        await log.close()
+
+
+async def timed(run: Callable[[], Awaitable[int]], repeat: int) -> tuple[float, int]:
+    """Median events/s over ``repeat`` passes, and the event count."""
+    rates, count = [], 0
+    for _ in range(repeat):
+        with gc_paused():  # as `tether replay` runs (adapters.replay.gc_paused); the same for every pass
+            began = time.perf_counter()
+            count = await run()
+            rates.append(count / (time.perf_counter() - began))
+    return statistics.median(rates), count
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--events", type=int, default=200_000, help="minimum number of events in the log")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--step-events", type=int, default=20_000)
+    parser.add_argument("--rebuild", action="store_true", help="regenerate the cached log")
+    parser.add_argument("--profile", action="store_true", help="print cProfile's top entries of a fold pass")
+    args = parser.parse_args()
+
+    path = log_path(args.events)
+    if args.rebuild or not await ready(path):
+        await build(path, args.events)
+    log = await SqliteLog.open(path)
+    try:
+        total = (await log.end("events")).get(0, 0)
+        commands = (await log.end("commands")).get(0, 0)
+
+        async def decode_pass() -> int:
+            n = 0
+            async for batch in log.read("events", batch_size=8192):
+                n += len(batch)
+            return n
+
+        async def fold_pass() -> int:
+            world = initial_world()
+            n = 0
+            async for batch in log.read("events", batch_size=8192):
+                for record in batch:
+                    evolve(world, record)  # type: ignore[arg-type]
+                n += len(batch)
+            return n
+
+        async def faithful_pass() -> int:
+            return (await replay(log, use_snapshot=False)).events
+
+        async def step_pass() -> int:
+            world = initial_world()
+            n = 0
+            async for batch in log.read("events", until_offset=args.step_events, batch_size=8192):
+                for record in batch:
+                    step(world, record)  # type: ignore[arg-type]
+                n += len(batch)
+            return n
+
+        await decode_pass()  # warm the page cache and the imports
+        baseline, n_base = await timed(decode_pass, args.repeat)
+        value, n_fold = await timed(fold_pass, args.repeat)
+        assert n_base == n_fold == total, (n_base, n_fold, total)
+        faithful, _ = await timed(faithful_pass, 1)
+        with_deciders, n_step = await timed(step_pass, 1)
+
+        with sqlite3.connect(path) as db:
+            bodies = [row[0] for row in db.execute("SELECT body FROM events")]
+        began = time.perf_counter()
+        for body in bodies:
+            decode_event(body)
+        decode_only = len(bodies) / (time.perf_counter() - began)
+        avg_bytes = sum(len(b) for b in bodies) / max(1, len(bodies))
+        del bodies
+
+        if args.profile:
+            profile = cProfile.Profile()
+            world = initial_world()
+            records: list[EventRecord] = []
+            async for batch in log.read("events", batch_size=8192):
+                records += batch  # type: ignore[arg-type]
+            with gc_paused():
+                profile.enable()
+                for record in records:
+                    evolve(world, record)
+                profile.disable()
+            out = io.StringIO()
+            pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(15)
+            print(out.getvalue(), file=sys.stderr)
+    finally:
+        await log.close()
+
+    result = {
+        "bench": "replay",
+        "value": round(value),
+        "unit": "events/s",
+        "baseline": round(baseline),
+        "ratio": round(value / baseline, 3),
+        "events": total,
+        "commands": commands,
+        "faithful_events_per_s": round(faithful),
+        "step_events_per_s": round(with_deciders),
+        "step_events": n_step,
+        "decode_only_in_memory_events_per_s": round(decode_only),
+        "avg_event_bytes": round(avg_bytes),
+        "repeat": args.repeat,
+        "gc": "paused during passes",
+        "target_met": value >= 100_000 and value / baseline >= 0.5,
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
