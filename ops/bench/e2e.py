@@ -1,0 +1,193 @@
+"""End-to-end benchmark: claim created → ResourceBinding patched, through the real daemon, against a bare PATCH.
+
+Everything runs in this one process on loopback: the Kubernetes emulator, the sandbox Iceberg REST catalog and a
+tether daemon on a temporary SQLite log (``daemon_testing.tether_stack``), all on one event loop.
+
+(a) ``CLAIMS`` ResourceBindings are created first (one workload each); then one claim per workload is created at
+    ``RATE``/s over ``TABLES`` catalog tables. A raw watch on the bindings (this script's own client) timestamps
+    the moment tether's ``placement-injected`` annotation appears; latency = that minus the moment just before the
+    claim's POST. Includes the catalog lookup for the first claim of each table.
+(b) The baseline: a bare JSON merge PATCH of a binding's annotation, sequentially, through the same client stack
+    (``KubeClient`` over kubernetes-asyncio) on the same emulator, measured in the same run before (a), idle.
+(c) Catalog lookups per distinct table for ``BIG_CLAIMS`` claims over ``BIG_TABLES`` tables. All claims are fed
+    before any command runs (the worst case for de-duplication) through ``adapters.fake_cluster.Harness`` — the
+    pipeline's ``step`` exactly as the daemon runs it — with every ``LookupDataLocation`` served by the real
+    ``CatalogExecutor`` over a ``ResolverSet`` against the sandbox catalog (lookups in flight run concurrently);
+    the sandbox counts the HTTP requests. Also reported for (a) through the daemon.
+
+The last line printed is one JSON object. Usage: ``python ops/bench/e2e.py [--rate 20] [--seconds 10]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import structlog
+from kubernetes_asyncio import client
+
+from tether.adapters import manifests
+from tether.adapters.catalog_sandbox import SandboxCatalog
+from tether.adapters.daemon_testing import INJECTED_ANNOTATION, tether_stack
+from tether.adapters.fake_cluster import Harness
+from tether.adapters.iceberg_rest import ResolverSet
+from tether.adapters.kube_emulator.testing import kube_environment
+from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, KubeClient
+from tether.adapters.runtime import CatalogExecutor
+from tether.core.commands import LookupDataLocation
+from tether.core.events import ObjectObserved
+
+TABLES = 10
+BARE_PATCHES = 300
+BIG_CLAIMS = 10_000
+BIG_TABLES = 100
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
+
+
+async def bare_patch(kube: KubeClient, namespace: str, name: str, n: int) -> list[float]:
+    out = []
+    for i in range(n):
+        started = time.perf_counter()
+        await kube.patch(BINDINGS, name, {"metadata": {"annotations": {"bench/i": str(i)}}}, namespace=namespace)
+        out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
+async def watch_injected(kube: KubeClient, namespace: str, rv: str, seen: dict[str, float],
+                         want: int, done: asyncio.Event) -> None:
+    async for item in kube.watch(BINDINGS, resource_version=rv, namespace=namespace, timeout_seconds=600):
+        obj = item.get("object") or {}
+        meta = obj.get("metadata") or {}
+        if item.get("type") in ("ADDED", "MODIFIED") and (meta.get("annotations") or {}).get(INJECTED_ANNOTATION):
+            seen.setdefault(meta["name"], time.perf_counter())
+            if len(seen) >= want:
+                done.set()
+                return
+
+
+async def end_to_end(rate: float, seconds: float) -> dict[str, Any]:
+    n = int(rate * seconds)
+    async with kube_environment(emulator_options={"bookmark_interval": 60.0}) as env, tether_stack(env) as stack:
+        async with client.ApiClient(env.configuration) as api:
+            kube = KubeClient(api)
+            ns = stack.namespace
+            tables = [stack.add_table(f"t{i}", "east") for i in range(TABLES)]
+            for i in range(n):
+                await kube.create(BINDINGS, manifests.resource_binding(f"w{i}", namespace=ns), namespace=ns)
+            await kube.patch(BINDINGS, "w0-deployment", {"metadata": {"annotations": {"bench/i": "warm"}}},
+                             namespace=ns)
+            bare = await bare_patch(kube, ns, "w0-deployment", BARE_PATCHES)
+            assert stack.daemon.runtime is not None
+            await stack.daemon.runtime.wait_idle(within=30)
+            _, rv = await kube.list(BINDINGS, namespace=ns)
+            seen: dict[str, float] = {}
+            done = asyncio.Event()
+            watcher = asyncio.create_task(watch_injected(kube, ns, rv, seen, n, done))
+            await asyncio.sleep(0.1)
+            created: dict[str, float] = {}
+            start = time.perf_counter()
+            for i in range(n):
+                delay = start + i / rate - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                created[f"w{i}-deployment"] = time.perf_counter()
+                await kube.create(CLAIMS, manifests.claim(f"c{i}", namespace=ns, table=tables[i % TABLES],
+                                                          workload=f"w{i}"), namespace=ns)
+            send_seconds = time.perf_counter() - start
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), 60)
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await watcher
+            latencies = [(seen[k] - t) * 1000 for k, t in created.items() if k in seen]
+            # the first claim of each table is a cache miss (lookup + DataSource creation on the path)
+            hits = [(seen[f"w{i}-deployment"] - created[f"w{i}-deployment"]) * 1000 for i in range(TABLES, n)
+                    if f"w{i}-deployment" in seen]
+            lookups = sum(stack.catalog.requests_for(t) for t in tables)
+        return {
+            "claims": n, "patched": len(latencies), "send_seconds": round(send_seconds, 2),
+            "p50_ms": round(statistics.median(latencies), 2) if latencies else None,
+            "p99_ms": round(pct(latencies, 99), 2) if latencies else None,
+            "max_ms": round(max(latencies), 2) if latencies else None,
+            "hit_p50_ms": round(statistics.median(hits), 2) if hits else None,
+            "hit_p99_ms": round(pct(hits, 99), 2) if hits else None,
+            "bare_p50_ms": round(statistics.median(bare), 2), "bare_p99_ms": round(pct(bare, 99), 2),
+            "daemon_lookups_per_table": round(lookups / TABLES, 3),
+        }
+
+
+async def lookups_per_table(claims: int, tables: int) -> dict[str, Any]:
+    async with SandboxCatalog(seed=False) as catalog:
+        names = [f"prod.bench.t{i}" for i in range(tables)]
+        for name in names:
+            catalog.add_table(name, f"s3://warehouse-east/bench/{name}")
+        h = Harness()
+        plugin = manifests.plugin_entry(url=catalog.url, port=None,
+                                        mapping={"s3://warehouse-east/": ["east1", "east2"]})
+        h.apply(manifests.plugin_configmap({"amoro": plugin}))
+        for c in ("east1", "east2", "west1"):
+            h.apply(manifests.cluster(c))
+        resolvers = ResolverSet()
+        resolvers.update(h.world.plugins)
+        executor = CatalogExecutor(resolvers)
+        started = time.perf_counter()
+        for i in range(claims):  # every claim observed before anything is applied
+            raw = manifests.claim(f"c{i}", namespace=f"ns{i % 50}", table=names[i % tables], workload=f"w{i}")
+            h.feed(ObjectObserved(obj=h.cluster.put(raw)))
+        rounds = 0
+        while h.queue:
+            rounds += 1
+            lookups = [r for r in h.queue if isinstance(r.command, LookupDataLocation)]
+            others = [r for r in h.queue if not isinstance(r.command, LookupDataLocation)]
+            h.queue.clear()
+            answers = await asyncio.gather(*(executor.apply(r) for r in lookups))
+            h.queue.extend(others)
+            h.settle()  # Kubernetes commands on the fake cluster (a lookup reaching it counts in big_fake_lookups)
+            for record, events in zip(lookups, answers, strict=True):
+                for event in events:
+                    h.feed(event, source="executor", causation=record.id)
+        await resolvers.aclose()
+        bound = sum(1 for i in range(claims)
+                    if (h.obj("DataSourceClaim", f"ns{i % 50}", f"c{i}") or {}).get("status", {}).get("phase")
+                    == "Bound")
+        total = sum(catalog.requests_for(n) for n in names)
+        return {"big_claims": claims, "big_tables": tables, "big_bound": bound, "big_lookups": total,
+                "lookups_per_table": round(total / tables, 3), "big_seconds": round(time.perf_counter() - started, 2),
+                "big_fake_lookups": len(h.cluster.lookups)}
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=float, default=20.0)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--big-claims", type=int, default=BIG_CLAIMS)
+    args = parser.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
+    e2e = await end_to_end(args.rate, args.seconds)
+    print(json.dumps({"part": "a+b", **e2e}), file=sys.stderr)
+    big = await lookups_per_table(args.big_claims, BIG_TABLES)
+    print(json.dumps({"part": "c", **big}), file=sys.stderr)
+    value, baseline = e2e["p99_ms"], e2e["bare_p99_ms"]
+    print(json.dumps({"bench": "e2e", "value": value, "unit": "ms", "baseline": baseline,
+                      "ratio": round(value / baseline, 2) if value and baseline else None,
+                      "p50_ms": e2e["p50_ms"], "bare_p50_ms": e2e["bare_p50_ms"],
+                      "lookups_per_table": big["lookups_per_table"], **{k: v for k, v in e2e.items()
+                                                                        if k not in ("p50_ms", "p99_ms")},
+                      **{k: v for k, v in big.items() if k != "lookups_per_table"}}))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
