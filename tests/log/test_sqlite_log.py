@@ -259,3 +259,9 @@ async def test_open_log_urls(tmp_path: Path) -> None:
         await open_log("nats://x")
     with pytest.raises(ValueError, match="unknown sqlite log option"):
         await open_log(f"sqlite://{tmp_path}/x.db?bogus=1")
+
+
+async def test_open_log_resolves_kafka_lazily_by_name() -> None:
+    opened = await open_log("kafka://127.0.0.1:1")  # constructed only: nothing connects before first use
+    assert type(opened).__name__ == "KafkaLog" and type(opened).__module__ == "tether.adapters.kafka_log"
+    await opened.close()
