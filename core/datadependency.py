@@ -114,6 +114,7 @@ class _Decide:
         self.out: list[Decision] = []
         self.missing: dict[str, _Missing] = {}
         self.plans: dict[str, tuple[PlacementPlan, frozenset[str] | None]] = {}
+        self.live: dict[str, list[str]] = {}
 
     def emit(self, command: Command, reason: str) -> None:
         if command_id(command) in self.world.rejected:
@@ -124,16 +125,23 @@ class _Decide:
 
     # --- claims -------------------------------------------------------------------------------------------
 
+    def live_sources(self, identity_key: str) -> list[str]:
+        """The non-deleting DataSources caching an identity, sorted (computed once per decision)."""
+        live = self.live.get(identity_key)
+        if live is None:
+            names = self.world.sources_by_identity.get(identity_key, ())
+            live = self.live[identity_key] = sorted(n for n in names if not self.world.sources[n].deleting)
+        return live
+
     def source_for(self, claim: Claim) -> Source | None:
         if claim.deleting or claim.identity is None:
             return None
-        names = self.world.sources_by_identity.get(claim.identity.key)
-        if not names:
-            return None
-        live = sorted(n for n in names if not self.world.sources[n].deleting)
+        live = self.live_sources(claim.identity.key)
         if not live:
             return None
-        return self.world.sources[claim.bound_data_source if claim.bound_data_source in live else live[0]]
+        if len(live) > 1 and claim.bound_data_source in live:
+            return self.world.sources[claim.bound_data_source]
+        return self.world.sources[live[0]]
 
     def claim(self, key: str) -> None:
         claim = self.world.claims.get(key)

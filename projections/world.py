@@ -365,17 +365,22 @@ def _cluster_ready(obj: KubeObject) -> bool:
 # --- folding ----------------------------------------------------------------------------------------------
 
 
-def _matters_to_sources(old: Claim | None, new: Claim | None) -> bool:
-    """Whether a DataSource's claimRefs may change: not on the claim's own conditions or phase."""
+def _matters_to_sources(world: World, old: Claim | None, new: Claim | None) -> bool:
+    """Whether a DataSource's claimRefs may change: not on the claim's own conditions or phase.
+
+    The observed ``boundDataSource`` only matters when several live DataSources cache the same identity (the claim
+    then keeps the one it is bound to)."""
     if old is None or new is None:
         return True
-    return (old.identity, old.deleting, old.bound_data_source, old.ref.uid) != (
-        new.identity, new.deleting, new.bound_data_source, new.ref.uid)
+    if (old.identity, old.deleting, old.ref.uid) != (new.identity, new.deleting, new.ref.uid):
+        return True
+    return old.bound_data_source != new.bound_data_source and new.identity is not None and len(
+        world.sources_by_identity.get(new.identity.key, ())) > 1
 
 
 def _put_claim(world: World, key: str, claim: Claim | None, touched: Touched) -> None:
     old = world.claims.get(key)
-    sources_too = _matters_to_sources(old, claim)
+    sources_too = _matters_to_sources(world, old, claim)
     if old is not None:
         touched.bindings.update(world.bindings_by_workload.get(old.workload, ()))
         if sources_too:
