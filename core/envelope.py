@@ -31,7 +31,7 @@ from .events import EVENT_SCHEMA_VERSION, Event
 COMMAND_SCHEMA_VERSION = 1
 
 
-class EventRecord(msgspec.Struct, omit_defaults=True):
+class EventRecord(msgspec.Struct, gc=False, omit_defaults=True):
     at_ms: int
     source: str
     key: str
@@ -42,7 +42,7 @@ class EventRecord(msgspec.Struct, omit_defaults=True):
     partition: int = 0
 
 
-class CommandRecord(msgspec.Struct, omit_defaults=True):
+class CommandRecord(msgspec.Struct, gc=False, omit_defaults=True):
     """A command, with the event that caused it and the decider's reason in plain words."""
 
     id: str

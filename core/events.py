@@ -29,19 +29,19 @@ from .kube import KubeObject
 EVENT_SCHEMA_VERSION = 1
 
 
-class ObjectObserved(msgspec.Struct, tag=True, omit_defaults=True):
+class ObjectObserved(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
     """An object was added or modified (or listed again on a relist)."""
 
     obj: KubeObject
 
 
-class ObjectDeleted(msgspec.Struct, tag=True, omit_defaults=True):
+class ObjectDeleted(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
     """An object is gone from the API server (its last state)."""
 
     obj: KubeObject
 
 
-class ObjectsListed(msgspec.Struct, tag=True, omit_defaults=True):
+class ObjectsListed(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
     """A (re)list of ``kind`` completed: objects of that kind whose key is not in ``keys`` no longer exist.
 
     A relist follows a 410 Gone or a restart; the objects themselves were appended just before as
@@ -53,7 +53,7 @@ class ObjectsListed(msgspec.Struct, tag=True, omit_defaults=True):
     namespace: str = ""  # set when the list was namespace-scoped
 
 
-class DataLocationResolved(msgspec.Struct, tag=True, omit_defaults=True):
+class DataLocationResolved(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
     """The catalog says where ``identity``'s data lives. ``trigger``: lookup | refresh | push."""
 
     identity: DataIdentity
@@ -61,14 +61,14 @@ class DataLocationResolved(msgspec.Struct, tag=True, omit_defaults=True):
     trigger: str = "lookup"
 
 
-class DataSourceNotInCatalog(msgspec.Struct, tag=True, omit_defaults=True):
+class DataSourceNotInCatalog(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
     """The catalog answered that ``identity`` does not exist (404, or not an Iceberg table)."""
 
     identity: DataIdentity
     message: str
 
 
-class DataLocationLookupFailed(msgspec.Struct, tag=True, omit_defaults=True):
+class DataLocationLookupFailed(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
     """A lookup gave no answer after the adapter's own retries (timeouts, 5xx, circuit open, bad reply)."""
 
     identity: DataIdentity
@@ -76,7 +76,7 @@ class DataLocationLookupFailed(msgspec.Struct, tag=True, omit_defaults=True):
     retryable: bool = True
 
 
-class CommandSucceeded(msgspec.Struct, tag=True, omit_defaults=True):
+class CommandSucceeded(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
     """A command was applied (or found already satisfied: ``noop``); ``result`` is the object written."""
 
     command_id: str
@@ -86,7 +86,7 @@ class CommandSucceeded(msgspec.Struct, tag=True, omit_defaults=True):
     noop: bool = False
 
 
-class CommandFailed(msgspec.Struct, tag=True, omit_defaults=True):
+class CommandFailed(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
     """A command could not be applied. ``reason`` is the API's (Conflict, Invalid, NotFound…) or the adapter's."""
 
     command_id: str
@@ -97,7 +97,7 @@ class CommandFailed(msgspec.Struct, tag=True, omit_defaults=True):
     retryable: bool = True
 
 
-class TimerFired(msgspec.Struct, tag=True, omit_defaults=True):
+class TimerFired(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
     """A timer started by a :class:`~tether.core.commands.StartTimer` command is due."""
 
     timer_id: str

@@ -28,7 +28,7 @@ _INVALID_RUN = re.compile(r"[^a-z0-9.]+")
 _MAX_NAME = 253
 
 
-class DataIdentity(msgspec.Struct, frozen=True, order=True):
+class DataIdentity(msgspec.Struct, gc=False, frozen=True, order=True):
     """The identity of a data source. ``attributes`` are kept as sorted pairs so the struct is hashable."""
 
     system: str

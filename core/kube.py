@@ -23,7 +23,7 @@ ObjectKey = NewType("ObjectKey", str)
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
-class ObjectMeta(msgspec.Struct, omit_defaults=True, rename="camel"):
+class ObjectMeta(msgspec.Struct, gc=False, omit_defaults=True, rename="camel"):
     """The metadata tether keeps of an object (everything else in ``metadata`` is dropped)."""
 
     name: str = ""
@@ -40,7 +40,7 @@ class ObjectMeta(msgspec.Struct, omit_defaults=True, rename="camel"):
     generate_name: str = ""
 
 
-class KubeObject(msgspec.Struct, omit_defaults=True, rename="camel"):
+class KubeObject(msgspec.Struct, gc=False, omit_defaults=True, rename="camel"):
     """A trimmed snapshot of one Kubernetes object, as observed (or as returned by a write)."""
 
     api_version: str
@@ -59,7 +59,7 @@ class KubeObject(msgspec.Struct, omit_defaults=True, rename="camel"):
         return self.metadata.deletion_timestamp is not None
 
 
-class ObjectRef(msgspec.Struct, frozen=True, omit_defaults=True, rename="camel"):
+class ObjectRef(msgspec.Struct, gc=False, frozen=True, omit_defaults=True, rename="camel"):
     """A reference to an object; serialised like Kubernetes' ObjectReference."""
 
     api_version: str
@@ -73,7 +73,7 @@ class ObjectRef(msgspec.Struct, frozen=True, omit_defaults=True, rename="camel")
         return object_key(self.kind, self.namespace, self.name)
 
 
-class Condition(msgspec.Struct, frozen=True, omit_defaults=True, rename="camel"):
+class Condition(msgspec.Struct, gc=False, frozen=True, omit_defaults=True, rename="camel"):
     """A ``metav1.Condition``."""
 
     type: str
@@ -158,6 +158,10 @@ def parse_conditions(raw: object) -> tuple[Condition, ...]:
     """Conditions from a status dict; malformed entries are skipped (they are someone else's bug)."""
     if not isinstance(raw, list):
         return ()
+    try:  # the common case, in one C call
+        return msgspec.convert(raw, tuple[Condition, ...], strict=False)
+    except msgspec.ValidationError:
+        pass
     out = []
     for item in raw:
         try:

@@ -237,9 +237,23 @@ def _str_map(value: object) -> tuple[dict[str, str] | None, str]:
     return value, ""
 
 
-def parse_claim(obj: KubeObject) -> Claim:
-    spec = obj.spec
+def parse_claim(obj: KubeObject, previous: Claim | None = None) -> Claim:
+    """The typed view of a claim. When ``previous`` is the same object at the same generation, its spec did not
+    change (the API bumps generation on every spec change of a resource with a status subresource), so the
+    parsed spec is reused: most observations of a claim are status writes."""
     meta = obj.metadata
+    status = obj.status
+    if previous is not None and meta.generation > 0 and previous.generation == meta.generation and \
+            previous.ref.uid == meta.uid:
+        phase = status.get("phase")
+        bound = status.get("boundDataSource")
+        return Claim(ref=previous.ref, resource_version=meta.resource_version, generation=meta.generation,
+                     identity=previous.identity, problem=previous.problem, workload=previous.workload,
+                     finalizers=tuple(meta.finalizers), deleting=obj.deleting,
+                     phase=phase if isinstance(phase, str) and phase else "Pending",
+                     bound_data_source=bound if isinstance(bound, str) else "",
+                     conditions=parse_conditions(status.get("conditions")))
+    spec = obj.spec
     problem = ""
     identity: DataIdentity | None = None
     fields = [spec.get("system"), spec.get("dataSourceType"), spec.get("dataSourceName")]
@@ -262,7 +276,6 @@ def parse_claim(obj: KubeObject) -> Claim:
     else:  # no workload to inject into: the claim cannot be served (VG marks the field required)
         problem = problem or "spec.workload must give apiVersion, kind and name"
         identity = None
-    status = obj.status
     phase = status.get("phase")
     bound = status.get("boundDataSource")
     return Claim(
@@ -280,9 +293,22 @@ def parse_claim(obj: KubeObject) -> Claim:
     )
 
 
+class _RawRef(msgspec.Struct, gc=False, rename="camel"):
+    name: str
+    api_version: str = ""
+    kind: str = CLAIM
+    namespace: str = ""
+    uid: str = ""
+
+
 def _claim_refs(raw: object) -> tuple[ObjectRef, ...]:
     if not isinstance(raw, list):
         return ()
+    try:  # the common case, in one C call
+        return tuple(ObjectRef(api_version=r.api_version, kind=r.kind, name=r.name, namespace=r.namespace, uid=r.uid)
+                     for r in msgspec.convert(raw, tuple[_RawRef, ...], strict=False))
+    except msgspec.ValidationError:
+        pass
     refs = []
     for item in raw:
         if isinstance(item, dict) and isinstance(item.get("name"), str):
@@ -434,17 +460,21 @@ def _put_source(world: World, name: str, source: Source | None, touched: Touched
     if old is not None:
         if old.identity is not None:
             _index_remove(world.sources_by_identity, old.identity.key, name)
-        for ref in old.claim_refs:
-            _index_remove(world.sources_listing_claim, ref.key, name)
+        same_refs = source is not None and source.claim_refs == old.claim_refs  # most writes: skip the keys
+        old_keys = set() if same_refs else {r.key for r in old.claim_refs}
+        new_keys = set() if same_refs or source is None else {r.key for r in source.claim_refs}
+        for ref_key in old_keys - new_keys:
+            _index_remove(world.sources_listing_claim, ref_key, name)
         if fan_out:
             touched.claims.update(_claims_of_source(world, old))
         else:  # only the claims that entered or left claimRefs (a deleting claim waits for that)
-            new_refs = {r.key for r in source.claim_refs} if source is not None else set()
-            touched.claims.update({r.key for r in old.claim_refs}.symmetric_difference(new_refs))
+            touched.claims.update(old_keys.symmetric_difference(new_keys))
         if source is not None and old.claim_refs and not source.claim_refs:
             source.released = True
         elif source is not None and not source.claim_refs:
             source.released = old.released
+    else:
+        old_keys = set()
     if source is None:
         world.sources.pop(name, None)
         if old is not None and old.identity is not None and not world.sources_by_identity.get(old.identity.key):
@@ -455,8 +485,10 @@ def _put_source(world: World, name: str, source: Source | None, touched: Touched
         _index_add(world.sources_by_identity, source.identity.key, name)
         if fan_out:
             touched.identities.add(source.identity.key)
-    for ref in source.claim_refs:
-        _index_add(world.sources_listing_claim, ref.key, name)
+    if old is None or source.claim_refs != old.claim_refs:
+        for ref in source.claim_refs:
+            if ref.key not in old_keys:
+                _index_add(world.sources_listing_claim, ref.key, name)
     if fan_out:
         touched.claims.update(_claims_of_source(world, source))
     elif old is None:
@@ -485,7 +517,7 @@ def _observe(world: World, obj: KubeObject, touched: Touched, *, deleted: bool =
         if not deleted and old_claim is not None and not _newer(obj.metadata.resource_version,
                                                                 old_claim.resource_version):
             return
-        _put_claim(world, key, None if deleted else parse_claim(obj), touched)
+        _put_claim(world, key, None if deleted else parse_claim(obj, old_claim), touched)
     elif kind == DATASOURCE:
         name = obj.metadata.name
         old_source = world.sources.get(name)
