@@ -83,9 +83,14 @@ async def test_leader_election_one_acts_then_the_other_takes_over(kube: KubeEnv)
                 await stack.apply(manifests.claim("after", namespace=stack.namespace, table=table))
                 await stack.wait_claim("after", phase="Bound")
                 assert stack.catalog.requests_for(table) == 1  # the new leader found the DataSource: a cache hit
-                ds = await stack.get("DataSource", (await stack.get("DataSourceClaim", "after"))["status"][
-                    "boundDataSource"])
-                assert sorted(r["name"] for r in ds["status"]["claimRefs"]) == ["after", "led"]
+                ds_name = (await stack.get("DataSourceClaim", "after"))["status"]["boundDataSource"]
+
+                async def refs() -> list[str] | None:  # the claim and the DataSource are written separately
+                    ds = await stack.get("DataSource", ds_name)
+                    names = sorted(r["name"] for r in ((ds or {}).get("status") or {}).get("claimRefs") or [])
+                    return names if names == ["after", "led"] else None
+
+                await stack.eventually(refs, what="claimRefs of the shared DataSource")
             finally:
                 stop.set()
                 await asyncio.wait_for(task, 10)
