@@ -263,7 +263,10 @@ class Server:
                 now = time.monotonic()
                 wait_until = min(d for d in (deadline, next_bookmark if bookmarks else None, now + 3600) if d)
                 try:
-                    item = await asyncio.wait_for(watcher.queue.get(), max(0.0, wait_until - now))
+                    # a queued item first: wait_for(get(), 0) times out before get() runs, even with items queued,
+                    # which spun this loop whenever a bookmark was due and events were waiting
+                    item = watcher.queue.get_nowait() if not watcher.queue.empty() else await asyncio.wait_for(
+                        watcher.queue.get(), max(0.0, wait_until - now))
                 except TimeoutError:
                     now = time.monotonic()
                     if deadline is not None and now >= deadline:
