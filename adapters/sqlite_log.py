@@ -119,6 +119,7 @@ class SqliteLog:
         self._synchronous = synchronous
         self._writer = writer
         self._lock = asyncio.Lock()
+        self._pending_end: asyncio.Future[object] | None = None  # a ROLLBACK queued for a cancelled BEGIN
         self._appended = {stream: asyncio.Event() for stream in STREAMS}
         self._readers: set[aiosqlite.Connection] = set()
         self._closed = False
@@ -180,13 +181,21 @@ class SqliteLog:
     async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
         """One write transaction on the writer connection; rolled back if the body raises."""
         async with self._lock:
-            await self._writer.execute("BEGIN IMMEDIATE")
+            # aiosqlite runs statements in order on its own thread, and a statement already handed to it runs even
+            # if the awaiting task is cancelled. So a cancellation must never leave a BEGIN without its ROLLBACK:
+            # the statements that end a transaction are shielded, and a cancelled BEGIN gets its ROLLBACK queued.
+            begin = asyncio.ensure_future(self._writer.execute("BEGIN IMMEDIATE"))
+            try:
+                await asyncio.shield(begin)
+            except asyncio.CancelledError:
+                self._pending_end = asyncio.ensure_future(self._writer.execute("ROLLBACK"))
+                raise
             try:
                 yield self._writer
             except BaseException:
-                await self._writer.execute("ROLLBACK")
+                await asyncio.shield(self._writer.execute("ROLLBACK"))
                 raise
-            await self._writer.execute("COMMIT")
+            await asyncio.shield(self._writer.execute("COMMIT"))
 
     def _notify(self, stream: Stream) -> None:
         event = self._appended[stream]

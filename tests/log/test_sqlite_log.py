@@ -265,3 +265,30 @@ async def test_open_log_resolves_kafka_lazily_by_name() -> None:
     opened = await open_log("kafka://127.0.0.1:1")  # constructed only: nothing connects before first use
     assert type(opened).__name__ == "KafkaLog" and type(opened).__module__ == "tether.adapters.kafka_log"
     await opened.close()
+
+
+async def test_a_write_cancelled_while_beginning_leaves_the_log_writable(tmp_path) -> None:
+    """A task cancelled while its BEGIN runs must not leave the transaction open for every later write."""
+    import asyncio
+
+    from tether.adapters.sqlite_log import SqliteLog
+    from tether.core.envelope import EventRecord
+    from tether.core.events import TimerFired
+
+    def record(i: int) -> EventRecord:
+        return EventRecord(at_ms=1, source="t", key="k", event=TimerFired(timer_id=str(i), purpose="p", subject="s"))
+
+    log = await SqliteLog.open(str(tmp_path / "t.db"))
+    try:
+        for i in range(20):  # cancel at various points of the append
+            task = asyncio.create_task(log.append("events", [record(i)]))
+            for _ in range(i % 4):
+                await asyncio.sleep(0)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        appended = await log.append("events", [record(99)])
+        assert appended[0].offset >= 1
+        offsets = [r.offset async for batch in log.read("events") for r in batch]
+        assert offsets == sorted(set(offsets)) and offsets[-1] == appended[0].offset
+    finally:
+        await log.close()
