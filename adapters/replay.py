@@ -450,11 +450,46 @@ async def run_replay(url: str, until: str | None, explain_key: str | None, show_
 @click.option("--snapshot/--no-snapshot", "use_snapshot", default=True, show_default=True,
               help="Start from the stored world snapshot when it covers a prefix of the range.")
 @click.option("--save-snapshot", is_flag=True, help="Store the replayed world as the snapshot (whole log only).")
+@click.option("--what-if", "what_if_config", type=click.Path(exists=True, dir_okay=False), default=None,
+              metavar="CONFIGMAP.yaml",
+              help="Re-decide the history under this plugin ConfigMap; print the decisions that would change.")
 def replay_cmd(log_url: str, until: str | None, explain_key: str | None, show_diff: bool, use_snapshot: bool,
-               save_snapshot: bool) -> None:
+               save_snapshot: bool, what_if_config: str | None) -> None:
     """Rebuild the state from LOG and summarise it; explain one object; diff the deciders against the log."""
-    code = asyncio.run(run_replay(log_url, until, explain_key, show_diff, use_snapshot, save_snapshot, console()))
+    if what_if_config is not None:
+        code = asyncio.run(run_what_if(log_url, what_if_config, until, console()))
+    else:
+        code = asyncio.run(run_replay(log_url, until, explain_key, show_diff, use_snapshot, save_snapshot,
+                                      console()))
     click.get_current_context().exit(code)
+
+
+async def run_what_if(url: str, config_path: str, until: str | None, out: Console) -> int:
+    """Print, per recorded event, the commands the candidate configuration would add or drop (exit 0)."""
+    from tether.adapters.whatif import load_candidate, what_if  # keeps ``tether replay`` start-up light
+
+    until_offset, _ = parse_until(until)
+    try:
+        candidate = load_candidate(config_path)
+    except (OSError, ValueError) as exc:
+        out.print(Text(f"cannot read {config_path}: {exc}", style="bold red"))
+        return 2
+    log = await open_for_cli(url)
+    try:
+        with gc_paused():
+            differences = await what_if(log, candidate, until_offset=until_offset)
+    finally:
+        await log.close()
+    for d in differences:
+        out.print(Text(f"event {d.event_offset} {d.event_key}", style="bold"))
+        for c in d.only_recorded_config:
+            out.print(Text(f"  - {type(c.command).__name__} {c.key}: {c.reason}", style="red"))
+        for c in d.only_candidate_config:
+            out.print(Text(f"  + {type(c.command).__name__} {c.key}: {c.reason}", style="green"))
+    changed = len({c.key for d in differences for c in [*d.only_recorded_config, *d.only_candidate_config]})
+    out.print(Text(f"{len(differences)} decision(s) differ, touching {changed} object(s)"
+                   if differences else "no decision differs under the candidate configuration", style="bold"))
+    return 0
 
 
 def register(main: click.Group) -> None:

@@ -79,3 +79,24 @@ def test_candidate_is_read_from_a_configmap_manifest(tmp_path: Path) -> None:
         assert "ConfigMap" in str(exc)
     else:
         raise AssertionError("a list is not a configuration")
+
+
+def test_tether_replay_what_if_prints_the_changed_decisions(tmp_path: Path) -> None:
+    import asyncio
+
+    from click.testing import CliRunner
+
+    from tether.adapters.cli import main
+
+    async def record() -> None:
+        log = await write_log(recorded_history(), tmp_path / "t.db")
+        await log.close()
+
+    asyncio.run(record())
+    config = tmp_path / "candidate.yaml"
+    config.write_text(yaml.safe_dump(m.plugin_configmap(
+        {"amoro": m.plugin_entry(mapping={"s3://east/": ["c3"], "s3://west/": ["c1"]})})))
+    result = CliRunner().invoke(main, ["replay", str(tmp_path / "t.db"), "--what-if", str(config)])
+    assert result.exit_code == 0, result.output
+    assert "+ CreateDataSource DataSource//amoro-table-db.orders" in result.output
+    assert "decision(s) differ" in result.output
