@@ -43,7 +43,10 @@ def _sort_key(record: Record) -> tuple[int, int, int]:
 async def merged(log: EventLog, streams: Sequence[Stream], after: dict[Stream, Position],
                  until: dict[Stream, Position]) -> AsyncIterator[Record]:
     """Records of several streams up to ``until``, merged by time (events first on ties), lazily."""
-    iters = {s: aiter(log.read(s, after=after.get(s), until_offset=until[s].get(0, 0))) for s in streams}
+    # ``until_offset`` bounds one partition's offsets; with several partitions (Kafka commands), ``read`` itself
+    # stops at the end as of the call, which is the bound wanted here.
+    iters = {s: aiter(log.read(s, after=after.get(s), until_offset=until[s].get(0, 0) if len(until[s]) <= 1
+                                else None)) for s in streams}
     buffers: dict[Stream, list[Record]] = {s: [] for s in streams}
     heads: dict[Stream, int] = {s: 0 for s in streams}
 
@@ -102,7 +105,8 @@ async def tail(url: str, stream: StreamChoice, follow: bool, start: int, as_json
             async for record in records:
                 _emit(out, record, as_json)
         if follow:
-            ends = {s: {0: max(until[s].get(0, 0), after.get(s, {}).get(0, 0))} for s in streams}
+            ends = {s: {p: max(o, after.get(s, {}).get(p, 0)) for p, o in (until[s] or {0: 0}).items()}
+                    for s in streams}
             await asyncio.gather(*(_follow(log, s, ends[s], out, as_json) for s in streams))
     finally:
         await log.close()
