@@ -3,9 +3,9 @@
 Two streams make up the log: **events** (facts, :class:`EventRecord`) and **commands** (requests derived
 from events by the deciders, :class:`CommandRecord`). Each record carries:
 
-* ``offset`` — its position in its stream, assigned by the log on append (0 until then). Kafka offsets are
-  per partition; the Kafka adapter fills ``offset`` with the partition offset and ``partition`` with the
-  partition, so ``(partition, offset)`` is the position there.
+* ``offset`` — its position in its stream, assigned by the log on append (0 until then), numbered from 1 in
+  every backend. Kafka offsets are per partition: the Kafka adapter fills ``partition`` and sets ``offset`` to
+  the Kafka offset + 1, so a position ``{partition: offset}`` is exactly Kafka's committed offset.
 * ``at_ms`` — the append time (milliseconds since the epoch, UTC). This is the *only* clock the deciders
   see: a condition's lastTransitionTime or a timer's due time are computed from it, never from ``time.time()``.
 * ``source`` — who appended it (``watch``, ``catalog``, ``executor``, ``timer``, ``cli``…).
