@@ -242,6 +242,15 @@ def parse_plugin(key: str, text: str) -> PluginConfig:
     )
 
 
+def _declared_system(text: str) -> str:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        return ""
+    system = doc.get("system") if isinstance(doc, dict) else None
+    return system if isinstance(system, str) else ""
+
+
 def parse_plugin_configmap(data: dict[str, str]) -> PluginSet:
     """Every key of the ConfigMap's ``data``; bad entries land in ``errors`` instead of raising."""
     plugins: dict[str, PluginConfig] = {}
@@ -251,6 +260,9 @@ def parse_plugin_configmap(data: dict[str, str]) -> PluginSet:
             plugin = parse_plugin(key, data[key])
         except ValueError as exc:
             errors[key] = str(exc)
+            system = _declared_system(data[key])
+            if system and system != key:  # claims name the system, not the key: say it under both
+                errors.setdefault(system, f"(ConfigMap key {key!r}) {exc}")
             continue
         if plugin.system in plugins:
             errors[key] = f"system {plugin.system!r} is already configured by key {plugins[plugin.system].key!r}"

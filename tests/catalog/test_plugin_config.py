@@ -17,3 +17,12 @@ def test_quoted_false_does_not_disable_tls_verification():
 def test_breaker_threshold_must_be_a_positive_integer(value):
     with pytest.raises(ValueError, match=r"circuitBreaker\.failureThreshold"):
         parse_plugin("a", f'{{"circuitBreaker": {{"failureThreshold": {value}}}}}')
+
+
+def test_a_broken_entry_is_reported_under_its_system_too() -> None:
+    from tether.core.plugin_config import parse_plugin_configmap
+
+    plugins = parse_plugin_configmap({"hive-plugin": '{"system": "hive", "retryConfig": {"maxRetries": -1}}'})
+    assert "hive" not in plugins.plugins
+    assert "maxRetries" in plugins.errors["hive-plugin"]
+    assert "hive-plugin" in plugins.errors["hive"] and "maxRetries" in plugins.errors["hive"]
