@@ -129,9 +129,14 @@ class SqliteLog:
     @classmethod
     async def open(
         cls, path: str | os.PathLike[str], *, poll_interval: float = 0.5, on_corrupt: OnCorrupt = "dead_letter",
-        synchronous: str = "FULL",
+        synchronous: str = "NORMAL",
     ) -> SqliteLog:
-        """Open (creating if needed) the log at ``path``. ``synchronous``: FULL (durable appends) or NORMAL."""
+        """Open (creating if needed) the log at ``path``.
+
+        ``synchronous`` defaults to NORMAL, SQLite's recommendation in WAL mode: a commit survives a crash of the
+        process, and a power loss can only drop the last commits, never corrupt the file. That tail is rebuilt from
+        the API (the watches relist), and a fsync per commit would otherwise be most of a decision's latency. Use
+        FULL to fsync every commit."""
         if on_corrupt not in ("dead_letter", "raise"):
             raise ValueError(f"on_corrupt must be 'dead_letter' or 'raise', not {on_corrupt!r}")
         if synchronous.upper() not in ("FULL", "NORMAL", "OFF", "EXTRA"):
