@@ -85,32 +85,28 @@ def upcast(stream: str, raw: dict[str, Any], *, current: int) -> dict[str, Any]:
     return raw
 
 
-def decode_event(data: bytes | str) -> EventRecord:
-    """Decode an event record; records of an older schema are upcast. Raises msgspec/ValueError if bad."""
+def _decode(data: bytes | str, decoder: msgspec.json.Decoder[Any], stream: str, current: int, cls: type[Any]) -> Any:
+    """Decode a record straight into its struct; a record of an older schema goes through the upcasters."""
     try:
-        record = _event_decoder.decode(data)
+        record = decoder.decode(data)
     except msgspec.ValidationError:
         raw = msgspec.json.decode(data)
-        if not isinstance(raw, dict) or int(raw.get("schema", 1)) == EVENT_SCHEMA_VERSION:
+        if not isinstance(raw, dict) or int(raw.get("schema", 1)) == current:
             raise
-        return msgspec.convert(upcast("events", raw, current=EVENT_SCHEMA_VERSION), EventRecord)
-    if record.schema != EVENT_SCHEMA_VERSION:
-        raw = msgspec.json.decode(data)
-        return msgspec.convert(upcast("events", raw, current=EVENT_SCHEMA_VERSION), EventRecord)
+        return msgspec.convert(upcast(stream, raw, current=current), cls)
+    if record.schema != current:
+        return msgspec.convert(upcast(stream, msgspec.json.decode(data), current=current), cls)
+    return record
+
+
+def decode_event(data: bytes | str) -> EventRecord:
+    """Decode an event record; records of an older schema are upcast. Raises msgspec/ValueError if bad."""
+    record: EventRecord = _decode(data, _event_decoder, "events", EVENT_SCHEMA_VERSION, EventRecord)
     return record
 
 
 def decode_command(data: bytes | str) -> CommandRecord:
-    try:
-        record = _command_decoder.decode(data)
-    except msgspec.ValidationError:
-        raw = msgspec.json.decode(data)
-        if not isinstance(raw, dict) or int(raw.get("schema", 1)) == COMMAND_SCHEMA_VERSION:
-            raise
-        return msgspec.convert(upcast("commands", raw, current=COMMAND_SCHEMA_VERSION), CommandRecord)
-    if record.schema != COMMAND_SCHEMA_VERSION:
-        raw = msgspec.json.decode(data)
-        return msgspec.convert(upcast("commands", raw, current=COMMAND_SCHEMA_VERSION), CommandRecord)
+    record: CommandRecord = _decode(data, _command_decoder, "commands", COMMAND_SCHEMA_VERSION, CommandRecord)
     return record
 
 
