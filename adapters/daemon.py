@@ -178,8 +178,8 @@ class Daemon:
                         field_selector=f"metadata.name={plugin_name}"),
             WatchSource(kube, self._log, CLUSTERS),
             WatchSource(kube, self._log, DATASOURCES),
-            WatchSource(kube, self._log, CLAIMS, namespace=ns),
             WatchSource(kube, self._log, BINDINGS, namespace=ns),
+            WatchSource(kube, self._log, CLAIMS, namespace=ns),  # last: a claim is decided with all it refers to
         ]
         self.endpoints = Endpoints(metrics=self.metrics, ready=self.ready, on_table_moved=self._on_table_moved,
                                    push_token=self.cfg.push_token, host=self.cfg.http_host, port=self.cfg.http_port)
@@ -197,6 +197,7 @@ class Daemon:
                 if stop is not None and stop.is_set():
                     return 0
                 self.metrics.leader.set(1)
+            await self.initial_lists()
             tasks.append(asyncio.create_task(self.runtime.run(*(s.run() for s in self.sources),
                                                               self.poll_locations()), name="runtime"))
             self.started.set()
@@ -235,6 +236,20 @@ class Daemon:
                 await api.close()
             log.info("tether stopped", exit_code=exit_code)
         return exit_code
+
+    async def initial_lists(self) -> None:
+        """List every source once, one after the other, in dependency order, before any watch starts.
+
+        The decider folds the log in order; listed concurrently, a claim could enter the log before the DataSource
+        that serves it, and be decided as a cache miss (a needless catalog lookup) — on the first start and on
+        every leader takeover. The sources are ordered: plugin ConfigMap, Clusters, DataSources, bindings, claims.
+        A list that fails is left to the watch loop, which relists with backoff.
+        """
+        for source in self.sources:
+            try:
+                await source.relist()
+            except Exception as exc:
+                log.warning("initial list failed; the watch will relist", resource=source.name, error=repr(exc)[:200])
 
     @staticmethod
     async def _wait_any(aw: Any, stop: asyncio.Event | None) -> None:
