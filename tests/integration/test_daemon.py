@@ -109,6 +109,9 @@ async def test_restart_resumes_without_reapplying(kube: KubeEnv) -> None:
         await stack.daemon.runtime.wait_idle()  # type: ignore[union-attr]
         # a crash: no snapshot on the way out, so recovery folds the tail after the last periodic snapshot
         stack.daemon.runtime.save_snapshot = _no_snapshot  # type: ignore[union-attr,method-assign]
+        # make sure a tail follows the last periodic snapshot, wherever that one happened to land
+        await stack.kube.patch(CLAIMS, "r0", {"metadata": {"labels": {"touched": "yes"}}}, namespace=stack.namespace)
+        await stack.daemon.runtime.wait_idle()  # type: ignore[union-attr]
         await stack.stop_daemon()
         position = (await stack.log.position("events", consumer="decider")).get(0, 0)
         commands = (await stack.log.end("commands")).get(0, 0)
