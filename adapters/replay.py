@@ -386,6 +386,8 @@ def _summary_table(result: ReplayResult, log_end: int) -> Table:
 async def run_replay(url: str, until: str | None, explain_key: str | None, show_diff: bool, use_snapshot: bool,
                      save_snapshot: bool, out: Console) -> int:
     until_offset, until_ms = parse_until(until)
+    if show_diff:
+        use_snapshot = False  # a snapshot is the deciders' own output: a diff must re-derive from the first event
     log = await open_for_cli(url)
     try:
         if explain_key is not None:
@@ -446,7 +448,8 @@ async def run_replay(url: str, until: str | None, explain_key: str | None, show_
 @click.option("--explain", "explain_key", metavar="KIND/NAMESPACE/NAME",
               help="Print the decision trail of one object (Kind/name for cluster-scoped ones).")
 @click.option("--diff", "show_diff", is_flag=True,
-              help="Re-run the deciders over the recorded events; exit 1 if any command differs.")
+              help="Re-run the deciders over every recorded event (never from a snapshot); exit 1 if any command "
+                   "differs.")
 @click.option("--snapshot/--no-snapshot", "use_snapshot", default=True, show_default=True,
               help="Start from the stored world snapshot when it covers a prefix of the range.")
 @click.option("--save-snapshot", is_flag=True, help="Store the replayed world as the snapshot (whole log only).")
