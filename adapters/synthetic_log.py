@@ -7,6 +7,9 @@ migrations) and tether's executors (applying each command and appending its outc
 through :func:`tether.core.pipeline.step`, exactly as in the daemon, so the commands stream is the one the
 decider would have written and ``tether replay --diff`` finds no difference on an untouched log.
 
+What each command does to the objects is :class:`~tether.adapters.fake_cluster.FakeCluster`'s (the same semantics
+the decider's scenario tests run against); this module adds the scenario, the randomness and Karmada's scheduler.
+
 Offsets are assigned here, in order, from 1 (so causations are known before writing); :meth:`Simulation.write`
 appends everything to an *empty* log, which assigns the same offsets. Deterministic for a given seed.
 """
@@ -20,38 +23,16 @@ from typing import Any
 
 import msgspec
 
+from tether.adapters.fake_cluster import FakeCluster
 from tether.adapters.log import EventLog
-from tether.core.commands import (
-    AddFinalizer,
-    Command,
-    CreateDataSource,
-    DeleteDataSource,
-    EmitKubernetesEvent,
-    LookupDataLocation,
-    RemoveFinalizer,
-    SetBindingPlacement,
-    StartTimer,
-    UpdateClaimStatus,
-    UpdateDataSourceLocality,
-    UpdateDataSourceStatus,
-    command_name,
-    command_target,
-)
+from tether.core.commands import DATA_GROUP_VERSION, SetBindingPlacement
 from tether.core.envelope import CommandRecord, EventRecord, rfc3339
-from tether.core.events import (
-    CommandSucceeded,
-    DataLocationResolved,
-    Event,
-    ObjectDeleted,
-    ObjectObserved,
-)
+from tether.core.events import CommandSucceeded, DataLocationResolved, Event, ObjectDeleted, ObjectObserved, event_key
 from tether.core.identity import DataIdentity, make_identity
-from tether.core.kube import KubeObject, ObjectMeta
+from tether.core.kube import KubeObject
 from tether.core.pipeline import step
-from tether.core.placement import plan_placement
 from tether.projections.world import World, initial_world
 
-CLAIM_API = "datadependency.volcano.sh/v1alpha1"
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 DATACENTERS = ("dc1", "dc2", "dc3")
 
@@ -68,16 +49,14 @@ class Simulation:
     def __init__(self, *, seed: int = 7, clusters: int = 8, start_ms: int = START_MS, echo: bool = True) -> None:
         self.random = random.Random(seed)
         self.world: World = initial_world()
-        self.objects: dict[str, KubeObject] = {}
+        self.api = FakeCluster()  # the API server and the catalog, applying commands like the executors
         self.events: list[EventRecord] = []
         self.commands: list[CommandRecord] = []
         self.clock = start_ms
-        self.rv = 1000
-        self.uids = 0
         self.echo = echo
         self.clusters = [f"member{i}" for i in range(1, clusters + 1)]
         self.mapping = _mapping(clusters)
-        self.catalog: dict[str, str] = {}  # identity key → location
+        self.catalog = self.api.catalog  # identity key → location
         self._queue: deque[EventRecord] = deque()
 
     # -- the log -----------------------------------------------------------------------------------------
@@ -113,50 +92,36 @@ class Simulation:
 
     # -- the API server ----------------------------------------------------------------------------------
 
-    def _next_rv(self) -> str:
-        self.rv += 1
-        return str(self.rv)
-
-    def put(self, obj: KubeObject, *, source: str = "watch") -> KubeObject:
-        """Create or update ``obj`` on the "API server" (new resourceVersion) and queue its observation."""
-        obj.metadata.resource_version = self._next_rv()
-        if not obj.metadata.uid:
-            self.uids += 1
-            obj.metadata.uid = f"00000000-0000-4000-8000-{self.uids:012d}"
-            obj.metadata.creation_timestamp = rfc3339(self.clock)
-        self.objects[obj.key] = obj
-        self.emit(ObjectObserved(obj=_copy(obj)), source=source, key=obj.key)
+    def put(self, raw: dict[str, Any]) -> KubeObject:
+        """Create or update an object on the "API server" and queue its observation."""
+        obj = self.api.put(raw)
+        self.emit(ObjectObserved(obj=obj), source="watch", key=obj.key)
         return obj
 
     def delete(self, key: str) -> None:
         """Ask for deletion: with finalizers the object is only marked; without, it is gone."""
-        obj = self.objects.get(key)
-        if obj is None:
+        if self.api.get(key) is None:
             return
-        if obj.metadata.finalizers:
-            obj.metadata.deletion_timestamp = rfc3339(self.clock)
-            self.put(obj)
-        else:
-            del self.objects[key]
-            self.emit(ObjectDeleted(obj=_copy(obj)), source="watch", key=key)
+        obj, gone = self.api.delete(key)
+        self.emit(ObjectDeleted(obj=obj) if gone else ObjectObserved(obj=obj), source="watch", key=key)
 
     # -- the objects -------------------------------------------------------------------------------------
 
     def plugin_configmap(self) -> None:
         doc = {"system": "amoro", "endpoint": {"url": "http://amoro.data:1630", "auth": {"type": "none"}},
                "locationMapping": self.mapping, "retryConfig": {"maxRetries": 3, "initialBackoff": "1s"}}
-        self.put(KubeObject(api_version="v1", kind="ConfigMap",
-                            metadata=ObjectMeta(name="volcano-global-datasource-plugins", namespace="volcano-global"),
-                            data={"amoro": json.dumps(doc)}))
+        self.put({"apiVersion": "v1", "kind": "ConfigMap",
+                  "metadata": {"name": "volcano-global-datasource-plugins", "namespace": "volcano-global"},
+                  "data": {"amoro": json.dumps(doc)}})
 
     def cluster(self, name: str, *, ready: bool = True) -> None:
-        obj = self.objects.get(f"Cluster//{name}") or KubeObject(
-            api_version="cluster.karmada.io/v1alpha1", kind="Cluster",
-            metadata=ObjectMeta(name=name, labels={"topology.karmada.io/region": f"region-{name[-1]}"}),
-            spec={"syncMode": "Push", "apiEndpoint": f"https://{name}.example:6443",
-                  "secretRef": {"namespace": "karmada-cluster", "name": name}},
-        )
-        obj.status = {
+        obj = self.api.get(f"Cluster//{name}") or {
+            "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": name, "labels": {"topology.karmada.io/region": f"region-{name[-1]}"}},
+            "spec": {"syncMode": "Push", "apiEndpoint": f"https://{name}.example:6443",
+                     "secretRef": {"namespace": "karmada-cluster", "name": name}},
+        }
+        obj["status"] = {
             "kubernetesVersion": "v1.30.4",
             "conditions": [{"type": "Ready", "status": "True" if ready else "False",
                             "reason": "ClusterReady" if ready else "ClusterNotReachable",
@@ -184,23 +149,22 @@ class Simulation:
                                 "workload": {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": job}}
         if identity.attributes:
             spec["attributes"] = dict(identity.attributes)
-        self.put(KubeObject(api_version=CLAIM_API, kind="DataSourceClaim",
-                            metadata=ObjectMeta(name=name, namespace=namespace, generation=1,
-                                                labels={"app": job, "team": namespace}),
-                            spec=spec))
+        self.put({"apiVersion": DATA_GROUP_VERSION, "kind": "DataSourceClaim",
+                  "metadata": {"name": name, "namespace": namespace, "labels": {"app": job, "team": namespace}},
+                  "spec": spec})
 
     def binding(self, namespace: str, job: str) -> None:
-        self.put(KubeObject(
-            api_version="work.karmada.io/v1alpha2", kind="ResourceBinding",
-            metadata=ObjectMeta(name=f"{job}-job", namespace=namespace, generation=1,
-                                labels={"propagationpolicy.karmada.io/name": f"{namespace}-jobs"}),
-            spec={"resource": {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "namespace": namespace,
-                               "name": job, "uid": f"job-{namespace}-{job}"},
-                  "placement": {"clusterAffinity": {"clusterNames": list(self.clusters)},
-                                "replicaScheduling": {"replicaSchedulingType": "Divided"}},
-                  "replicas": 1, "clusters": [{"name": self.random.choice(self.clusters), "replicas": 1}]},
-            status={"conditions": [{"type": "Scheduled", "status": "True", "reason": "Success"}]},
-        ))
+        self.put({
+            "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+            "metadata": {"name": f"{job}-job", "namespace": namespace,
+                         "labels": {"propagationpolicy.karmada.io/name": f"{namespace}-jobs"}},
+            "spec": {"resource": {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "namespace": namespace,
+                                  "name": job, "uid": f"job-{namespace}-{job}"},
+                     "placement": {"clusterAffinity": {"clusterNames": list(self.clusters)},
+                                   "replicaScheduling": {"replicaSchedulingType": "Divided"}},
+                     "replicas": 1, "clusters": [{"name": self.random.choice(self.clusters), "replicas": 1}]},
+            "status": {"conditions": [{"type": "Scheduled", "status": "True", "reason": "Success"}]},
+        })
 
     def migrate(self, identity: DataIdentity) -> None:
         """The catalog announces that the table moved to another datacenter (a push)."""
@@ -211,107 +175,32 @@ class Simulation:
         self.emit(DataLocationResolved(identity=identity, location=self.catalog[identity.key], trigger="push"),
                   source="catalog", key=f"Data/{identity.key}")
 
-    # -- the executors -----------------------------------------------------------------------------------
-
-    def _succeed(self, record: CommandRecord, result: KubeObject | None, *, noop: bool = False) -> None:
-        command = record.command
-        self.emit(CommandSucceeded(command_id=record.id, command=command_name(command),
-                                   target=command_target(command), result=_copy(result) if result else None,
-                                   noop=noop),
-                  source="executor", key=command_target(command), causation=record.id)
-
-    def _write(self, record: CommandRecord, obj: KubeObject) -> None:
-        """A write accepted by the API server: the outcome carries the object, and the watch echoes it."""
-        obj.metadata.resource_version = self._next_rv()
-        self.objects[obj.key] = obj
-        self._succeed(record, obj)
-        if self.echo:
-            self.emit(ObjectObserved(obj=_copy(obj)), source="watch", key=obj.key)
+    # -- the executors and Karmada's scheduler --------------------------------------------------------------
 
     def _apply(self, record: CommandRecord) -> None:
-        command: Command = record.command
-        target = self.objects.get(command_target(command))
-        match command:
-            case AddFinalizer(finalizer=f) if target is not None:
-                target.metadata.finalizers = [*target.metadata.finalizers, f]
-                self._write(record, target)
-            case RemoveFinalizer(finalizer=f) if target is not None:
-                target.metadata.finalizers = [x for x in target.metadata.finalizers if x != f]
-                if target.deleting and not target.metadata.finalizers:
-                    del self.objects[target.key]
-                    self._succeed(record, None)
-                    self.emit(ObjectDeleted(obj=_copy(target)), source="watch", key=target.key)
-                else:
-                    self._write(record, target)
-            case UpdateClaimStatus(phase=phase, bound_data_source=ds, conditions=conditions) if target is not None:
-                target.status = {"phase": phase, "conditions": msgspec.to_builtins(conditions)} | (
-                    {"boundDataSource": ds} if ds else {})
-                self._write(record, target)
-            case UpdateDataSourceStatus(claim_refs=refs, bound_claims=n, conditions=conds) if target is not None:
-                target.status = {"claimRefs": msgspec.to_builtins(refs), "boundClaims": n} | (
-                    {"conditions": msgspec.to_builtins(conds)} if conds else {})
-                self._write(record, target)
-            case CreateDataSource(name=name, identity=i, cluster_names=clusters, location=loc, reclaim_policy=rp):
-                spec: dict[str, Any] = {"system": i.system, "type": i.type, "name": i.name,
-                                        "locality": {"clusterNames": list(clusters)}, "reclaimPolicy": rp}
-                if i.attributes:
-                    spec["attributes"] = dict(i.attributes)
-                self.uids += 1
-                obj = KubeObject(api_version=CLAIM_API, kind="DataSource",
-                                 metadata=ObjectMeta(name=name, uid=f"00000000-0000-4000-9000-{self.uids:012d}",
-                                                     creation_timestamp=rfc3339(self.clock),
-                                                     annotations={"tether.dev/data-location": loc}),
-                                 spec=spec)
-                self._write(record, obj)
-            case UpdateDataSourceLocality(cluster_names=clusters, location=loc) if target is not None:
-                target.spec = target.spec | {"locality": {"clusterNames": list(clusters)}}
-                target.metadata.annotations = target.metadata.annotations | {"tether.dev/data-location": loc}
-                self._write(record, target)
-            case DeleteDataSource() if target is not None:
-                self.delete(target.key)
-                self._succeed(record, None)
-            case SetBindingPlacement(excluded_clusters=excluded, injected=injected, reschedule_at=at) \
-                    if target is not None:
-                plan = plan_placement(placement=target.spec.get("placement"), annotations=target.metadata.annotations,
-                                      desired=frozenset(excluded) if injected else None)
-                annotations = dict(target.metadata.annotations)
-                for k, v in plan.annotations.items():
-                    if v is None:
-                        annotations.pop(k, None)
-                    else:
-                        annotations[k] = v
-                target.metadata.annotations = annotations
-                target.spec = target.spec | {"placement": plan.placement} | (
-                    {"rescheduleTriggeredAt": at} if at else {})
-                self._write(record, target)
-                self._schedule(target, set(excluded) if injected else set())
-            case LookupDataLocation(identity=i):
-                location = self.catalog.get(i.key)
-                if location is not None:
-                    self.emit(DataLocationResolved(identity=i, location=location, trigger="lookup"),
-                              source="catalog", key=f"Data/{i.key}", causation=record.id)
-            case EmitKubernetesEvent():
-                self._succeed(record, None)
-            case StartTimer():
-                pass  # every lookup is answered here: no retry timer fires
-            case _:
-                self._succeed(record, None, noop=True)  # its target is gone
+        """Apply a command as the executors would (FakeCluster), queue its outcome and the watch's echo."""
+        for source, event in self.api.apply(record):
+            self.emit(event, source=source, key=event_key(event), causation=record.id if source != "watch" else "")
+            if isinstance(event, CommandSucceeded) and event.result is not None and not event.noop:
+                if self.echo:
+                    self.emit(ObjectObserved(obj=event.result), source="watch", key=event.result.key)
+                if isinstance(record.command, SetBindingPlacement):
+                    command = record.command
+                    self._schedule(event.result.key, set(command.excluded_clusters) if command.injected else set())
 
-    def _schedule(self, binding: KubeObject, excluded: set[str]) -> None:
+    def _schedule(self, key: str, excluded: set[str]) -> None:
         """Karmada's scheduler: moves the workload when its cluster is excluded (or was rescheduled)."""
-        clusters = binding.spec.get("clusters") or []
+        binding = self.api.get(key)
+        if binding is None:
+            return
+        clusters = binding["spec"].get("clusters") or []
         placed = {c.get("name") for c in clusters if isinstance(c, dict)}
         if placed and not placed & excluded:
             return
         allowed = [c for c in self.clusters if c not in excluded]
         if allowed:
-            binding.spec = binding.spec | {"clusters": [{"name": self.random.choice(allowed), "replicas": 1}]}
-            self.put(binding, source="watch")
-
-
-def _copy(obj: KubeObject) -> KubeObject:
-    """A snapshot of ``obj`` as observed now (the simulation keeps mutating its own copy)."""
-    return msgspec.json.decode(msgspec.json.encode(obj), type=KubeObject)
+            binding["spec"]["clusters"] = [{"name": self.random.choice(allowed), "replicas": 1}]
+            self.put(binding)
 
 
 def scenario(sim: Simulation, *, namespaces: int, jobs_per_namespace: int, tables: int, migrations: int = 0,

@@ -43,7 +43,7 @@ from tether.core.envelope import EventRecord, decode_event
 from tether.core.pipeline import step
 from tether.projections.world import evolve, initial_world
 
-LAYOUT = 1  # bump when the generated scenario changes, to rebuild cached logs
+LAYOUT = 2  # bump when the generated scenario changes, to rebuild cached logs
 JOBS_PER_NAMESPACE = 100
 EVENTS_PER_JOB = 31.6  # measured: 1000 jobs → ~31.6k events
 
