@@ -20,13 +20,10 @@ import copy
 from collections import deque
 from typing import Any
 
-import msgspec
-
 from tether.adapters.manifests import data_source_manifest
 from tether.core.commands import (
     LOCATION_ANNOTATION,
     AddFinalizer,
-    Command,
     CreateDataSource,
     DeleteDataSource,
     EmitKubernetesEvent,
@@ -40,7 +37,7 @@ from tether.core.commands import (
     command_name,
     command_target,
 )
-from tether.core.envelope import CommandRecord, EventRecord, rfc3339
+from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import (
     CommandFailed,
     CommandSucceeded,
@@ -54,7 +51,7 @@ from tether.core.events import (
     event_key,
 )
 from tether.core.identity import DataIdentity
-from tether.core.kube import KubeObject, ObjectKey, object_key, trim
+from tether.core.kube import KubeObject, ObjectKey, as_json, object_key, trim
 from tether.core.pipeline import step
 from tether.core.placement import plan_placement
 from tether.projections.world import World, initial_world
@@ -176,13 +173,13 @@ class FakeCluster:
                     return [*ok(obj), ("watch", ObjectDeleted(obj=obj))]
                 return ok(obj)
             case UpdateClaimStatus():
-                status = {"phase": command.phase, "conditions": _json(command.conditions)}
+                status = {"phase": command.phase, "conditions": as_json(command.conditions)}
                 if command.bound_data_source:
                     status["boundDataSource"] = command.bound_data_source
                 return self._set_status(raw, status, ok)
             case UpdateDataSourceStatus():
                 status = dict(raw.get("status", {}))
-                status["claimRefs"] = _json(command.claim_refs)
+                status["claimRefs"] = as_json(command.claim_refs)
                 status["boundClaims"] = command.bound_claims
                 return self._set_status(raw, status, ok)
             case UpdateDataSourceLocality():
@@ -235,11 +232,6 @@ class FakeCluster:
         if key not in self.catalog:
             return DataSourceNotInCatalog(identity=identity, message=f"table {identity.name} does not exist")
         return DataLocationResolved(identity=identity, location=self.catalog[key])
-
-
-def _json(value: object) -> Any:
-    """As the API would store it: JSON types only (lists, not tuples)."""
-    return msgspec.json.decode(msgspec.json.encode(value))
 
 
 class Harness:
@@ -310,9 +302,4 @@ class Harness:
     def obj(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.cluster.get(ObjectKey(object_key(kind, namespace, name)))
 
-    def now(self) -> str:
-        return rfc3339(self.now_ms)
 
-
-def commands_of(records: list[CommandRecord], command_type: type[Command]) -> list[Command]:
-    return [r.command for r in records if isinstance(r.command, command_type)]

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import msgspec
 
-from tether.projections.world import Binding, Claim, Source, Touched, World, slot, workload_key
+from tether.projections.world import Binding, Claim, Source, Touched, World, slot
 
 from .commands import (
     CLAIM_FINALIZER,
@@ -406,4 +406,4 @@ def decide(world: World, record: EventRecord, touched: Touched) -> list[Decision
     return d.out
 
 
-__all__ = ["DECIDER", "Decision", "backoff_ms", "decide", "workload_key"]
+__all__ = ["DECIDER", "Decision", "backoff_ms", "decide"]

@@ -84,6 +84,15 @@ class Condition(msgspec.Struct, gc=False, frozen=True, omit_defaults=True, renam
     observed_generation: int = 0
 
 
+_json_encoder = msgspec.json.Encoder()
+
+
+def as_json(value: object) -> Any:
+    """``value`` as the API stores it: JSON types only (lists, not tuples; camelCase names) — comparable with
+    what a read returns."""
+    return msgspec.json.decode(_json_encoder.encode(value))
+
+
 def object_key(kind: str, namespace: str, name: str) -> ObjectKey:
     return ObjectKey(f"{kind}/{namespace}/{name}")
 

@@ -675,9 +675,6 @@ def note_issued(world: World, command: Command, command_id: str) -> None:
                                                subject=command.subject)
 
 
-def has_finalizer(finalizers: tuple[str, ...], name: str) -> bool:
-    return name in finalizers
-
 
 __all__ = [
     "BINDING",

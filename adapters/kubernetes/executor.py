@@ -48,7 +48,7 @@ from tether.core.commands import (
 )
 from tether.core.envelope import CommandRecord
 from tether.core.events import CommandFailed, CommandSucceeded, Event
-from tether.core.kube import KubeObject, ObjectRef, trim
+from tether.core.kube import KubeObject, ObjectRef, as_json, trim
 from tether.core.placement import plan_placement
 
 from .client import BY_KIND, DATASOURCES, EVENTS, JSON_PATCH, KubeClient, KubeError, Resource, merge_patch
@@ -73,12 +73,6 @@ class _Done(Exception):
 def _failed_precondition(exc: KubeError) -> bool:
     """A JSON-patch ``test`` op failed (422 on the API server): the object changed since it was read."""
     return exc.status == 422 and "test" in exc.message.lower()
-
-
-def _json(value: Any) -> Any:
-    import msgspec
-
-    return msgspec.to_builtins(value)
 
 
 class KubeExecutor:
@@ -190,7 +184,7 @@ class KubeExecutor:
         if obj is None:
             return None, True
         wanted = {"phase": c.phase, "boundDataSource": c.bound_data_source or None,
-                  "conditions": _json(c.conditions)}
+                  "conditions": as_json(c.conditions)}
         if wanted["boundDataSource"] is None and "boundDataSource" not in (obj.get("status") or {}):
             del wanted["boundDataSource"]
         return await self._patch_status(res, c.claim, obj, wanted)
@@ -199,9 +193,9 @@ class KubeExecutor:
         obj = await self.kube.get(DATASOURCES, c.name)
         if obj is None:
             return None, True
-        wanted: dict[str, Any] = {"claimRefs": _json(c.claim_refs), "boundClaims": c.bound_claims}
+        wanted: dict[str, Any] = {"claimRefs": as_json(c.claim_refs), "boundClaims": c.bound_claims}
         if c.conditions:
-            wanted["conditions"] = _json(c.conditions)
+            wanted["conditions"] = as_json(c.conditions)
         ref = ObjectRef(api_version=DATASOURCES.api_version, kind="DataSource", name=c.name)
         return await self._patch_status(DATASOURCES, ref, obj, wanted)
 
