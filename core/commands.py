@@ -192,7 +192,13 @@ def command_target(command: Command) -> ObjectKey:
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 
 
+_NAMES: dict[type, str] = {}
+
+
 def command_name(command: Command | type[Command]) -> str:
     """``SetBindingPlacement`` → ``set_binding_placement``: the executor of a command is ``apply_<that>``."""
     cls = command if isinstance(command, type) else type(command)
-    return _CAMEL.sub("_", cls.__name__).lower()
+    name = _NAMES.get(cls)
+    if name is None:  # on the hot path of every decision: derive each class's name once
+        name = _NAMES[cls] = _CAMEL.sub("_", cls.__name__).lower()
+    return name
