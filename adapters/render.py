@@ -47,7 +47,7 @@ def _clip(text: str, limit: int = MAX_SUMMARY) -> str:
 
 def _object_summary(obj: KubeObject) -> str:
     parts = [f"rv={obj.metadata.resource_version}"] if obj.metadata.resource_version else []
-    phase = obj.status.get("phase")
+    phase = obj.status_dict().get("phase")
     if isinstance(phase, str) and phase:
         parts.append(f"phase={phase}")
     if obj.deleting:

@@ -3,9 +3,12 @@
 Every observation of a Kubernetes object is appended to the log as a :class:`KubeObject`, so that a replay
 needs nothing but the log. The snapshot keeps the whole object except what only costs space and never
 informs a decision: ``metadata.managedFields`` and the ``kubectl.kubernetes.io/last-applied-configuration``
-annotation (which repeats the spec). ``spec`` and ``status`` stay untyped dictionaries on purpose: a log written
-today must still be useful to a decider written next year that looks at a field nobody reads yet. Typed views
-of the parts tether reads are built by the projections, once per observation.
+annotation (which repeats the spec). ``spec`` and ``status`` are kept **verbatim, as raw JSON** (``msgspec.Raw``):
+a log written today must still be useful to a decider written next year that looks at a field nobody reads yet,
+and the fields nobody reads today should cost nothing. Decoding an event therefore stops at the metadata; the
+projections decode the raw spec and status straight into typed views of the parts tether reads (and skip the
+spec when the generation says it did not change) — on a replay that is most of the decoding work saved.
+``spec_dict()`` / ``status_dict()`` give the plain dictionaries to anyone who wants them.
 
 Keys: every object has a :data:`ObjectKey` ``Kind/namespace/name`` (``Kind//name`` when cluster-scoped). That
 string is the partitioning key of the log, the key of the projections and the argument of
@@ -14,11 +17,31 @@ string is the partitioning key of the log, the key of the projections and the ar
 
 from __future__ import annotations
 
-from typing import Any, NewType
+from typing import Annotated, Any, NewType
 
 import msgspec
 
 ObjectKey = NewType("ObjectKey", str)
+
+#: A JSON object kept as its raw bytes (published as ``{"type": "object"}`` in the topic schemas).
+RawObject = Annotated[msgspec.Raw, msgspec.Meta(extra_json_schema={"type": "object"})]
+EMPTY_OBJECT = msgspec.Raw(b"{}")
+_dict_decoder = msgspec.json.Decoder(dict[str, Any])
+_json_encoder = msgspec.json.Encoder()
+
+
+def raw_object(value: dict[str, Any]) -> msgspec.Raw:
+    """A dictionary as a :data:`RawObject`."""
+    return msgspec.Raw(_json_encoder.encode(value)) if value else EMPTY_OBJECT
+
+
+def object_dict(raw: msgspec.Raw) -> dict[str, Any]:
+    """A :data:`RawObject` as a dictionary (``{}`` if it is not a JSON object)."""
+    try:
+        value: dict[str, Any] = _dict_decoder.decode(raw)
+    except msgspec.ValidationError:
+        return {}
+    return value
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
@@ -46,13 +69,19 @@ class KubeObject(msgspec.Struct, gc=False, omit_defaults=True, rename="camel"):
     api_version: str
     kind: str
     metadata: ObjectMeta
-    spec: dict[str, Any] = {}
-    status: dict[str, Any] = {}
+    spec: RawObject = msgspec.field(default_factory=lambda: EMPTY_OBJECT)  # a factory: the schema generator
+    status: RawObject = msgspec.field(default_factory=lambda: EMPTY_OBJECT)  # cannot render a Raw default
     data: dict[str, str] = {}
 
     @property
     def key(self) -> ObjectKey:
         return object_key(self.kind, self.metadata.namespace, self.metadata.name)
+
+    def spec_dict(self) -> dict[str, Any]:
+        return object_dict(self.spec)
+
+    def status_dict(self) -> dict[str, Any]:
+        return object_dict(self.status)
 
     @property
     def deleting(self) -> bool:
@@ -82,9 +111,6 @@ class Condition(msgspec.Struct, gc=False, frozen=True, omit_defaults=True, renam
     message: str = ""
     last_transition_time: str = ""
     observed_generation: int = 0
-
-
-_json_encoder = msgspec.json.Encoder()
 
 
 def as_json(value: object) -> Any:
@@ -137,11 +163,14 @@ def trim(raw: dict[str, Any]) -> KubeObject:
             if k != "managedFields" and k != "annotations" and v is not None
         }
         | ({"annotations": annotations} if annotations else {}),
-        "spec": raw.get("spec") or {},
-        "status": raw.get("status") or {},
         "data": raw.get("data") or {},
     }
-    return msgspec.convert(trimmed, KubeObject, strict=False)
+    obj = msgspec.convert(trimmed, KubeObject, strict=False)
+    spec, status = raw.get("spec") or {}, raw.get("status") or {}
+    if not isinstance(spec, dict) or not isinstance(status, dict):
+        raise msgspec.ValidationError("Expected `object` for `$.spec` and `$.status`")
+    obj.spec, obj.status = raw_object(spec), raw_object(status)
+    return obj
 
 
 def set_condition(

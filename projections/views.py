@@ -1,9 +1,14 @@
 """Typed views of the objects tether reads, parsed once per observation from the trimmed snapshots.
 
-The log keeps whole objects (``core.kube.KubeObject``: ``spec`` and ``status`` stay dictionaries, so a future
-decider can read a field nobody reads today); the projections work on these views instead. Parsing is total: a
+The log keeps whole objects (``core.kube.KubeObject``: ``spec`` and ``status`` stay raw JSON, so a future
+decider can read a field nobody reads today); the projections work on these views instead.
+
+Parsing has two paths. The fast one decodes the raw spec and status straight into small typed structs of just
+the fields tether reads (one C call each, unknown fields skipped unparsed). When a field has an unexpected type
+the typed decode fails and the tolerant path runs on plain dictionaries, field by field — so parsing is total: a
 malformed claim becomes a :class:`Claim` with ``problem`` set (the decider turns that into an ``InvalidSpec``
-condition), never an exception. The namespace of a claim's workload is defaulted here, and nowhere else.
+condition), never an exception. Both paths give the same view for every well-typed object. The namespace of a
+claim's workload is defaulted here, and nowhere else.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ class Source(msgspec.Struct):
     finalizers: tuple[str, ...]
     deleting: bool
     claim_refs: tuple[ObjectRef, ...]
+    claim_keys: tuple[str, ...]  # the object keys of claim_refs, computed once (the indexes use them)
     bound_claims: int
     released: bool = False  # its claimRefs went from non-empty to empty (reclaimPolicy Delete applies)
 
@@ -83,23 +89,58 @@ def _str_map(value: object) -> tuple[dict[str, str] | None, str]:
     return value, ""
 
 
-def parse_claim(obj: KubeObject, previous: Claim | None = None) -> Claim:
-    """The typed view of a claim. When ``previous`` is the same object at the same generation, its spec did not
-    change (the API bumps generation on every spec change of a resource with a status subresource), so the
-    parsed spec is reused: most observations of a claim are status writes."""
-    meta = obj.metadata
-    status = obj.status
-    if previous is not None and meta.generation > 0 and previous.generation == meta.generation and \
-            previous.ref.uid == meta.uid:
-        phase = status.get("phase")
-        bound = status.get("boundDataSource")
-        return Claim(ref=previous.ref, resource_version=meta.resource_version, generation=meta.generation,
-                     identity=previous.identity, problem=previous.problem, workload=previous.workload,
-                     finalizers=tuple(meta.finalizers), deleting=obj.deleting,
-                     phase=phase if isinstance(phase, str) and phase else "Pending",
-                     bound_data_source=bound if isinstance(bound, str) else "",
-                     conditions=parse_conditions(status.get("conditions")))
-    spec = obj.spec
+class _Workload(msgspec.Struct, gc=False, rename="camel"):
+    api_version: str = ""
+    kind: str = ""
+    name: str = ""
+    namespace: str | None = None
+
+
+class _ClaimSpec(msgspec.Struct, gc=False, rename="camel"):
+    system: str
+    data_source_type: str
+    data_source_name: str
+    attributes: dict[str, str] | None = None
+    workload: _Workload | None = None
+
+
+class _ClaimStatus(msgspec.Struct, gc=False, rename="camel"):
+    phase: str = ""
+    bound_data_source: str = ""
+    conditions: tuple[Condition, ...] = ()
+
+
+_claim_spec = msgspec.json.Decoder(_ClaimSpec)
+_claim_status = msgspec.json.Decoder(_ClaimStatus, strict=False)  # strict=False: as parse_conditions
+
+
+def _claim_status_of(obj: KubeObject) -> _ClaimStatus:
+    try:
+        return _claim_status.decode(obj.status)
+    except msgspec.ValidationError:
+        status = obj.status_dict()
+        phase, bound = status.get("phase"), status.get("boundDataSource")
+        return _ClaimStatus(phase=phase if isinstance(phase, str) else "",
+                            bound_data_source=bound if isinstance(bound, str) else "",
+                            conditions=parse_conditions(status.get("conditions")))
+
+
+def _claim_spec_of(obj: KubeObject) -> tuple[DataIdentity | None, str, str]:
+    """(identity, problem, workload key) of a claim's spec."""
+    try:
+        typed = _claim_spec.decode(obj.spec)
+    except msgspec.ValidationError:
+        return _claim_spec_tolerant(obj.spec_dict(), obj.metadata.namespace)
+    parsed = make_identity(typed.system, typed.data_source_type, typed.data_source_name, typed.attributes)
+    problem = identity_problem(parsed) or ""
+    identity = None if problem else parsed
+    w = typed.workload
+    if w is None or not (w.api_version and w.kind and w.name):
+        return None, problem or "spec.workload must give apiVersion, kind and name", ""
+    return identity, problem, workload_key(w.api_version, w.kind, w.namespace or obj.metadata.namespace, w.name)
+
+
+def _claim_spec_tolerant(spec: dict[str, Any], namespace: str) -> tuple[DataIdentity | None, str, str]:
     problem = ""
     identity: DataIdentity | None = None
     fields = [spec.get("system"), spec.get("dataSourceType"), spec.get("dataSourceName")]
@@ -114,28 +155,39 @@ def parse_claim(obj: KubeObject, previous: Claim | None = None) -> Claim:
         problem = identity_problem(identity) or ""
         if problem:
             identity = None
-    workload = ""
     w = spec.get("workload")
     if isinstance(w, dict) and all(isinstance(w.get(f), str) and w.get(f) for f in ("apiVersion", "kind", "name")):
-        ns = w.get("namespace") or meta.namespace  # empty namespace = the claim's (defaulted here, once)
-        workload = workload_key(w["apiVersion"], w["kind"], ns if isinstance(ns, str) else meta.namespace, w["name"])
-    else:  # no workload to inject into: the claim cannot be served (VG marks the field required)
-        problem = problem or "spec.workload must give apiVersion, kind and name"
-        identity = None
-    phase = status.get("phase")
-    bound = status.get("boundDataSource")
+        ns = w.get("namespace") or namespace  # empty namespace = the claim's (defaulted here, once)
+        return identity, problem, workload_key(w["apiVersion"], w["kind"], ns if isinstance(ns, str) else namespace,
+                                               w["name"])
+    # no workload to inject into: the claim cannot be served (VG marks the field required)
+    return None, problem or "spec.workload must give apiVersion, kind and name", ""
+
+
+def parse_claim(obj: KubeObject, previous: Claim | None = None) -> Claim:
+    """The typed view of a claim. When ``previous`` is the same object at the same generation, its spec did not
+    change (the API bumps generation on every spec change of a resource with a status subresource), so the
+    parsed spec is reused without decoding it: most observations of a claim are status writes."""
+    meta = obj.metadata
+    status = _claim_status_of(obj)
+    if previous is not None and meta.generation > 0 and previous.generation == meta.generation and \
+            previous.ref.uid == meta.uid:
+        ref, identity, problem, workload = previous.ref, previous.identity, previous.problem, previous.workload
+    else:
+        ref = ref_of(obj)
+        identity, problem, workload = _claim_spec_of(obj)
     return Claim(
-        ref=ref_of(obj),
+        ref=ref,
         resource_version=meta.resource_version,
         generation=meta.generation,
         identity=identity,
         problem=problem,
         workload=workload,
         finalizers=tuple(meta.finalizers),
-        deleting=obj.deleting,
-        phase=phase if isinstance(phase, str) and phase else "Pending",
-        bound_data_source=bound if isinstance(bound, str) else "",
-        conditions=parse_conditions(status.get("conditions")),
+        deleting=meta.deletion_timestamp is not None,
+        phase=status.phase or "Pending",
+        bound_data_source=status.bound_data_source,
+        conditions=status.conditions,
     )
 
 
@@ -170,41 +222,134 @@ def _claim_refs(raw: object) -> tuple[ObjectRef, ...]:
     return tuple(refs)
 
 
-def parse_source(obj: KubeObject) -> Source:
-    spec = obj.spec
-    identity: DataIdentity | None = None
+class _Locality(msgspec.Struct, gc=False, rename="camel"):
+    cluster_names: list[str] | None = None
+
+
+class _SourceSpec(msgspec.Struct, gc=False, rename="camel"):
+    system: str = ""
+    type: str = ""
+    name: str = ""
+    attributes: dict[str, str] | None = None
+    locality: _Locality | None = None
+    reclaim_policy: str = ""
+
+
+class _SourceStatus(msgspec.Struct, gc=False, rename="camel"):
+    bound_claims: int = 0
+    claim_refs: tuple[_RawRef, ...] = ()
+
+
+_source_spec = msgspec.json.Decoder(_SourceSpec)
+_source_status = msgspec.json.Decoder(_SourceStatus, strict=False)  # strict=False: as _claim_refs
+
+
+def _source_spec_of(obj: KubeObject) -> _SourceSpec | None:
+    """The typed spec of a DataSource; None when its identity is malformed."""
+    try:
+        return _source_spec.decode(obj.spec)
+    except msgspec.ValidationError:
+        pass
+    spec = obj.spec_dict()  # the tolerant path: keep what is well-typed
     fields = (spec.get("system"), spec.get("type"), spec.get("name"))
     attributes, _ = _str_map(spec.get("attributes"))
-    if all(isinstance(f, str) and f for f in fields) and attributes is not None:
-        identity = make_identity(str(fields[0]), str(fields[1]), str(fields[2]), attributes)
     locality = spec.get("locality")
     names = locality.get("clusterNames") if isinstance(locality, dict) else None
-    clusters = tuple(sorted({c for c in names if isinstance(c, str)})) if isinstance(names, list) else ()
-    bound = obj.status.get("boundClaims")
+    clusters = [c for c in names if isinstance(c, str)] if isinstance(names, list) else None
     reclaim = spec.get("reclaimPolicy")
+    ok = all(isinstance(f, str) for f in fields) and attributes is not None
+    return _SourceSpec(system=str(fields[0]) if ok else "", type=str(fields[1]) if ok else "",
+                       name=str(fields[2]) if ok else "", attributes=attributes,
+                       locality=_Locality(cluster_names=clusters), reclaim_policy=reclaim if isinstance(reclaim, str)
+                       else "")
+
+
+def parse_source(obj: KubeObject) -> Source:
+    spec = _source_spec_of(obj)
+    identity: DataIdentity | None = None
+    if spec is not None and spec.system and spec.type and spec.name:
+        identity = make_identity(spec.system, spec.type, spec.name, spec.attributes)
+    names = spec.locality.cluster_names if spec is not None and spec.locality is not None else None
+    clusters = tuple(sorted(set(names))) if names else ()
+    try:
+        status = _source_status.decode(obj.status)
+        refs = tuple(ObjectRef(api_version=r.api_version, kind=r.kind, name=r.name, namespace=r.namespace, uid=r.uid)
+                     for r in status.claim_refs)
+        bound = status.bound_claims
+    except msgspec.ValidationError:
+        raw = obj.status_dict()
+        refs = _claim_refs(raw.get("claimRefs"))
+        bound_raw = raw.get("boundClaims")
+        bound = bound_raw if isinstance(bound_raw, int) else 0
+    reclaim = spec.reclaim_policy if spec is not None else ""
+    meta = obj.metadata
     return Source(
         ref=ref_of(obj),
-        resource_version=obj.metadata.resource_version,
+        resource_version=meta.resource_version,
         identity=identity,
         cluster_names=clusters,
-        location=obj.metadata.annotations.get(LOCATION_ANNOTATION, ""),
+        location=meta.annotations.get(LOCATION_ANNOTATION, ""),
         reclaim_policy=reclaim if reclaim in ("Retain", "Delete") else "Retain",  # VG's documented default
-        finalizers=tuple(obj.metadata.finalizers),
-        deleting=obj.deleting,
-        claim_refs=_claim_refs(obj.status.get("claimRefs")),
-        bound_claims=bound if isinstance(bound, int) else 0,
+        finalizers=tuple(meta.finalizers),
+        deleting=meta.deletion_timestamp is not None,
+        claim_refs=refs,
+        claim_keys=tuple(r.key for r in refs),
+        bound_claims=bound,
     )
 
 
+class _Resource(msgspec.Struct, gc=False, rename="camel"):
+    api_version: str = ""
+    kind: str = ""
+    namespace: str = ""
+    name: str = ""
+
+
+class _TargetCluster(msgspec.Struct, gc=False):
+    name: str
+
+
+class _BindingSpec(msgspec.Struct, gc=False):
+    resource: _Resource | None = None
+    placement: dict[str, Any] | None = None
+    clusters: list[_TargetCluster] | None = None
+
+
+_binding_spec = msgspec.json.Decoder(_BindingSpec)
+
+
 def parse_binding(obj: KubeObject) -> Binding:
-    spec = obj.spec
+    meta = obj.metadata
+    try:
+        typed = _binding_spec.decode(obj.spec)
+        resource = typed.resource
+        workload = "" if resource is None else workload_key(resource.api_version, resource.kind,
+                                                            resource.namespace or meta.namespace, resource.name)
+        placement = typed.placement or {}
+        scheduled = tuple(sorted({c.name for c in typed.clusters})) if typed.clusters else ()
+    except msgspec.ValidationError:
+        workload, placement, scheduled = _binding_spec_tolerant(obj.spec_dict(), meta.namespace)
+    annotations = meta.annotations
+    return Binding(
+        ref=ref_of(obj),
+        resource_version=meta.resource_version,
+        workload=workload,
+        placement=placement,
+        annotations=dict(annotations),
+        injected=annotations.get(PLACEMENT_INJECTED_ANNOTATION) == "true",
+        added=tuple(sorted(added_exclusions(annotations))),
+        scheduled_clusters=scheduled,
+    )
+
+
+def _binding_spec_tolerant(spec: dict[str, Any], namespace: str) -> tuple[str, dict[str, Any], tuple[str, ...]]:
     resource = spec.get("resource")
     workload = ""
     if isinstance(resource, dict):
         workload = workload_key(
             str(resource.get("apiVersion", "")),
             str(resource.get("kind", "")),
-            str(resource.get("namespace") or obj.metadata.namespace),
+            str(resource.get("namespace") or namespace),
             str(resource.get("name", "")),
         )
     placement = spec.get("placement")
@@ -214,21 +359,22 @@ def parse_binding(obj: KubeObject) -> Binding:
         if isinstance(clusters, list)
         else ()
     )
-    annotations = obj.metadata.annotations
-    return Binding(
-        ref=ref_of(obj),
-        resource_version=obj.metadata.resource_version,
-        workload=workload,
-        placement=placement if isinstance(placement, dict) else {},
-        annotations=dict(annotations),
-        injected=annotations.get(PLACEMENT_INJECTED_ANNOTATION) == "true",
-        added=tuple(sorted(added_exclusions(annotations))),
-        scheduled_clusters=scheduled,
-    )
+    return workload, placement if isinstance(placement, dict) else {}, scheduled
+
+
+class _ClusterStatus(msgspec.Struct, gc=False):
+    conditions: tuple[Condition, ...] = ()
+
+
+_cluster_status = msgspec.json.Decoder(_ClusterStatus, strict=False)
 
 
 def cluster_ready(obj: KubeObject) -> bool:
-    for c in parse_conditions(obj.status.get("conditions")):
+    try:
+        conditions = _cluster_status.decode(obj.status).conditions
+    except msgspec.ValidationError:
+        conditions = parse_conditions(obj.status_dict().get("conditions"))
+    for c in conditions:
         if c.type == "Ready":
             return c.status == "True"
     return False

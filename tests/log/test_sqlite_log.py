@@ -15,14 +15,14 @@ from tether.adapters.sqlite_log import CorruptRecord, SqliteLog
 from tether.core.commands import AddFinalizer, command_id
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import ObjectObserved
-from tether.core.kube import KubeObject, ObjectMeta, ObjectRef
+from tether.core.kube import KubeObject, ObjectMeta, ObjectRef, raw_object
 
 
 def event(name: str, at_ms: int = 1_700_000_000_000, ns: str = "ns1") -> EventRecord:
     obj = KubeObject(
         api_version="datadependency.volcano.sh/v1alpha1", kind="DataSourceClaim",
         metadata=ObjectMeta(name=name, namespace=ns, uid=f"uid-{name}", resource_version="1"),
-        spec={"system": "amoro", "dataSourceType": "table", "dataSourceName": f"db.{name}"},
+        spec=raw_object({"system": "amoro", "dataSourceType": "table", "dataSourceName": f"db.{name}"}),
     )
     return EventRecord(at_ms=at_ms, source="watch", key=obj.key, event=ObjectObserved(obj=obj))
 

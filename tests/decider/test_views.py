@@ -1,0 +1,155 @@
+"""The typed views: the fast path (raw JSON decoded straight into typed structs) and the tolerant path (plain
+dictionaries, field by field) must agree on every well-typed object, and a malformed one must still parse."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from tether.adapters import manifests
+from tether.core.commands import CreateDataSource
+from tether.core.envelope import EventRecord
+from tether.core.events import CommandSucceeded, ObjectObserved
+from tether.core.identity import make_identity
+from tether.core.kube import trim
+from tether.projections import views
+from tether.projections.world import evolve, initial_world
+
+
+def _claim(**overrides: Any) -> dict[str, Any]:
+    raw = manifests.claim("c1", namespace="ns1", table="prod.sales.orders", workload="w1")
+    raw["metadata"].update(uid="u1", resourceVersion="5", generation=1)
+    raw["spec"].update(overrides)
+    return raw
+
+
+WELL_TYPED_CLAIMS = {
+    "plain": _claim(),
+    "attributes": _claim(attributes={"region": "east", "format": "parquet"}),
+    "attributes null": _claim(attributes=None),
+    "workload namespace given": _claim(workload={"apiVersion": "apps/v1", "kind": "Deployment", "name": "w",
+                                                 "namespace": "other"}),
+    "workload namespace empty": _claim(workload={"apiVersion": "apps/v1", "kind": "Deployment", "name": "w",
+                                                 "namespace": ""}),
+    "workload without name": _claim(workload={"apiVersion": "apps/v1", "kind": "Deployment"}),
+    "no workload": _claim(workload=None),
+    "empty table name": _claim(dataSourceName=""),
+    "whitespace in name": _claim(dataSourceName="db. orders "),
+    "unknown fields": _claim(somethingNew={"nested": [1, 2, 3]}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WELL_TYPED_CLAIMS))
+def test_claim_spec_fast_path_agrees_with_tolerant_path(name: str) -> None:
+    obj = trim(WELL_TYPED_CLAIMS[name])
+    assert views._claim_spec_of(obj) == views._claim_spec_tolerant(obj.spec_dict(), obj.metadata.namespace)
+
+
+MALFORMED_CLAIMS = {
+    "system is a number": (_claim(system=7), "must be strings"),
+    "attribute value is a number": (_claim(attributes={"region": 1}), "attributes must map strings to strings"),
+    "workload is a string": (_claim(workload="apps/v1/Deployment/w1"), "spec.workload must give"),
+    "workload name is a list": (_claim(workload={"apiVersion": "apps/v1", "kind": "Deployment", "name": ["w"]}),
+                                "spec.workload must give"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED_CLAIMS))
+def test_malformed_claim_parses_with_a_problem(name: str) -> None:
+    raw, problem = MALFORMED_CLAIMS[name]
+    claim = views.parse_claim(trim(raw))
+    assert claim.identity is None and problem in claim.problem
+
+
+def test_claim_status_tolerates_bad_fields_and_keeps_good_conditions() -> None:
+    raw = _claim()
+    raw["status"] = {"phase": 3, "boundDataSource": None,
+                     "conditions": [{"type": "Bound", "status": "True", "reason": "DataSourceBound"}, "junk"]}
+    claim = views.parse_claim(trim(raw))
+    assert (claim.phase, claim.bound_data_source) == ("Pending", "")
+    assert [(c.type, c.reason) for c in claim.conditions] == [("Bound", "DataSourceBound")]
+
+
+def test_claim_spec_is_reused_at_the_same_generation() -> None:
+    first = views.parse_claim(trim(_claim()))
+    raw = _claim(dataSourceName="a.different.table")  # same generation: the API says the spec did not change
+    raw["metadata"]["resourceVersion"] = "6"
+    raw["status"] = {"phase": "Bound", "boundDataSource": "ds1"}
+    again = views.parse_claim(trim(raw), first)
+    assert again.identity == first.identity and (again.phase, again.resource_version) == ("Bound", "6")
+    raw["metadata"]["generation"] = 2
+    assert views.parse_claim(trim(raw), first).identity != first.identity
+
+
+def _source(status: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    identity = make_identity("amoro", "table", "prod.sales.orders", {})
+    raw = manifests.data_source_manifest(CreateDataSource(name="ds1", identity=identity,
+                                                          cluster_names=("east2", "east1", "east1"),
+                                                          location="s3://east/orders", reclaim_policy="Delete"))
+    raw["metadata"].update(uid="u2", resourceVersion="9")
+    raw["spec"].update(spec)
+    raw["status"] = status
+    return raw
+
+
+REF = {"apiVersion": "datadependency.volcano.sh/v1alpha1", "kind": "DataSourceClaim", "name": "c1",
+       "namespace": "ns1", "uid": "u1"}
+
+
+def test_source_fast_and_tolerant_paths_agree() -> None:
+    fast = views.parse_source(trim(_source({"boundClaims": 1, "claimRefs": [REF]})))
+    # the same DataSource, with one field of an unexpected type that forces the tolerant path for the spec
+    slow = views.parse_source(trim(_source({"boundClaims": 1, "claimRefs": [REF], "extra": 1},
+                                           locality={"clusterNames": ["east2", "east1", 5]})))
+    assert fast.cluster_names == ("east1", "east2") and fast.reclaim_policy == "Delete"
+    assert msgspec.structs.replace(slow, resource_version=fast.resource_version) == fast
+    assert fast.claim_keys == ("DataSourceClaim/ns1/c1",)
+
+
+def test_source_status_with_partial_refs_and_bad_count() -> None:
+    source = views.parse_source(trim(_source({"boundClaims": "one", "claimRefs": [{"name": "c1", "namespace": "ns1"},
+                                                                                   {"namespace": "no-name"}]})))
+    assert source.bound_claims == 0
+    assert source.claim_keys == ("DataSourceClaim/ns1/c1",)
+
+
+def test_binding_fast_and_tolerant_paths_agree() -> None:
+    raw = manifests.resource_binding("w1", namespace="ns1", exclude=["west1"])
+    raw["metadata"].update(uid="u3", resourceVersion="3")
+    raw["spec"]["clusters"] = [{"name": "east1", "replicas": 1}, {"name": "east2"}]
+    fast = views.parse_binding(trim(raw))
+    raw["spec"]["clusters"].append({"replicas": 2})  # no name: the tolerant path skips the entry
+    slow = views.parse_binding(trim(raw))
+    assert fast == slow
+    assert fast.workload == "apps/Deployment/ns1/w1" and fast.scheduled_clusters == ("east1", "east2")
+    assert fast.placement["clusterAffinity"] == {"exclude": ["west1"]}
+
+
+def _observed(raw: dict[str, Any]) -> EventRecord:
+    obj = trim(raw)
+    return EventRecord(at_ms=1, source="watch", key=obj.key, event=ObjectObserved(obj=obj))
+
+
+def test_an_observation_at_the_same_resource_version_touches_nothing() -> None:
+    world = initial_world()
+    raw = _claim()
+    assert evolve(world, _observed(raw)).claims == {"DataSourceClaim/ns1/c1"}
+    echo = evolve(world, _observed(raw))  # the watch echo of a write already folded from its response
+    assert not (echo.claims or echo.sources or echo.bindings)
+    older = dict(raw, metadata=dict(raw["metadata"], resourceVersion="4"))
+    assert not evolve(world, _observed(older)).claims and world.claims["DataSourceClaim/ns1/c1"].resource_version == "5"
+    newer = dict(raw, metadata=dict(raw["metadata"], resourceVersion="6"))
+    assert evolve(world, _observed(newer)).claims == {"DataSourceClaim/ns1/c1"}
+
+
+def test_a_write_result_at_the_same_resource_version_still_ends_the_command_in_flight() -> None:
+    world = initial_world()
+    raw = _claim()
+    evolve(world, _observed(raw))
+    world.inflight["update_claim_status:DataSourceClaim/ns1/c1"] = "cmd-1"
+    touched = evolve(world, EventRecord(at_ms=2, source="executor", key="DataSourceClaim/ns1/c1",
+                                        event=CommandSucceeded(command_id="cmd-1", command="update_claim_status",
+                                                               target="DataSourceClaim/ns1/c1", result=trim(raw))))
+    assert not world.inflight and touched.claims == {"DataSourceClaim/ns1/c1"}
