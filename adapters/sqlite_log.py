@@ -33,6 +33,7 @@ bad row must not stop the control plane). With ``on_corrupt="raise"`` the reader
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -368,10 +369,19 @@ class SqliteLog:
                 sql += " AND offset <= ?"
                 params += (bound,)
             async with conn.execute(sql + " ORDER BY offset", params) as cur:
-                while rows := await cur.fetchmany(batch_size):
-                    records = await self._decode_rows(stream, list(rows))
-                    if records:
-                        yield records
+                # read ahead: SQLite fetches the next batch on aiosqlite's thread (releasing the GIL while it
+                # reads pages) while this one is decoded and used
+                ahead = asyncio.ensure_future(cur.fetchmany(batch_size))
+                try:
+                    while rows := await ahead:
+                        ahead = asyncio.ensure_future(cur.fetchmany(batch_size))
+                        records = await self._decode_rows(stream, list(rows))
+                        if records:
+                            yield records
+                finally:
+                    if not ahead.done():  # the reader stopped early: let the fetch finish before the cursor closes
+                        with contextlib.suppress(Exception):
+                            await ahead
             await conn.execute("COMMIT")
 
     async def follow(
