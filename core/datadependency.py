@@ -36,6 +36,8 @@ The rules, per object:
 
 from __future__ import annotations
 
+import functools
+
 import msgspec
 
 from tether.projections.world import Binding, Claim, Source, Touched, World, slot
@@ -110,11 +112,15 @@ class _Decide:
     def __init__(self, world: World, record: EventRecord) -> None:
         self.world = world
         self.at_ms = record.at_ms
-        self.now = rfc3339(record.at_ms)
         self.out: list[Decision] = []
         self.missing: dict[str, _Missing] = {}
         self.plans: dict[str, tuple[PlacementPlan, frozenset[str] | None]] = {}
         self.live: dict[str, list[str]] = {}
+
+    @functools.cached_property
+    def now(self) -> str:
+        """The event's time as RFC 3339 (formatted only when a decision needs it)."""
+        return rfc3339(self.at_ms)
 
     def emit(self, command: Command, reason: str) -> None:
         if command_id(command) in self.world.rejected:

@@ -27,7 +27,6 @@ from the object it just read) call :func:`plan_placement`, so they cannot disagr
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
@@ -83,12 +82,26 @@ def _terms(placement: dict[str, Any]) -> list[dict[str, Any]]:
     return [affinity]
 
 
+def _copy_terms(placement: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``placement`` deep enough for the plan to edit its terms' ``exclude`` (everything else shared).
+
+    A full ``copy.deepcopy`` was most of the plan's cost, and the plan runs for every binding a decision touches."""
+    after = dict(placement)
+    affinity = after.get("clusterAffinity")
+    if isinstance(affinity, dict):
+        after["clusterAffinity"] = dict(affinity)
+    alternatives = after.get("clusterAffinities")
+    if isinstance(alternatives, list):
+        after["clusterAffinities"] = [dict(t) if isinstance(t, dict) else t for t in alternatives]
+    return after
+
+
 def plan_placement(
     *, placement: dict[str, Any] | None, annotations: dict[str, str], desired: frozenset[str] | None
 ) -> PlacementPlan:
     """Plan tether's exclusions: ``desired`` clusters excluded (None: remove tether's share)."""
     before = placement or {}
-    after: dict[str, Any] = copy.deepcopy(before)
+    after = _copy_terms(before)
     old_added = added_exclusions(annotations)
     old_by_term = _added_by_term(annotations)
     added: set[str] = set()
