@@ -17,10 +17,22 @@ decider's committed position are folded again *with* ``step`` — so in-flight b
 but the commands it yields are dropped: they were committed before the crash. Then the loop resumes after the
 committed position. Timers the world still holds are re-armed.
 
-**Executor loop.** Consumes the commands stream as consumer ``executor``. Within a batch, commands for different
-objects run concurrently (bounded), commands for the same object in order; a command superseded by a later
-one for the same object and purpose in the same batch is skipped (reported as a no-op: the later one carries
-the newer desired state). The outcome events are committed with the executor's position.
+**Executor loop.** Consumes the commands stream as consumer ``executor``, *pipelined* rather than batch by batch:
+a command is dispatched as soon as it is read, and its outcome events are appended as soon as it finishes, so a
+slow command (a catalog lookup, a write retried after a 409) holds back neither the outcomes of other objects
+nor the reading of later commands. Ordering and bounds:
+
+* commands for the same key (object) run one after the other, in log order; different keys run concurrently,
+  at most ``concurrency`` commands at a time; reading pauses while ``max_pending`` commands are unfinished;
+* a queued command superseded by a later queued one for the same object and purpose is skipped (reported as
+  a no-op: the later one carries the newer desired state); ``StartTimer`` commands are never skipped;
+* outcomes are appended in the order their commands finished (so in log order per key), and every outcome
+  finished while the previous append ran goes into the next one (group commit: one log transaction each);
+* the executor's position is committed with those outcomes (one :meth:`EventLog.commit`: atomic on SQLite,
+  produce-then-commit on Kafka) and is, per partition, the **low-water mark** of the commands read: just
+  before the oldest one whose outcome is not appended yet. It never passes an unfinished command, so after a
+  crash exactly the commands from the oldest unfinished one on are applied again — finished ones after it
+  among them, which the executors' read-compare-write makes no-ops.
 
 Both loops are at-least-once: a crash between an effect and its commit repeats the effect, which the
 executors' read-compare-write discipline makes harmless.
@@ -30,7 +42,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import defaultdict
+from bisect import bisect_left, insort
+from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
@@ -96,7 +109,7 @@ class Runtime:
     def __init__(
         self, log_: EventLog, *, executors: Sequence[Executor], timers: TimerService | None = None,
         settings: Settings | None = None, metrics: Metrics | None = None, snapshot_every: int = 50_000,
-        concurrency: int = 32, batch_size: int = 512,
+        concurrency: int = 32, batch_size: int = 512, max_pending: int = 4096,
         on_world_changed: Callable[[World], None] | None = None,
     ) -> None:
         self.log = log_
@@ -109,6 +122,7 @@ class Runtime:
         self.snapshot_every = snapshot_every
         self.concurrency = concurrency
         self.batch_size = batch_size
+        self.max_pending = max_pending
         self.on_world_changed = on_world_changed
         self.world: World = initial_world(self.settings)
         self.recovered = asyncio.Event()
@@ -227,39 +241,9 @@ class Runtime:
             self.metrics.outcomes.labels(name, outcome).inc()
         return events
 
-    async def execute_batch(self, batch: Batch) -> list[EventRecord]:
-        records = [r for r in batch.records if isinstance(r, CommandRecord)]
-        last_of_slot: dict[str, int] = {}
-        for i, r in enumerate(records):
-            last_of_slot[slot(command_name(r.command), r.key)] = i
-        by_key: dict[str, list[tuple[int, CommandRecord]]] = defaultdict(list)
-        for i, r in enumerate(records):
-            by_key[r.key].append((i, r))
-        results: dict[int, list[Event]] = {}
-        limiter = asyncio.Semaphore(self.concurrency)
-
-        async def run_key(items: list[tuple[int, CommandRecord]]) -> None:
-            async with limiter:
-                for i, r in items:
-                    name = command_name(r.command)
-                    if last_of_slot[slot(name, r.key)] != i and not isinstance(r.command, StartTimer):
-                        results[i] = [CommandSucceeded(command_id=r.id, command=name, target=r.key, noop=True)]
-                        continue
-                    results[i] = await self._apply(r)
-
-        await asyncio.gather(*(run_key(items) for items in by_key.values()))
-        now = _now_ms()
-        produced = [
-            EventRecord(at_ms=now, source="executor", key=event_key(e), event=e, causation=records[i].id)
-            for i in range(len(records)) for e in results[i]
-        ]
-        await self.log.commit(batch, consumer="executor", produced=produced, to="events")
-        self.applied_commands += len(records)
-        return produced
-
     async def execute_loop(self) -> None:
-        async for batch in self.log.consume("commands", consumer="executor", batch_size=self.batch_size):
-            await self.execute_batch(batch)
+        """Run the pipelined executor (module doc) until cancelled."""
+        await _Pipeline(self).run()
 
     # --- running -----------------------------------------------------------------------------------------
 
@@ -285,3 +269,128 @@ class Runtime:
                     return
             await asyncio.sleep(0.01)
         raise TimeoutError("the pipeline did not become idle")
+
+
+class _Pipeline:
+    """The executor loop of one :class:`Runtime` (see the module doc, "Executor loop").
+
+    Three kinds of tasks share this object, all on one event loop:
+
+    * the **reader** consumes the commands stream, registers each record as pending at its (partition, offset)
+      and appends it to its key's queue, starting a worker for the key if none runs; it stops reading while
+      ``max_pending`` commands are pending (back-pressure);
+    * one **worker** per key with queued commands applies them one after the other (each holding one of the
+      ``concurrency`` slots while it runs) and hands each outcome to the committer in that order;
+    * the **committer** appends every outcome handed in since its last write, together with the consumer
+      position, in one ``commit`` call: while one write is running the next outcomes pile up and go in the next
+      one (group commit), so a write costs one log transaction however many commands finished meanwhile.
+
+    The position committed is, per partition, the low-water mark of the pending commands: just before the
+    oldest command whose outcome is not appended yet, or the end of what was read when none is pending.
+    """
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.rt = runtime
+        self.slots = asyncio.Semaphore(runtime.concurrency)
+        self.queues: dict[str, deque[CommandRecord]] = {}
+        self.last_of_slot: dict[str, CommandRecord] = {}  # the latest queued command of each (purpose, object)
+        self.pending: dict[int, list[int]] = defaultdict(list)  # partition → offsets read, outcome not appended
+        self.read_to: dict[int, int] = {}  # partition → the position after the last batch read
+        self.committed: dict[int, int] = {}
+        self.outstanding = 0
+        self.done: list[tuple[CommandRecord, list[Event]]] = []  # outcomes not yet handed to the log
+        self.wake_committer = asyncio.Event()
+        self.room = asyncio.Event()
+        self.room.set()
+        self.tasks: asyncio.TaskGroup | None = None
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as tasks:
+            self.tasks = tasks
+            tasks.create_task(self.commit_loop(), name="executor-commit")
+            tasks.create_task(self.read_loop(), name="executor-read")
+
+    # --- reading -----------------------------------------------------------------------------------------
+
+    async def read_loop(self) -> None:
+        rt = self.rt
+        async for batch in rt.log.consume("commands", consumer="executor", batch_size=rt.batch_size):
+            for record in batch.records:
+                if not isinstance(record, CommandRecord):
+                    continue
+                insort(self.pending[record.partition], record.offset)
+                self.outstanding += 1
+                self.last_of_slot[slot(command_name(record.command), record.key)] = record
+                queue = self.queues.get(record.key)
+                if queue is None:
+                    queue = self.queues[record.key] = deque()
+                    assert self.tasks is not None
+                    self.tasks.create_task(self.work(record.key, queue))
+                queue.append(record)
+            self.read_to.update(batch.position)
+            self.wake_committer.set()  # a batch of only skipped records still moves the position
+            if self.outstanding >= rt.max_pending:
+                self.room.clear()
+                await self.room.wait()
+
+    # --- applying ----------------------------------------------------------------------------------------
+
+    async def work(self, key: str, queue: deque[CommandRecord]) -> None:
+        """Apply ``key``'s commands in order until its queue is empty."""
+        try:
+            while queue:
+                record = queue.popleft()
+                name = command_name(record.command)
+                slot_ = slot(name, record.key)
+                latest = self.last_of_slot.get(slot_)
+                if latest is record:
+                    del self.last_of_slot[slot_]
+                elif latest is not None and not isinstance(record.command, StartTimer):
+                    # a later command for the same object and purpose is queued: it carries the newer desired state
+                    self.finish(record, [CommandSucceeded(command_id=record.id, command=name, target=record.key,
+                                                          noop=True)])
+                    continue
+                async with self.slots:
+                    events = await self.rt._apply(record)
+                self.finish(record, events)
+        finally:
+            if self.queues.get(key) is queue:
+                del self.queues[key]
+
+    def finish(self, record: CommandRecord, events: list[Event]) -> None:
+        self.done.append((record, events))
+        self.wake_committer.set()
+
+    # --- committing --------------------------------------------------------------------------------------
+
+    def low_water(self) -> dict[int, int]:
+        """Per partition: the position before the oldest pending command, or the end of what was read."""
+        position: dict[int, int] = {}
+        for partition, end in self.read_to.items():
+            offsets = self.pending.get(partition)
+            position[partition] = offsets[0] - 1 if offsets else end
+        return position
+
+    async def commit_loop(self) -> None:
+        rt = self.rt
+        while True:
+            await self.wake_committer.wait()
+            self.wake_committer.clear()
+            done, self.done = self.done, []
+            for record, _ in done:  # settled once the commit below returns; a crash before it re-applies them
+                offsets = self.pending[record.partition]
+                del offsets[bisect_left(offsets, record.offset)]
+            position = self.low_water()
+            moved = {p: o for p, o in position.items() if self.committed.get(p) != o}
+            if not done and not moved:
+                continue
+            now = _now_ms()
+            produced = [EventRecord(at_ms=now, source="executor", key=event_key(e), event=e, causation=record.id)
+                        for record, events in done for e in events]
+            await rt.log.commit(Batch(stream="commands", records=[], position=moved), consumer="executor",
+                                produced=produced, to="events")
+            self.committed.update(moved)
+            rt.applied_commands += len(done)
+            self.outstanding -= len(done)
+            if self.outstanding < rt.max_pending:
+                self.room.set()

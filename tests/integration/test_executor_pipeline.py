@@ -1,0 +1,221 @@
+"""The pipelined executor loop (``adapters/runtime.py``, "Executor loop") on the emulator and a real SQLite log.
+
+Commands are appended straight to the commands stream and applied by the real :class:`KubeExecutor`; a
+:class:`Gated` wrapper holds chosen commands until the test releases them, which is how a slow command (a catalog
+lookup, a write retried after 409s) is made deterministic. No test asserts a duration: each waits for a state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.adapters import manifests
+from tether.adapters.kube_emulator.testing import KubeEnv
+from tether.adapters.kubernetes.client import CLAIMS, KubeClient
+from tether.adapters.kubernetes.executor import KubeExecutor
+from tether.adapters.runtime import Runtime
+from tether.adapters.sqlite_log import SqliteLog
+from tether.core.commands import Command, UpdateClaimStatus, command_id, command_target
+from tether.core.envelope import CommandRecord, EventRecord
+from tether.core.events import CommandSucceeded, Event
+from tether.core.kube import Condition, ObjectRef
+
+
+class Gated:
+    """A :class:`KubeExecutor` whose commands wait, one by one, for the test to open their gate."""
+
+    def __init__(self, inner: KubeExecutor) -> None:
+        self.inner = inner
+        self.gates: dict[str, asyncio.Event] = {}
+        self.started: list[str] = []  # command ids, in the order they reached the executor
+        self.running: set[str] = set()
+
+    def hold(self, record: CommandRecord) -> asyncio.Event:
+        gate = self.gates[record.id] = asyncio.Event()
+        return gate
+
+    def handles(self, command: Command) -> bool:
+        return self.inner.handles(command)
+
+    async def apply(self, record: CommandRecord) -> list[Event]:
+        self.started.append(record.id)
+        self.running.add(record.id)
+        try:
+            gate = self.gates.get(record.id)
+            if gate is not None:
+                await gate.wait()
+            return await self.inner.apply(record)
+        finally:
+            self.running.discard(record.id)
+
+
+async def eventually(probe: Callable[[], Awaitable[Any]], what: str, within: float = 15.0) -> Any:
+    deadline = asyncio.get_running_loop().time() + within
+    while asyncio.get_running_loop().time() < deadline:
+        if result := await probe():
+            return result
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Bench:
+    """A namespace with claims, a SQLite log, and runtimes whose executor loop runs in a task."""
+
+    def __init__(self, kube: KubeEnv, log: SqliteLog) -> None:
+        self.kube = KubeClient(kube.api_client)
+        self.namespace = kube.namespace
+        self.log = log
+        self.refs: dict[str, ObjectRef] = {}
+        self.loop: asyncio.Task[None] | None = None
+
+    async def claim(self, name: str) -> ObjectRef:
+        created = await self.kube.create(CLAIMS, manifests.claim(name, namespace=self.namespace, table=f"db.{name}"),
+                                         namespace=self.namespace)
+        ref = self.refs[name] = ObjectRef(api_version=created["apiVersion"], kind="DataSourceClaim", name=name,
+                                          namespace=self.namespace, uid=created["metadata"]["uid"])
+        return ref
+
+    def status(self, claim: str, reason: str) -> CommandRecord:
+        """A status write for ``claim`` whose content (and id) depends on ``reason``."""
+        command = UpdateClaimStatus(claim=self.refs[claim], phase="Pending", bound_data_source="", conditions=(
+            Condition(type="Bound", status="False", reason=reason, message=reason,
+                      last_transition_time="2026-01-01T00:00:00Z", observed_generation=1),))
+        return CommandRecord(id=command_id(command), at_ms=0, key=command_target(command), command=command,
+                             causation="0:1")
+
+    async def append(self, *records: CommandRecord) -> list[CommandRecord]:
+        out = await self.log.append("commands", list(records))
+        return [r for r in out if isinstance(r, CommandRecord)]
+
+    def start(self, executor: Gated, **options: Any) -> Runtime:
+        runtime = Runtime(self.log, executors=[executor], **options)
+        self.loop = asyncio.create_task(runtime.execute_loop())
+        return runtime
+
+    async def crash(self) -> None:
+        """Stop the executor loop where it is (the process dies: nothing more is appended or committed)."""
+        assert self.loop is not None
+        self.loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.loop
+        self.loop = None
+
+    async def outcomes(self) -> dict[str, list[CommandSucceeded]]:
+        """Every CommandSucceeded in the events stream, by command id, in log order."""
+        out: dict[str, list[CommandSucceeded]] = {}
+        async for records in self.log.read("events"):
+            for record in records:
+                assert isinstance(record, EventRecord)
+                if isinstance(record.event, CommandSucceeded):
+                    out.setdefault(record.event.command_id, []).append(record.event)
+        return out
+
+    async def position(self) -> int:
+        return (await self.log.position("commands", consumer="executor")).get(0, 0)
+
+    async def phase_reason(self, claim: str) -> str:
+        obj = await self.kube.get(CLAIMS, claim, namespace=self.namespace)
+        conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+        return str(conditions[0]["reason"]) if conditions else ""
+
+
+@pytest.fixture
+async def bench(kube: KubeEnv, tmp_path: Path) -> AsyncIterator[Bench]:
+    await kube.register_crds("datadependency.volcano.sh_datasourceclaims")
+    log = await SqliteLog.open(tmp_path / "tether.db")
+    b = Bench(kube, log)
+    try:
+        yield b
+    finally:
+        if b.loop is not None:
+            await b.crash()
+        await log.close()
+
+
+async def test_a_slow_command_holds_back_neither_other_objects_nor_their_outcomes(bench: Bench) -> None:
+    for name in ("slow", "fast1", "fast2"):
+        await bench.claim(name)
+    executor = Gated(KubeExecutor(bench.kube))
+    slow, fast1, fast2 = await bench.append(bench.status("slow", "A"), bench.status("fast1", "A"),
+                                            bench.status("fast2", "A"))
+    gate = executor.hold(slow)
+    bench.start(executor)
+
+    # the two fast commands, read after the slow one, are applied and their outcomes appended meanwhile
+    outcomes = await eventually(lambda: _have(bench, fast1.id, fast2.id), "the fast outcomes")
+    assert slow.id not in outcomes and slow.id in executor.running
+    assert await bench.phase_reason("fast1") == "A" and await bench.phase_reason("fast2") == "A"
+    # ... but the position stays before the unfinished command: a crash now would apply it again
+    assert await bench.position() == slow.offset - 1
+
+    gate.set()
+    await eventually(lambda: _have(bench, slow.id), "the slow outcome")
+    await eventually(lambda: _at(bench, fast2.offset), "the position past every command")
+    assert await bench.phase_reason("slow") == "A"
+
+
+async def test_commands_of_one_object_run_in_order_and_a_queued_one_superseded_is_skipped(bench: Bench) -> None:
+    await bench.claim("c")
+    await bench.claim("other")
+    executor = Gated(KubeExecutor(bench.kube))
+    first, = await bench.append(bench.status("c", "First"))
+    gate = executor.hold(first)
+    bench.start(executor)
+    await eventually(lambda: asyncio.sleep(0, first.id in executor.running), "the first command running")
+
+    # queued behind the running one: B is superseded by C (same object, same purpose) before it starts
+    b, other, c = await bench.append(bench.status("c", "B"), bench.status("other", "X"), bench.status("c", "C"))
+    await eventually(lambda: _have(bench, other.id), "the other object's outcome")
+    assert b.id not in executor.started and c.id not in executor.started  # nothing overtakes the running one
+
+    gate.set()
+    outcomes = await eventually(lambda: _have(bench, first.id, b.id, c.id), "every outcome")
+    assert executor.started == [first.id, other.id, c.id]
+    assert outcomes[b.id][0].noop  # skipped: reported as a no-op, never sent
+    assert not outcomes[c.id][0].noop
+    assert await bench.phase_reason("c") == "C"
+    await eventually(lambda: _at(bench, c.offset), "the position past every command")
+
+
+async def test_restart_after_a_crash_mid_flight_applies_the_unfinished_command_again(bench: Bench) -> None:
+    for name in ("done", "stuck", "after"):
+        await bench.claim(name)
+    executor = Gated(KubeExecutor(bench.kube))
+    done, = await bench.append(bench.status("done", "A"))
+    bench.start(executor)
+    await eventually(lambda: _at(bench, done.offset), "the first command committed")
+    stuck, after = await bench.append(bench.status("stuck", "A"), bench.status("after", "A"))
+    executor.hold(stuck)  # never released: the process dies with it in flight
+    await eventually(lambda: _have(bench, after.id), "the outcome of the command after the stuck one")
+    assert await bench.position() == stuck.offset - 1
+    await bench.crash()
+    assert await bench.phase_reason("stuck") == ""  # never written
+
+    again = Gated(KubeExecutor(bench.kube))
+    runtime = bench.start(again)
+    await eventually(lambda: _at(bench, after.offset), "the position past every command after the restart")
+    await eventually(lambda: _have(bench, stuck.id), "the stuck command's outcome")
+    assert done.id not in again.started  # before the committed position: never applied again
+    assert again.started[0] == stuck.id  # the unfinished command is applied again, first
+    assert await bench.phase_reason("stuck") == "A"
+    outcomes = await bench.outcomes()
+    assert len(outcomes[stuck.id]) == 1 and not outcomes[stuck.id][0].noop
+    # the command after it had finished before the crash, but the position could not pass the stuck one:
+    # at-least-once applies it again, and the executor's compare makes that a no-op, not a second write
+    assert [o.noop for o in outcomes[after.id]] == [False, True]
+    assert runtime.applied_commands == 2
+
+
+async def _have(bench: Bench, *ids: str) -> dict[str, list[CommandSucceeded]] | None:
+    outcomes = await bench.outcomes()
+    return outcomes if all(i in outcomes for i in ids) else None
+
+
+async def _at(bench: Bench, offset: int) -> bool:
+    return await bench.position() >= offset
