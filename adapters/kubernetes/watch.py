@@ -12,8 +12,10 @@ A :class:`WatchSource` is the informer of tether, without a cache (the projectio
   it, again and again, is backed off like an error);
 * **410 Gone** (the version fell out of the server's history) means relisting; other errors back off
   exponentially with jitter (0.2 s → 30 s) and retry forever — one broken watch never stops the daemon;
-* observations are appended in **batches** (up to ``batch_size`` or ``flush_interval``), which is what makes a
-  10k-object relist cost a handful of log transactions;
+* observations are appended in **batches**, which is what makes a 10k-object relist cost a handful of log
+  transactions: a relist appends ``batch_size`` at a time; a watch event is appended at once (``flush_interval``
+  0: on the next turn of the event loop) and the events that arrive while that append runs go together in the
+  next one (group commit), so an idle watch adds no delay and a busy one still writes in batches;
 * an object that cannot be trimmed into a :class:`~tether.core.kube.KubeObject` (a malformed answer) is logged
   with its key and kept as a dead letter in the log backend when it has one, and the watch goes on.
 
@@ -50,7 +52,7 @@ class WatchSource:
 
     def __init__(
         self, kube: KubeClient, log_: EventLog, resource: Resource, *, namespace: str = "",
-        field_selector: str | None = None, batch_size: int = 256, flush_interval: float = 0.005,
+        field_selector: str | None = None, batch_size: int = 256, flush_interval: float = 0.0,
         timeout_seconds: int = 300, on_object: Callable[[KubeObject, bool], None] | None = None,
     ) -> None:
         self.kube = kube
