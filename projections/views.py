@@ -237,7 +237,7 @@ class _SourceSpec(msgspec.Struct, gc=False, rename="camel"):
 
 class _SourceStatus(msgspec.Struct, gc=False, rename="camel"):
     bound_claims: int = 0
-    claim_refs: tuple[_RawRef, ...] = ()
+    claim_refs: tuple[ObjectRef, ...] = ()  # as tether writes them (refs without apiVersion/kind: tolerant path)
 
 
 _source_spec = msgspec.json.Decoder(_SourceSpec)
@@ -273,9 +273,7 @@ def parse_source(obj: KubeObject) -> Source:
     clusters = tuple(sorted(set(names))) if names else ()
     try:
         status = _source_status.decode(obj.status)
-        refs = tuple(ObjectRef(api_version=r.api_version, kind=r.kind, name=r.name, namespace=r.namespace, uid=r.uid)
-                     for r in status.claim_refs)
-        bound = status.bound_claims
+        refs, bound = status.claim_refs, status.bound_claims
     except msgspec.ValidationError:
         raw = obj.status_dict()
         refs = _claim_refs(raw.get("claimRefs"))
@@ -293,7 +291,7 @@ def parse_source(obj: KubeObject) -> Source:
         finalizers=tuple(meta.finalizers),
         deleting=meta.deletion_timestamp is not None,
         claim_refs=refs,
-        claim_keys=tuple(r.key for r in refs),
+        claim_keys=tuple([f"{r.kind}/{r.namespace}/{r.name}" for r in refs]),  # object_key, inlined: hot
         bound_claims=bound,
     )
 

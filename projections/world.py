@@ -223,11 +223,13 @@ def _put_claim(world: World, key: str, claim: Claim | None, touched: Touched) ->
         world.claims.pop(key, None)
         return
     world.claims[key] = claim
-    _index_add(world.claims_by_workload, claim.workload, key)
+    if old is None or claim.workload != old.workload:
+        _index_add(world.claims_by_workload, claim.workload, key)
     touched.bindings.update(world.bindings_by_workload.get(claim.workload, ()))
     if claim.identity is not None:
         # the claim's own DataSources (their claimRefs may change); not the other claims of the identity
-        _index_add(world.claims_by_identity, claim.identity.key, key)
+        if old is None or claim.identity != old.identity:
+            _index_add(world.claims_by_identity, claim.identity.key, key)
         if sources_too:
             touched.sources.update(world.sources_by_identity.get(claim.identity.key, ()))
     if claim.bound_data_source and sources_too:
@@ -309,28 +311,27 @@ def _put_binding(world: World, key: str, binding: Binding | None, touched: Touch
 
 def _observe(world: World, obj: KubeObject, touched: Touched, *, deleted: bool = False) -> None:
     kind = obj.kind
-    key = obj.key
+    meta = obj.metadata
     if kind == CLAIM:
+        key = f"{kind}/{meta.namespace}/{meta.name}"  # obj.key, inlined: the hottest line of a replay
         old_claim = world.claims.get(key)
-        if not deleted and old_claim is not None and _stale(obj.metadata.resource_version,
-                                                            old_claim.resource_version):
+        if not deleted and old_claim is not None and _stale(meta.resource_version, old_claim.resource_version):
             return
         _put_claim(world, key, None if deleted else parse_claim(obj, old_claim), touched)
     elif kind == DATASOURCE:
-        name = obj.metadata.name
+        name = meta.name
         old_source = world.sources.get(name)
-        if not deleted and old_source is not None and _stale(obj.metadata.resource_version,
-                                                              old_source.resource_version):
+        if not deleted and old_source is not None and _stale(meta.resource_version, old_source.resource_version):
             return
         _put_source(world, name, None if deleted else parse_source(obj), touched)
     elif kind == BINDING:
+        key = f"{kind}/{meta.namespace}/{meta.name}"
         old_binding = world.bindings.get(key)
-        if not deleted and old_binding is not None and _stale(obj.metadata.resource_version,
-                                                               old_binding.resource_version):
+        if not deleted and old_binding is not None and _stale(meta.resource_version, old_binding.resource_version):
             return
         _put_binding(world, key, None if deleted else parse_binding(obj), touched)
     elif kind == CLUSTER:
-        name = obj.metadata.name
+        name = meta.name
         before = world.clusters.get(name)
         if deleted:
             world.clusters.pop(name, None)
@@ -338,7 +339,7 @@ def _observe(world: World, obj: KubeObject, touched: Touched, *, deleted: bool =
             world.clusters[name] = cluster_ready(obj)
         if deleted or before is None:  # membership changes every binding's exclusions; readiness does not
             touched.all_bindings = True
-    elif kind == CONFIGMAP and f"{obj.metadata.namespace}/{obj.metadata.name}" == world.settings.plugin_configmap:
+    elif kind == CONFIGMAP and f"{meta.namespace}/{meta.name}" == world.settings.plugin_configmap:
         world.plugins = EMPTY_PLUGINS if deleted else parse_plugin_configmap(dict(obj.data))
         touched.all_claims = True
         touched.all_bindings = True
