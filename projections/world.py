@@ -19,8 +19,10 @@ What is kept:
   and requests the API rejected for good.
 
 A write's outcome event carries the object the API server returned; it is folded like an observation, so the
-world learns the new resourceVersion without waiting for the watch. An observation older than what the world
-holds (smaller integer resourceVersion) is ignored.
+world learns the new resourceVersion without waiting for the watch. An observation that is not newer than what the
+world holds (the same resourceVersion, or a smaller integer one) is ignored, and so is one older than the deletion
+of an object the world no longer holds (a tombstone per recently deleted object): a write's result that reaches
+the log after the watch reported the deletion cannot bring the object back.
 """
 
 from __future__ import annotations
@@ -128,6 +130,7 @@ class World(msgspec.Struct):
     retry_wait: dict[str, int] = {}  # command slot → attempt, while a retry timer runs
     rejected: dict[str, str] = {}  # command id → why the API rejected it for good
     timers: dict[str, Timer] = {}  # timer id → timer, until it fires
+    tombstones: dict[str, str] = {}  # object key → resourceVersion it was deleted at (the latest TOMBSTONES)
     events: int = 0
     last_at_ms: int = 0
 
@@ -169,6 +172,40 @@ def _stale(new: str, old: str) -> bool:
     if new.isdigit() and old.isdigit():
         return int(new) < int(old)
     return False
+
+
+#: How many deleted objects the world remembers. A write's outcome can reach the log after the watch reported the
+#: object's deletion (the executor and the watch race); without its tombstone that older result would bring the
+#: object back. Outcomes are appended within seconds, so the last few thousand deletions are plenty; the oldest
+#: tombstone goes first (deterministically: insertion order).
+TOMBSTONES = 10_000
+
+
+def _bury(world: World, key: str, resource_version: str) -> None:
+    """Remember that ``key`` was deleted at ``resource_version`` (see TOMBSTONES)."""
+    tombstones = world.tombstones
+    held = tombstones.pop(key, None)
+    tombstones[key] = resource_version if held is None or _stale(held, resource_version) else held
+    if len(tombstones) > TOMBSTONES:
+        del tombstones[next(iter(tombstones))]
+
+
+def _buried(world: World, key: str, resource_version: str) -> bool:
+    """Whether an observation of an object the world does not hold is older than its deletion."""
+    held = world.tombstones.get(key)
+    if held is None:
+        return False
+    if _stale(resource_version, held):
+        return True
+    del world.tombstones[key]  # a newer object of the same name: recreated
+    return False
+
+
+def _ignored(world: World, key: str, held: Claim | Source | Binding | None, resource_version: str) -> bool:
+    """Whether an observation tells nothing new: not newer than the object held, or older than its deletion."""
+    if held is not None:
+        return _stale(resource_version, held.resource_version)
+    return bool(world.tombstones) and _buried(world, key, resource_version)
 
 
 def _index_add(index: dict[str, set[str]], key: str, value: str) -> None:
@@ -220,7 +257,8 @@ def _put_claim(world: World, key: str, claim: Claim | None, touched: Touched) ->
             _index_remove(world.claims_by_workload, old.workload, key)
     touched.claims.add(key)
     if claim is None:
-        world.claims.pop(key, None)
+        if world.claims.pop(key, None) is not None and old is not None:
+            _bury(world, key, old.resource_version)
         return
     world.claims[key] = claim
     if old is None or claim.workload != old.workload:
@@ -276,7 +314,8 @@ def _put_source(world: World, name: str, source: Source | None, touched: Touched
     else:
         old_keys = set()
     if source is None:
-        world.sources.pop(name, None)
+        if world.sources.pop(name, None) is not None and old is not None:
+            _bury(world, old.ref.key, old.resource_version)
         if old is not None and old.identity is not None and not world.sources_by_identity.get(old.identity.key):
             world.lookups.pop(old.identity.key, None)  # the DataSource was the cache: the next claim looks up again
         return
@@ -302,7 +341,8 @@ def _put_binding(world: World, key: str, binding: Binding | None, touched: Touch
         _index_remove(world.bindings_by_workload, old.workload, key)
         touched.claims.update(world.claims_by_workload.get(old.workload, ()))
     if binding is None:
-        world.bindings.pop(key, None)
+        if world.bindings.pop(key, None) is not None and old is not None:
+            _bury(world, key, old.resource_version)
         return
     world.bindings[key] = binding
     _index_add(world.bindings_by_workload, binding.workload, key)
@@ -312,24 +352,37 @@ def _put_binding(world: World, key: str, binding: Binding | None, touched: Touch
 def _observe(world: World, obj: KubeObject, touched: Touched, *, deleted: bool = False) -> None:
     kind = obj.kind
     meta = obj.metadata
+    rv = meta.resource_version
     if kind == CLAIM:
         key = f"{kind}/{meta.namespace}/{meta.name}"  # obj.key, inlined: the hottest line of a replay
         old_claim = world.claims.get(key)
-        if not deleted and old_claim is not None and _stale(meta.resource_version, old_claim.resource_version):
+        if deleted:
+            _put_claim(world, key, None, touched)
+            _bury(world, key, rv)
+        elif _ignored(world, key, old_claim, rv):
             return
-        _put_claim(world, key, None if deleted else parse_claim(obj, old_claim), touched)
+        else:
+            _put_claim(world, key, parse_claim(obj, old_claim), touched)
     elif kind == DATASOURCE:
         name = meta.name
         old_source = world.sources.get(name)
-        if not deleted and old_source is not None and _stale(meta.resource_version, old_source.resource_version):
+        if deleted:
+            _put_source(world, name, None, touched)
+            _bury(world, f"{kind}//{name}", rv)
+        elif _ignored(world, f"{kind}//{name}", old_source, rv):
             return
-        _put_source(world, name, None if deleted else parse_source(obj), touched)
+        else:
+            _put_source(world, name, parse_source(obj), touched)
     elif kind == BINDING:
         key = f"{kind}/{meta.namespace}/{meta.name}"
         old_binding = world.bindings.get(key)
-        if not deleted and old_binding is not None and _stale(meta.resource_version, old_binding.resource_version):
+        if deleted:
+            _put_binding(world, key, None, touched)
+            _bury(world, key, rv)
+        elif _ignored(world, key, old_binding, rv):
             return
-        _put_binding(world, key, None if deleted else parse_binding(obj), touched)
+        else:
+            _put_binding(world, key, parse_binding(obj), touched)
     elif kind == CLUSTER:
         name = meta.name
         before = world.clusters.get(name)

@@ -11,7 +11,7 @@ import pytest
 from tether.adapters import manifests
 from tether.core.commands import CreateDataSource
 from tether.core.envelope import EventRecord
-from tether.core.events import CommandSucceeded, ObjectObserved
+from tether.core.events import CommandSucceeded, ObjectDeleted, ObjectObserved
 from tether.core.identity import make_identity
 from tether.core.kube import trim
 from tether.projections import views
@@ -153,3 +153,30 @@ def test_a_write_result_at_the_same_resource_version_still_ends_the_command_in_f
                                         event=CommandSucceeded(command_id="cmd-1", command="update_claim_status",
                                                                target="DataSourceClaim/ns1/c1", result=trim(raw))))
     assert not world.inflight and touched.claims == {"DataSourceClaim/ns1/c1"}
+
+
+def test_a_late_write_result_does_not_resurrect_a_deleted_object() -> None:
+    world = initial_world()
+    raw = _claim()
+    evolve(world, _observed(raw))
+    gone = trim(dict(raw, metadata=dict(raw["metadata"], resourceVersion="8")))
+    evolve(world, EventRecord(at_ms=2, source="watch", key=gone.key, event=ObjectDeleted(obj=gone)))
+    late = trim(dict(raw, metadata=dict(raw["metadata"], resourceVersion="7")))  # written before the deletion
+    touched = evolve(world, EventRecord(at_ms=3, source="executor", key=late.key,
+                                        event=CommandSucceeded(command_id="cmd-2", command="add_finalizer",
+                                                               target=late.key, result=late)))
+    assert "DataSourceClaim/ns1/c1" not in world.claims and touched.claims == {"DataSourceClaim/ns1/c1"}
+    # a claim created again under the same name has a newer resourceVersion: it is not buried
+    again = dict(raw, metadata=dict(raw["metadata"], resourceVersion="12", uid="u9"))
+    evolve(world, _observed(again))
+    assert world.claims["DataSourceClaim/ns1/c1"].ref.uid == "u9" and not world.tombstones
+
+
+def test_tombstones_are_bounded_oldest_first() -> None:
+    from tether.projections import world as world_module
+
+    world = initial_world()
+    for i in range(world_module.TOMBSTONES + 5):
+        world_module._bury(world, f"DataSourceClaim/ns/c{i}", str(i + 1))
+    assert len(world.tombstones) == world_module.TOMBSTONES
+    assert "DataSourceClaim/ns/c0" not in world.tombstones and f"DataSourceClaim/ns/c{i}" in world.tombstones
