@@ -123,9 +123,10 @@ class _Decide:
         return rfc3339(self.at_ms)
 
     def emit(self, command: Command, reason: str) -> None:
-        if command_id(command) in self.world.rejected:
+        world = self.world  # (each check only when there is something to check: ids and slots cost a hash each)
+        if world.rejected and command_id(command) in world.rejected:
             return  # the API refused exactly this request for good; a different request may still go
-        if slot(command_name(command), command_target(command)) in self.world.retry_wait:
+        if world.retry_wait and slot(command_name(command), command_target(command)) in world.retry_wait:
             return  # the last attempt failed; the retry timer will bring this object back
         self.out.append(Decision(command=command, reason=reason))
 
@@ -357,7 +358,12 @@ class _Decide:
         cached = self.plans.get(key)
         if cached is None:
             desired = self.desired_exclusions(binding)
-            plan = plan_placement(placement=binding.placement, annotations=binding.annotations, desired=desired)
+            memo = binding.__dict__.get("plan")  # (desired, plan) of an earlier decision on this very observation
+            if memo is not None and memo[0] == desired:
+                plan = memo[1]
+            else:
+                plan = plan_placement(placement=binding.placement, annotations=binding.annotations, desired=desired)
+                binding.__dict__["plan"] = (desired, plan)  # plan_placement is pure: same inputs, same plan
             cached = self.plans[key] = (plan, desired)
         return cached
 

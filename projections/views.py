@@ -62,8 +62,11 @@ class Source(msgspec.Struct):
     released: bool = False  # its claimRefs went from non-empty to empty (reclaimPolicy Delete applies)
 
 
-class Binding(msgspec.Struct):
-    """A ResourceBinding as observed (only what tether reads; the executor re-reads the rest)."""
+class Binding(msgspec.Struct, dict=True):
+    """A ResourceBinding as observed (only what tether reads; the executor re-reads the rest).
+
+    ``dict=True``: the decider memoises its placement plan for this very observation in the instance's
+    ``__dict__`` (never serialised; a new observation is a new view, so the memo cannot go stale)."""
 
     ref: ObjectRef
     resource_version: str
