@@ -41,7 +41,7 @@ from tether.core.identity import DataIdentity
 from tether.projections.world import Settings, World
 
 from .kubernetes.client import BINDINGS, CLAIMS, CLUSTERS, CONFIGMAPS, DATASOURCES, KubeClient
-from .kubernetes.executor import KubeExecutor
+from .kubernetes.executor import KubeExecutor, ObjectCache
 from .kubernetes.leader import LeaderElector
 from .kubernetes.watch import WatchSource
 
@@ -167,8 +167,10 @@ class Daemon:
         plugin_ns, _, plugin_name = self.cfg.plugin_configmap.partition("/")
         self.resolvers = ResolverSet(**self._resolver_options)
         timers = TimerService(self._log)
+        known = ObjectCache()  # what the watches saw last: the executor writes from it without a GET first
         self.runtime = Runtime(
-            self._log, executors=[KubeExecutor(kube), CatalogExecutor(self.resolvers, metrics=self.metrics)],
+            self._log, executors=[KubeExecutor(kube, cache=known),
+                                  CatalogExecutor(self.resolvers, metrics=self.metrics)],
             timers=timers, settings=Settings(plugin_configmap=self.cfg.plugin_configmap), metrics=self.metrics,
             snapshot_every=self.cfg.snapshot_every, concurrency=self.cfg.executor_concurrency,
             on_world_changed=self._sync_resolvers)
@@ -177,9 +179,10 @@ class Daemon:
             WatchSource(kube, self._log, CONFIGMAPS, namespace=plugin_ns,
                         field_selector=f"metadata.name={plugin_name}"),
             WatchSource(kube, self._log, CLUSTERS),
-            WatchSource(kube, self._log, DATASOURCES),
-            WatchSource(kube, self._log, BINDINGS, namespace=ns),
-            WatchSource(kube, self._log, CLAIMS, namespace=ns),  # last: a claim is decided with all it refers to
+            WatchSource(kube, self._log, DATASOURCES, on_object=known.observe),
+            WatchSource(kube, self._log, BINDINGS, namespace=ns, on_object=known.observe),
+            # last: a claim is decided with all it refers to
+            WatchSource(kube, self._log, CLAIMS, namespace=ns, on_object=known.observe),
         ]
         self.endpoints = Endpoints(metrics=self.metrics, ready=self.ready, on_table_moved=self._on_table_moved,
                                    push_token=self.cfg.push_token, host=self.cfg.http_host, port=self.cfg.http_port)

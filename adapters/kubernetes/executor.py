@@ -3,7 +3,7 @@
 Every command states a desired result (see ``core.commands``); its executor here is ``apply_<command_name>``.
 Each one follows the controller-runtime discipline:
 
-1. **read** the object as it is now (never trust the decider's possibly stale view);
+1. **read** the object (never trust the decider's possibly stale view);
 2. **compare** with what the command asks; if already so, report success with ``noop`` — this is what makes
    at-least-once delivery and replays harmless;
 3. **write only the difference**, with the resourceVersion just read as a precondition (in the merge patch's
@@ -11,6 +11,17 @@ Each one follows the controller-runtime discipline:
    instead of being overwritten;
 4. on 409, **re-read and retry** (a few times, immediately: the conflict is the normal case under load);
    on 429/5xx/network errors retry with backoff a few times; then report the outcome.
+
+**Reads without a round trip.** With an :class:`ObjectCache` (the daemon feeds it from its watches, and every
+answer of this executor's own writes goes into it), the *first* attempt of a command reads the last version of
+the object seen there instead of GETting it — one API round trip less per write, on the path of every
+decision. That version may be stale, so it is trusted for one thing only: building a write guarded by its
+resourceVersion. The API accepts that write only if the object is still exactly that version, so the written
+difference and the result are exactly those a fresh read would have produced. Everything else is decided from
+a fresh read: a 404/409/422 answer to a write built from the cache, or a cached version that says there is
+nothing to do (``noop``), makes the command start over with a GET, as without a cache (not counted as a
+conflict); an object missing from the cache (or cached with another uid) is read with a GET. The idempotence
+of step 2 is therefore unchanged: a no-op is only ever reported from what the API returned just before.
 
 The outcome is an event: :class:`~tether.core.events.CommandSucceeded` with the object the API returned (so
 the world learns the new resourceVersion at once), or :class:`~tether.core.events.CommandFailed` with the
@@ -48,7 +59,7 @@ from tether.core.commands import (
 )
 from tether.core.envelope import CommandRecord
 from tether.core.events import CommandFailed, CommandSucceeded, Event
-from tether.core.kube import KubeObject, ObjectRef, as_json, trim
+from tether.core.kube import KubeObject, ObjectRef, as_json, object_key, trim
 from tether.core.placement import plan_placement
 
 from .client import BY_KIND, DATASOURCES, EVENTS, JSON_PATCH, KubeClient, KubeError, Resource, merge_patch
@@ -70,6 +81,68 @@ class _Done(Exception):
         self.noop = noop
 
 
+class ObjectCache:
+    """The last version seen of each object (by key), from watches and from the executor's own writes.
+
+    Only an optimisation (module doc, "Reads without a round trip"): a stale entry costs one 409 and a GET, a
+    missing one a GET. Bounded: past ``max_objects`` the entries seen longest ago are dropped.
+    """
+
+    def __init__(self, max_objects: int = 100_000) -> None:
+        self.max_objects = max_objects
+        self._objects: dict[str, KubeObject] = {}
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    def observe(self, obj: KubeObject, deleted: bool = False) -> None:
+        """Record ``obj`` (the signature of ``WatchSource(on_object=...)``); an older version than the one held
+        (both resourceVersions numeric, as etcd's are) is ignored."""
+        key = obj.key
+        held = self._objects.pop(key, None)
+        if deleted:
+            return
+        if held is not None and _older(obj.metadata.resource_version, held.metadata.resource_version):
+            obj = held
+        self._objects[key] = obj
+        if len(self._objects) > self.max_objects:
+            del self._objects[next(iter(self._objects))]
+
+    def get(self, key: str) -> KubeObject | None:
+        return self._objects.get(key)
+
+
+def _older(rv: str, than: str) -> bool:
+    return rv.isdigit() and than.isdigit() and int(rv) < int(than)
+
+
+class _Attempt:
+    """One attempt at a command: whether it may read from the cache, and whether its read came from there."""
+
+    __slots__ = ("cache", "cached")
+
+    def __init__(self, cache: ObjectCache | None) -> None:
+        self.cache = cache
+        self.cached = False
+
+    def known(self, ref: ObjectRef) -> dict[str, Any] | None:
+        if self.cache is None:
+            return None
+        obj = self.cache.get(object_key(ref.kind, ref.namespace, ref.name))
+        if obj is None or (ref.uid and obj.metadata.uid != ref.uid):
+            return None
+        self.cached = True
+        known: dict[str, Any] = as_json(obj)
+        return known
+
+
+_FRESH = _Attempt(None)
+
+
+def _source_ref(name: str) -> ObjectRef:
+    return ObjectRef(api_version=DATASOURCES.api_version, kind="DataSource", name=name)
+
+
 def _failed_precondition(exc: KubeError) -> bool:
     """A JSON-patch ``test`` op failed (422 on the API server): the object changed since it was read."""
     return exc.status == 422 and "test" in exc.message.lower()
@@ -80,8 +153,9 @@ class KubeExecutor:
 
     def __init__(self, kube: KubeClient, *, conflict_retries: int = 5, error_retries: int = 3,
                  backoff: float = 0.2, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                 component: str = "tether") -> None:
+                 component: str = "tether", cache: ObjectCache | None = None) -> None:
         self.kube = kube
+        self.cache = cache
         self.conflict_retries = conflict_retries
         self.error_retries = error_retries
         self.backoff = backoff
@@ -95,12 +169,17 @@ class KubeExecutor:
         command = record.command
         name = command_name(command)
         target = command_target(command)
-        method: Callable[[Any], Awaitable[tuple[KubeObject | None, bool]]] = getattr(self, f"apply_{name}")
+        method: Callable[[Any, _Attempt], Awaitable[tuple[KubeObject | None, bool]]] = getattr(self, f"apply_{name}")
+        attempt = _Attempt(self.cache)  # only the first attempt may read from the cache
         conflicts = errors = 0
         while True:
             try:
-                result, noop = await method(command)
+                result, noop = await method(command, attempt)
             except KubeError as exc:
+                if attempt.cached and exc.status in (404, 409, 422):
+                    attempt = _FRESH  # built from a stale version: decide again from a fresh read
+                    continue
+                attempt = _FRESH
                 if (exc.status == 409 and exc.reason == "Conflict") or _failed_precondition(exc):
                     conflicts += 1  # someone wrote in between: re-read and try again
                     if conflicts <= self.conflict_retries:
@@ -115,21 +194,28 @@ class KubeExecutor:
                                 status=exc.status, reason=exc.reason, message=exc.message)
                 return [CommandFailed(command_id=record.id, command=name, target=target, reason=exc.reason,
                                       message=exc.message, retryable=exc.retryable)]
+            if attempt.cached and noop:
+                attempt = _FRESH  # "nothing to do" is only ever concluded from a fresh read
+                continue
+            if self.cache is not None and result is not None:
+                self.cache.observe(result)
             return [CommandSucceeded(command_id=record.id, command=name, target=target, result=result, noop=noop)]
 
     # --- helpers -----------------------------------------------------------------------------------------
 
-    async def _read(self, ref: ObjectRef) -> tuple[Resource, dict[str, Any] | None]:
+    async def _read(self, ref: ObjectRef, attempt: _Attempt) -> tuple[Resource, dict[str, Any] | None]:
         res = BY_KIND[ref.kind]
-        obj = await self.kube.get(res, ref.name, namespace=ref.namespace)
+        obj = attempt.known(ref)
+        if obj is None:
+            obj = await self.kube.get(res, ref.name, namespace=ref.namespace)
         if obj is not None and ref.uid and obj.get("metadata", {}).get("uid") != ref.uid:
             obj = None  # same name, another object: the command was about one that is gone
         return res, obj
 
     # --- one method per command --------------------------------------------------------------------------
 
-    async def apply_add_finalizer(self, c: AddFinalizer) -> tuple[KubeObject | None, bool]:
-        res, obj = await self._read(c.target)
+    async def apply_add_finalizer(self, c: AddFinalizer, attempt: _Attempt = _FRESH) -> tuple[KubeObject | None, bool]:
+        res, obj = await self._read(c.target, attempt)
         if obj is None:
             raise KubeError(404, "NotFound", f"{c.target.key} not found")
         meta = obj["metadata"]
@@ -143,8 +229,9 @@ class KubeExecutor:
         out = await self.kube.patch(res, c.target.name, ops, namespace=c.target.namespace, content_type=JSON_PATCH)
         return trim(out), False
 
-    async def apply_remove_finalizer(self, c: RemoveFinalizer) -> tuple[KubeObject | None, bool]:
-        res, obj = await self._read(c.target)
+    async def apply_remove_finalizer(self, c: RemoveFinalizer,
+                                     attempt: _Attempt = _FRESH) -> tuple[KubeObject | None, bool]:
+        res, obj = await self._read(c.target, attempt)
         if obj is None:
             return None, True
         finalizers = obj["metadata"].get("finalizers") or []
@@ -179,8 +266,9 @@ class KubeExecutor:
         out = await self.kube.patch(res, ref.name, body, namespace=ref.namespace, subresource="status")
         return trim(out), False
 
-    async def apply_update_claim_status(self, c: UpdateClaimStatus) -> tuple[KubeObject | None, bool]:
-        res, obj = await self._read(c.claim)
+    async def apply_update_claim_status(self, c: UpdateClaimStatus,
+                                        attempt: _Attempt = _FRESH) -> tuple[KubeObject | None, bool]:
+        res, obj = await self._read(c.claim, attempt)
         if obj is None:
             return None, True
         wanted = {"phase": c.phase, "boundDataSource": c.bound_data_source or None,
@@ -189,17 +277,19 @@ class KubeExecutor:
             del wanted["boundDataSource"]
         return await self._patch_status(res, c.claim, obj, wanted)
 
-    async def apply_update_data_source_status(self, c: UpdateDataSourceStatus) -> tuple[KubeObject | None, bool]:
-        obj = await self.kube.get(DATASOURCES, c.name)
+    async def apply_update_data_source_status(self, c: UpdateDataSourceStatus,
+                                              attempt: _Attempt = _FRESH) -> tuple[KubeObject | None, bool]:
+        ref = _source_ref(c.name)
+        _, obj = await self._read(ref, attempt)
         if obj is None:
             return None, True
         wanted: dict[str, Any] = {"claimRefs": as_json(c.claim_refs), "boundClaims": c.bound_claims}
         if c.conditions:
             wanted["conditions"] = as_json(c.conditions)
-        ref = ObjectRef(api_version=DATASOURCES.api_version, kind="DataSource", name=c.name)
         return await self._patch_status(DATASOURCES, ref, obj, wanted)
 
-    async def apply_create_data_source(self, c: CreateDataSource) -> tuple[KubeObject | None, bool]:
+    async def apply_create_data_source(self, c: CreateDataSource,
+                                       attempt: _Attempt = _FRESH) -> tuple[KubeObject | None, bool]:
         try:
             out = await self.kube.create(DATASOURCES, data_source_manifest(c))
         except KubeError as exc:
@@ -216,8 +306,9 @@ class KubeExecutor:
             return trim(existing), True
         return trim(out), False
 
-    async def apply_update_data_source_locality(self, c: UpdateDataSourceLocality) -> tuple[KubeObject | None, bool]:
-        obj = await self.kube.get(DATASOURCES, c.name)
+    async def apply_update_data_source_locality(self, c: UpdateDataSourceLocality,
+                                                attempt: _Attempt = _FRESH) -> tuple[KubeObject | None, bool]:
+        _, obj = await self._read(_source_ref(c.name), attempt)
         if obj is None:
             raise KubeError(404, "NotFound", f"DataSource {c.name} not found")
         meta = obj["metadata"]
@@ -230,14 +321,16 @@ class KubeExecutor:
                 "spec": {"locality": {"clusterNames": clusters}}}
         return trim(await self.kube.patch(DATASOURCES, c.name, body)), False
 
-    async def apply_delete_data_source(self, c: DeleteDataSource) -> tuple[KubeObject | None, bool]:
+    async def apply_delete_data_source(self, c: DeleteDataSource,
+                                       attempt: _Attempt = _FRESH) -> tuple[KubeObject | None, bool]:
         out = await self.kube.delete(DATASOURCES, c.name, uid=c.uid)
         if out is None:
             return None, True
         return (trim(out) if out.get("kind") == "DataSource" else None), False
 
-    async def apply_set_binding_placement(self, c: SetBindingPlacement) -> tuple[KubeObject | None, bool]:
-        res, obj = await self._read(c.binding)
+    async def apply_set_binding_placement(self, c: SetBindingPlacement,
+                                          attempt: _Attempt = _FRESH) -> tuple[KubeObject | None, bool]:
+        res, obj = await self._read(c.binding, attempt)
         if obj is None:
             return None, True
         spec = obj.get("spec") or {}
@@ -262,7 +355,8 @@ class KubeExecutor:
         out = await self.kube.patch(res, c.binding.name, body, namespace=c.binding.namespace)
         return trim(out), False
 
-    async def apply_emit_kubernetes_event(self, c: EmitKubernetesEvent) -> tuple[KubeObject | None, bool]:
+    async def apply_emit_kubernetes_event(self, c: EmitKubernetesEvent,
+                                          attempt: _Attempt = _FRESH) -> tuple[KubeObject | None, bool]:
         ref = c.involved
         namespace = ref.namespace or "default"
         digest = hashlib.blake2b(f"{ref.key}|{c.reason}|{c.message}".encode(), digest_size=6).hexdigest()

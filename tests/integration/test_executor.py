@@ -1,15 +1,19 @@
-"""KubeExecutor applies each command idempotently: the second application of the same request is a no-op."""
+"""KubeExecutor applies each command idempotently: the second application of the same request is a no-op; with
+an ObjectCache it writes without reading first, never over a version it did not see, and reports a no-op only
+from a fresh read."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from tether.adapters import manifests
 from tether.adapters.kube_emulator.testing import KubeEnv
 from tether.adapters.kubernetes.client import CLAIMS, KubeClient
-from tether.adapters.kubernetes.executor import KubeExecutor
+from tether.adapters.kubernetes.executor import KubeExecutor, ObjectCache
 from tether.core.commands import UpdateClaimStatus, command_id, command_target
 from tether.core.envelope import CommandRecord
 from tether.core.events import CommandSucceeded
-from tether.core.kube import Condition, ObjectRef
+from tether.core.kube import Condition, ObjectRef, trim
 
 
 async def test_the_same_status_applied_twice_is_a_noop(kube: KubeEnv) -> None:
@@ -31,3 +35,82 @@ async def test_the_same_status_applied_twice_is_a_noop(kube: KubeEnv) -> None:
     assert isinstance(second, CommandSucceeded) and second.noop  # compared as the API stores it, not as tuples
     assert first.result is not None and second.result is not None
     assert second.result.metadata.resource_version == first.result.metadata.resource_version
+
+
+class CountingClient(KubeClient):
+    """A KubeClient that counts its GETs (round trips saved by the executor's cache)."""
+
+    gets = 0
+
+    async def get(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        self.gets += 1
+        return await super().get(*args, **kwargs)
+
+
+async def _claim(kube: KubeEnv, client: KubeClient, name: str) -> tuple[dict[str, Any], ObjectRef]:
+    await kube.register_crds("datadependency.volcano.sh_datasourceclaims")
+    created = await client.create(CLAIMS, manifests.claim(name, namespace=kube.namespace, table="db.t"),
+                                  namespace=kube.namespace)
+    return created, ObjectRef(api_version=created["apiVersion"], kind="DataSourceClaim", name=name,
+                              namespace=kube.namespace, uid=created["metadata"]["uid"])
+
+
+def _status(ref: ObjectRef, reason: str) -> CommandRecord:
+    command = UpdateClaimStatus(claim=ref, phase="Pending", bound_data_source="", conditions=(
+        Condition(type="Bound", status="False", reason=reason, message=reason,
+                  last_transition_time="2026-01-01T00:00:00Z", observed_generation=1),))
+    return CommandRecord(id=command_id(command), at_ms=0, key=command_target(command), command=command,
+                         causation="0:1")
+
+
+async def test_a_cached_version_saves_the_read_and_its_answer_keeps_the_cache_current(kube: KubeEnv) -> None:
+    client = CountingClient(kube.api_client)
+    created, ref = await _claim(kube, client, "cached")
+    cache = ObjectCache()
+    cache.observe(trim(created))  # as the claims watch would
+    executor = KubeExecutor(client, cache=cache)
+    first, = await executor.apply(_status(ref, "A"))
+    second, = await executor.apply(_status(ref, "B"))  # from the version the first write returned
+    assert isinstance(first, CommandSucceeded) and not first.noop
+    assert isinstance(second, CommandSucceeded) and not second.noop
+    assert client.gets == 0
+    stored = await client.get(CLAIMS, "cached", namespace=kube.namespace)
+    assert stored is not None and stored["status"]["conditions"][0]["reason"] == "B"
+    cached = cache.get(trim(stored).key)
+    assert cached is not None and cached.metadata.resource_version == stored["metadata"]["resourceVersion"]
+
+
+async def test_a_stale_cached_version_is_never_written_over(kube: KubeEnv) -> None:
+    client = CountingClient(kube.api_client)
+    created, ref = await _claim(kube, client, "stale")
+    cache = ObjectCache()
+    cache.observe(trim(created))
+    # someone else writes after the cache saw the claim: its version is stale
+    await client.patch(CLAIMS, "stale", {"metadata": {"labels": {"someone": "else"}}}, namespace=kube.namespace)
+    executor = KubeExecutor(client, cache=cache)
+    outcome, = await executor.apply(_status(ref, "A"))
+    assert isinstance(outcome, CommandSucceeded) and not outcome.noop
+    assert client.gets == 1  # the write built from the stale version got a 409; the retry read afresh
+    stored = await client.get(CLAIMS, "stale", namespace=kube.namespace)
+    assert stored is not None and stored["metadata"]["labels"]["someone"] == "else"
+    assert stored["status"]["conditions"][0]["reason"] == "A"
+
+
+async def test_nothing_to_do_is_only_concluded_from_a_fresh_read(kube: KubeEnv) -> None:
+    client = CountingClient(kube.api_client)
+    _, ref = await _claim(kube, client, "reverted")
+    cache = ObjectCache()
+    executor = KubeExecutor(client, cache=cache)
+    written, = await executor.apply(_status(ref, "A"))  # the cache now holds the claim with status A
+    assert isinstance(written, CommandSucceeded) and not written.noop
+    # someone reverts the status; the cache still says it is A
+    await client.patch(CLAIMS, "reverted", {"status": {"conditions": None}}, namespace=kube.namespace,
+                       subresource="status")
+    again, = await executor.apply(_status(ref, "A"))
+    assert isinstance(again, CommandSucceeded) and not again.noop  # written again, not reported as done
+    stored = await client.get(CLAIMS, "reverted", namespace=kube.namespace)
+    assert stored is not None and stored["status"]["conditions"][0]["reason"] == "A"
+    # and a command that really has nothing to do is a no-op, confirmed by a read
+    reads = client.gets
+    done, = await executor.apply(_status(ref, "A"))
+    assert isinstance(done, CommandSucceeded) and done.noop and client.gets == reads + 1
