@@ -15,8 +15,13 @@ Offsets start at 1 and have no gaps; the single partition is 0. A :data:`Positio
 offset}`` (``{}`` before the first record), and ``end()`` is the position of the last record.
 
 Connections. aiosqlite runs each connection on its own thread. All writes go through one writer connection,
-inside an explicit ``BEGIN IMMEDIATE`` transaction under an asyncio lock, so ``commit`` (produced records + the
-consumer position) is one atomic transaction and other processes writing the same file wait on SQLite's lock.
+each inside an explicit ``BEGIN IMMEDIATE`` transaction, so ``commit`` (produced records + the consumer position)
+is one atomic transaction and other processes writing the same file wait on SQLite's lock. A whole transaction
+(BEGIN, the offset query, the inserts, the position, COMMIT) is **one job** on the writer's thread: one thread
+round trip per write instead of one per statement (the log is written on every step of every decision, so this
+is latency on the path of each), and jobs run one at a time in the order they were queued. A job runs to its
+end even if its caller is cancelled meanwhile — never half a transaction: then the write happened although the
+caller did not see it return, which at-least-once processing already allows for.
 Every ``read``/``consume``/``follow`` iterator opens its own reader connection, so a long replay sees one
 consistent WAL snapshot and never observes a half-done transaction of the writer.
 
@@ -39,11 +44,12 @@ import contextlib
 import json
 import logging
 import os
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import aiosqlite
 import msgspec
@@ -54,6 +60,7 @@ from tether.core.envelope import CommandRecord, EventRecord, decode_command, dec
 log = logging.getLogger(__name__)
 
 OnCorrupt = Literal["dead_letter", "raise"]
+_T = TypeVar("_T")
 STREAMS: tuple[Stream, ...] = ("events", "commands")
 
 _SCHEMA = """
@@ -121,8 +128,6 @@ class SqliteLog:
         self.on_corrupt: OnCorrupt = on_corrupt
         self._synchronous = synchronous
         self._writer = writer
-        self._lock = asyncio.Lock()
-        self._pending_end: asyncio.Future[object] | None = None  # a ROLLBACK queued for a cancelled BEGIN
         self._appended = {stream: asyncio.Event() for stream in STREAMS}
         self._readers: set[aiosqlite.Connection] = set()
         self._closed = False
@@ -185,25 +190,33 @@ class SqliteLog:
                 self._readers.discard(conn)
                 await conn.close()
 
-    @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One write transaction on the writer connection; rolled back if the body raises."""
-        async with self._lock:
-            # aiosqlite runs statements in order on its own thread, and a statement already handed to it runs even
-            # if the awaiting task is cancelled. So a cancellation must never leave a BEGIN without its ROLLBACK:
-            # the statements that end a transaction are shielded, and a cancelled BEGIN gets its ROLLBACK queued.
-            begin = asyncio.ensure_future(self._writer.execute("BEGIN IMMEDIATE"))
+    async def _write(self, work: Callable[[sqlite3.Connection], _T], *, notify: Stream | None = None) -> _T:
+        """Run ``work`` in one write transaction, as one job on the writer's thread (module doc); wakes the
+        followers of ``notify`` once it committed, even if the caller was cancelled meanwhile."""
+        writer = self._writer
+
+        def job() -> _T:
+            conn = writer._conn  # aiosqlite's sqlite3 connection, used here on its own thread
+            conn.execute("BEGIN IMMEDIATE")
             try:
-                await asyncio.shield(begin)
-            except asyncio.CancelledError:
-                self._pending_end = asyncio.ensure_future(self._writer.execute("ROLLBACK"))
-                raise
-            try:
-                yield self._writer
+                result = work(conn)
+                conn.execute("COMMIT")
             except BaseException:
-                await asyncio.shield(self._writer.execute("ROLLBACK"))
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
-            await asyncio.shield(self._writer.execute("COMMIT"))
+            return result
+
+        done: asyncio.Future[_T] = asyncio.ensure_future(writer._execute(job))
+
+        def finished(future: asyncio.Future[_T]) -> None:
+            if future.cancelled() or future.exception() is not None:  # retrieved: never "exception never retrieved"
+                return
+            if notify is not None:
+                self._notify(notify)
+
+        done.add_done_callback(finished)
+        return await asyncio.shield(done)
 
     def _notify(self, stream: Stream) -> None:
         event = self._appended[stream]
@@ -212,53 +225,57 @@ class SqliteLog:
 
     # -- writing ---------------------------------------------------------------------------------------------
 
-    async def _insert(self, db: aiosqlite.Connection, stream: Stream, records: Sequence[Record]) -> list[Record]:
-        if not records:
-            return []
-        async with db.execute(f"SELECT coalesce(max(offset), 0) FROM {stream}") as cur:
-            row = await cur.fetchone()
-        last = int(row[0]) if row else 0
-        out: list[Record] = []
-        rows: list[tuple[int, int, str, str, str, bytes]] = []
+    @staticmethod
+    def _prepare(stream: Stream, records: Sequence[Record]) -> list[tuple[Record, tuple[int, str, str, str, bytes]]]:
+        """Each record as stored (stamped, without position) with its row but the offset (on the event loop)."""
+        out: list[tuple[Record, tuple[int, str, str, str, bytes]]] = []
         now = 0
         for record in records:
             if stream == "events" and not isinstance(record, EventRecord):
                 raise TypeError(f"the events stream takes EventRecord, not {type(record).__name__}")
             if stream == "commands" and not isinstance(record, CommandRecord):
                 raise TypeError(f"the commands stream takes CommandRecord, not {type(record).__name__}")
-            last += 1
             clean = record
             if record.at_ms == 0:  # the append time, when the source did not stamp it
                 now = now or _now_ms()
                 clean = msgspec.structs.replace(clean, at_ms=now)
             if record.offset or record.partition:  # the body never carries a position: the offset column does
                 clean = msgspec.structs.replace(clean, offset=0, partition=0)
-            body = encode(clean)
-            stored = msgspec.structs.replace(clean, offset=last)
-            rows.append((last, stored.at_ms, stored.key, _type_name(stored), stored.causation, body))
-            out.append(stored)
-        await db.executemany(
-            f"INSERT INTO {stream} (offset, at_ms, key, type, causation, body) VALUES (?, ?, ?, ?, ?, CAST(? AS TEXT))",
-            rows,
-        )
+            out.append((clean, (clean.at_ms, clean.key, _type_name(clean), clean.causation, encode(clean))))
         return out
 
-    async def _set_position(self, db: aiosqlite.Connection, consumer: str, stream: Stream, position: Position) -> None:
-        await db.executemany(
+    @staticmethod
+    def _insert(conn: sqlite3.Connection, stream: Stream, rows: list[tuple[int, str, str, str, bytes]]) -> int:
+        """Insert ``rows`` after the last offset (inside a write job); returns the offset of the first."""
+        (last,) = conn.execute(f"SELECT coalesce(max(offset), 0) FROM {stream}").fetchone()
+        first = int(last) + 1
+        conn.executemany(
+            f"INSERT INTO {stream} (offset, at_ms, key, type, causation, body) VALUES (?, ?, ?, ?, ?, CAST(? AS TEXT))",
+            [(first + i, *row) for i, row in enumerate(rows)],
+        )
+        return first
+
+    @staticmethod
+    def _set_position(conn: sqlite3.Connection, consumer: str, stream: Stream, position: Position) -> None:
+        conn.executemany(
             "INSERT INTO positions (consumer, stream, partition, offset) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (consumer, stream, partition) DO UPDATE SET offset = excluded.offset",
             [(consumer, stream, partition, offset) for partition, offset in position.items()],
         )
+
+    @staticmethod
+    def _stored(prepared: list[tuple[Record, Any]], first: int) -> list[Record]:
+        return [msgspec.structs.replace(clean, offset=first + i) for i, (clean, _) in enumerate(prepared)]
 
     async def append(self, stream: Stream, records: Sequence[Record]) -> list[Record]:
         """Append ``records`` in one transaction; returns them with offsets (and ``at_ms`` if it was 0)."""
         stream = _check_stream(stream)
         if not records:
             return []
-        async with self._transaction() as db:
-            out = await self._insert(db, stream, records)
-        self._notify(stream)
-        return out
+        prepared = self._prepare(stream, records)
+        rows = [row for _, row in prepared]
+        first = await self._write(lambda conn: self._insert(conn, stream, rows), notify=stream)
+        return self._stored(prepared, first)
 
     async def commit(
         self, batch: Batch, *, consumer: str, produced: Sequence[Record] = (), to: Stream | None = None
@@ -267,28 +284,30 @@ class SqliteLog:
         source = _check_stream(batch.stream)
         if produced and to is None:
             raise ValueError("commit: produced records need a target stream (to=...)")
-        async with self._transaction() as db:
-            out = await self._insert(db, _check_stream(to), produced) if to is not None and produced else []
-            await self._set_position(db, consumer, source, batch.position)
-        if out and to is not None:
-            self._notify(to)
-        return out
+        target = _check_stream(to) if to is not None and produced else None
+        prepared = self._prepare(target, produced) if target is not None else []
+        rows = [row for _, row in prepared]
+        position = dict(batch.position)
+
+        def work(conn: sqlite3.Connection) -> int:
+            first = self._insert(conn, target, rows) if target is not None else 0
+            self._set_position(conn, consumer, source, position)
+            return first
+
+        first = await self._write(work, notify=target)
+        return self._stored(prepared, first) if target is not None else []
 
     async def save_snapshot(self, snapshot: Snapshot) -> None:
-        async with self._transaction() as db:
-            await db.execute(
-                "INSERT INTO snapshots (name, position, state, at_ms) VALUES (?, ?, ?, ?) ON CONFLICT (name) "
-                "DO UPDATE SET position = excluded.position, state = excluded.state, at_ms = excluded.at_ms",
-                (snapshot.name, json.dumps(snapshot.position), snapshot.state, snapshot.at_ms or _now_ms()),
-            )
+        row = (snapshot.name, json.dumps(snapshot.position), snapshot.state, snapshot.at_ms or _now_ms())
+        await self._write(lambda conn: conn.execute(
+            "INSERT INTO snapshots (name, position, state, at_ms) VALUES (?, ?, ?, ?) ON CONFLICT (name) "
+            "DO UPDATE SET position = excluded.position, state = excluded.state, at_ms = excluded.at_ms", row))
 
     async def _dead_letter(self, stream: Stream, offset: int, reason: str, body: bytes) -> None:
-        async with self._transaction() as db:
-            await db.execute(
-                "INSERT OR IGNORE INTO dead_letters (stream, offset, reason, body, at_ms) "
-                "VALUES (?, ?, ?, CAST(? AS TEXT), ?)",
-                (stream, offset, reason, body, _now_ms()),
-            )
+        row = (stream, offset, reason, body, _now_ms())
+        await self._write(lambda conn: conn.execute(
+            "INSERT OR IGNORE INTO dead_letters (stream, offset, reason, body, at_ms) "
+            "VALUES (?, ?, ?, CAST(? AS TEXT), ?)", row))
 
     # -- reading ---------------------------------------------------------------------------------------------
 

@@ -113,7 +113,7 @@ async def test_a_failure_inside_commit_leaves_neither_records_nor_position(
     await log.append("events", [event("a"), event("b")])
     batch = Batch(stream="events", records=await collect(log), position={0: 2})  # type: ignore[arg-type]
 
-    async def crash(*args: object) -> None:
+    def crash(*args: object) -> None:  # runs inside the write transaction, on the writer's thread
         raise RuntimeError("crash between the append and the position")
 
     monkeypatch.setattr(log, "_set_position", crash)
