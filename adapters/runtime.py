@@ -129,7 +129,8 @@ class Runtime:
         self.decided_events = 0
         self.applied_commands = 0
         self._since_snapshot = 0
-        self._rate_window: list[tuple[float, int]] = []
+        self._rate_window: deque[tuple[float, int]] = deque()  # (time, events) of the batches of the last 10 s
+        self._rate_sum = 0  # the events in _rate_window
 
     # --- recovery ----------------------------------------------------------------------------------------
 
@@ -179,10 +180,11 @@ class Runtime:
             self.metrics.commands.labels(command_name(c.command)).inc()
         self.decided_events += len(batch.records)
         self._rate_window.append((now, len(batch.records)))
-        while self._rate_window and now - self._rate_window[0][0] > 10:
-            self._rate_window.pop(0)
-        span = max(1.0, now - self._rate_window[0][0]) if self._rate_window else 1.0
-        self.metrics.events_per_second.set(sum(n for _, n in self._rate_window) / span)
+        self._rate_sum += len(batch.records)
+        while now - self._rate_window[0][0] > 10:
+            self._rate_sum -= self._rate_window.popleft()[1]
+        span = max(1.0, now - self._rate_window[0][0])
+        self.metrics.events_per_second.set(self._rate_sum / span)
         if self.world.plugins is not plugins and self.on_world_changed is not None:
             self.on_world_changed(self.world)
         self._since_snapshot += len(batch.records)
