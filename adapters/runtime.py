@@ -24,6 +24,9 @@ nor the reading of later commands. Ordering and bounds:
 
 * commands for the same key (object) run one after the other, in log order; different keys run concurrently,
   at most ``concurrency`` commands at a time; reading pauses while ``max_pending`` commands are unfinished;
+  among the commands read together, the objects whose next command is one of ``first`` (by default
+  ``SetBindingPlacement``: the write that gates a workload's scheduling) are started first, so their request
+  is not sent behind the claim's status writes or a catalog lookup;
 * a queued command superseded by a later queued one for the same object and purpose is skipped (reported as
   a no-op: the later one carries the newer desired state); ``StartTimer`` commands are never skipped;
 * outcomes are appended in the order their commands finished (so in log order per key), and every outcome
@@ -52,7 +55,7 @@ import structlog
 from tether.adapters.log import Batch, EventLog, Snapshot
 from tether.adapters.metrics import Metrics
 from tether.adapters.timers import TimerService
-from tether.core.commands import Command, LookupDataLocation, StartTimer, command_name
+from tether.core.commands import Command, LookupDataLocation, SetBindingPlacement, StartTimer, command_name
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import (
     CommandFailed,
@@ -110,6 +113,7 @@ class Runtime:
         self, log_: EventLog, *, executors: Sequence[Executor], timers: TimerService | None = None,
         settings: Settings | None = None, metrics: Metrics | None = None, snapshot_every: int = 50_000,
         concurrency: int = 32, batch_size: int = 512, max_pending: int = 4096,
+        first: tuple[type[Command], ...] = (SetBindingPlacement,),
         on_world_changed: Callable[[World], None] | None = None,
     ) -> None:
         self.log = log_
@@ -123,6 +127,7 @@ class Runtime:
         self.concurrency = concurrency
         self.batch_size = batch_size
         self.max_pending = max_pending
+        self.first = first
         self.on_world_changed = on_world_changed
         self.world: World = initial_world(self.settings)
         self.recovered = asyncio.Event()
@@ -317,6 +322,7 @@ class _Pipeline:
     async def read_loop(self) -> None:
         rt = self.rt
         async for batch in rt.log.consume("commands", consumer="executor", batch_size=rt.batch_size):
+            idle: list[tuple[str, deque[CommandRecord]]] = []  # keys with no worker yet
             for record in batch.records:
                 if not isinstance(record, CommandRecord):
                     continue
@@ -326,9 +332,14 @@ class _Pipeline:
                 queue = self.queues.get(record.key)
                 if queue is None:
                     queue = self.queues[record.key] = deque()
-                    assert self.tasks is not None
-                    self.tasks.create_task(self.work(record.key, queue))
+                    idle.append((record.key, queue))
                 queue.append(record)
+            # workers start (and send their first request) in creation order: the keys whose next command is on
+            # the scheduling path go first (sorted stably, and per key nothing changes order)
+            idle.sort(key=lambda item: not isinstance(item[1][0].command, rt.first))
+            assert self.tasks is not None
+            for key, queue in idle:
+                self.tasks.create_task(self.work(key, queue))
             self.read_to.update(batch.position)
             self.wake_committer.set()  # a batch of only skipped records still moves the position
             if self.outstanding >= rt.max_pending:

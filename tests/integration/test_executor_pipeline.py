@@ -17,11 +17,18 @@ import pytest
 
 from tether.adapters import manifests
 from tether.adapters.kube_emulator.testing import KubeEnv
-from tether.adapters.kubernetes.client import CLAIMS, KubeClient
+from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, KubeClient
 from tether.adapters.kubernetes.executor import KubeExecutor
 from tether.adapters.runtime import Runtime
 from tether.adapters.sqlite_log import SqliteLog
-from tether.core.commands import Command, UpdateClaimStatus, command_id, command_target
+from tether.core.commands import (
+    AddFinalizer,
+    Command,
+    SetBindingPlacement,
+    UpdateClaimStatus,
+    command_id,
+    command_target,
+)
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import CommandSucceeded, Event
 from tether.core.kube import Condition, ObjectRef
@@ -69,6 +76,7 @@ class Bench:
 
     def __init__(self, kube: KubeEnv, log: SqliteLog) -> None:
         self.kube = KubeClient(kube.api_client)
+        self.kube_env = kube
         self.namespace = kube.namespace
         self.log = log
         self.refs: dict[str, ObjectRef] = {}
@@ -88,6 +96,12 @@ class Bench:
                       last_transition_time="2026-01-01T00:00:00Z", observed_generation=1),))
         return CommandRecord(id=command_id(command), at_ms=0, key=command_target(command), command=command,
                              causation="0:1")
+
+    async def binding(self, workload: str) -> ObjectRef:
+        created = await self.kube.create(BINDINGS, manifests.resource_binding(workload, namespace=self.namespace),
+                                         namespace=self.namespace)
+        return ObjectRef(api_version=created["apiVersion"], kind="ResourceBinding", name=created["metadata"]["name"],
+                         namespace=self.namespace, uid=created["metadata"]["uid"])
 
     async def append(self, *records: CommandRecord) -> list[CommandRecord]:
         out = await self.log.append("commands", list(records))
@@ -210,6 +224,27 @@ async def test_restart_after_a_crash_mid_flight_applies_the_unfinished_command_a
     # at-least-once applies it again, and the executor's compare makes that a no-op, not a second write
     assert [o.noop for o in outcomes[after.id]] == [False, True]
     assert runtime.applied_commands == 2
+
+
+def record(command: Command) -> CommandRecord:
+    return CommandRecord(id=command_id(command), at_ms=0, key=command_target(command), command=command,
+                         causation="0:1")
+
+
+async def test_the_binding_write_is_sent_before_the_claim_writes_decided_with_it(bench: Bench) -> None:
+    """One decision yields the claim's writes first and the binding's last; the binding's goes out first."""
+    await bench.kube_env.register_crds("work.karmada.io_resourcebindings")
+    claim = await bench.claim("c")
+    binding = await bench.binding("w")
+    finalizer, status, placement = await bench.append(
+        record(AddFinalizer(target=claim, finalizer="example.com/test")), bench.status("c", "Bound"),
+        record(SetBindingPlacement(binding=binding, excluded_clusters=("west1",))))
+    executor = Gated(KubeExecutor(bench.kube))
+    bench.start(executor)
+    await eventually(lambda: _at(bench, placement.offset), "every command applied")
+    assert executor.started == [placement.id, finalizer.id, status.id]
+    rb = await bench.kube.get(BINDINGS, binding.name, namespace=bench.namespace)
+    assert rb is not None and rb["spec"]["placement"]["clusterAffinity"]["exclude"] == ["west1"]
 
 
 async def _have(bench: Bench, *ids: str) -> dict[str, list[CommandSucceeded]] | None:
