@@ -87,12 +87,25 @@ async def test_append_consume_commit_round_trip(kafka_url: str) -> None:
 
 
 async def test_commit_produces_before_committing(kafka_url: str) -> None:
-    async with KafkaLog(kafka_url) as log:
+    async with KafkaLog(kafka_url, commit_pipeline=0) as log:  # commit returns once everything is done
         await log.append("events", [event(i) for i in range(5)])
         async for batch in log.consume("events", consumer="decider", follow=False):
             out = await log.commit(batch, consumer="decider", produced=[command(r.offset) for r in batch.records])
             assert all(o.offset >= 1 for o in out)
         assert len([c async for chunk in log.read("commands") for c in chunk]) == 5
+        assert await log.position("events", consumer="decider") == {0: 5}
+
+
+async def test_pipelined_commit_returns_before_the_acknowledgement(kafka_url: str) -> None:
+    async with KafkaLog(kafka_url) as log:
+        assert log.config.commit_pipeline > 0
+        await log.append("events", [event(i) for i in range(5)])
+        async for batch in log.consume("events", consumer="decider", follow=False):
+            out = await log.commit(batch, consumer="decider", produced=[command(r.offset) for r in batch.records])
+            assert [o.offset for o in out] == [0] * len(batch.records)  # not known yet
+        await log.flush()
+        assert len([c async for chunk in log.read("commands") for c in chunk]) == 5
+        assert await log.position("events", consumer="decider") == {0: 5}
 
 
 async def test_resume_from_committed_offsets(kafka_url: str) -> None:
