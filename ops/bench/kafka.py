@@ -13,7 +13,11 @@ in the full path. So the ratio measures tether's own overhead (envelope decoding
 The workload is a realistic synthetic log (``tether.adapters.synthetic_log``: claims, bindings, lookups,
 migrations). ``--decider identity`` replaces ``step`` by a placeholder that emits one command per event.
 
-    python ops/bench/kafka.py [--namespaces 40] [--decider real|identity]
+    python ops/bench/kafka.py [--namespaces 24] [--repeat 3] [--decider real|identity]
+
+Each path runs ``--repeat`` times, interleaved (raw, full, raw, full, …), each on fresh topics of the same broker;
+the clocks start once the consumer groups have formed (their partitions are assigned), and the figures reported
+are the medians.
 
 Last line: one JSON object ``{"bench": "kafka", "value": <events/s full path>, "unit": "events/s",
 "baseline": <raw events/s>, "ratio": ..., ...}``.
@@ -25,6 +29,7 @@ import argparse
 import asyncio
 import json
 import logging
+import statistics
 import sys
 import time
 import uuid
@@ -106,10 +111,11 @@ async def full_path(url: str, events: list[EventRecord], decider_kind: str) -> t
             if decided.is_set() and consumed_commands >= produced_commands:
                 return
 
-    # let both groups form before the clock starts (a join takes half the session timeout on tansu)
+    # both groups formed before the clock starts (a join takes half the session timeout on tansu)
     decider_task = asyncio.create_task(decider())
     executor_task = asyncio.create_task(executor())
-    await asyncio.sleep(4.0)
+    await wait_until(lambda: bool(decider_log.assigned("events", consumer="decider"))
+                     and bool(executor_log.assigned("commands", consumer="executor")))
     start = time.perf_counter()
     await produce()
     await asyncio.wait_for(decider_task, 600)
@@ -118,6 +124,15 @@ async def full_path(url: str, events: list[EventRecord], decider_kind: str) -> t
     for log in (producer_log, decider_log, executor_log):
         await log.close()
     return elapsed, produced_commands
+
+
+async def wait_until(ready: Callable[[], bool], within: float = 60.0) -> None:
+    """Poll ``ready`` (the consumer groups formed) before a clock starts."""
+    deadline = time.monotonic() + within
+    while not ready():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the consumer groups did not form")
+        await asyncio.sleep(0.05)
 
 
 async def raw_path(bootstrap: str, prefix: str, event_items: list[tuple[bytes, bytes]],
@@ -135,9 +150,11 @@ async def raw_path(bootstrap: str, prefix: str, event_items: list[tuple[bytes, b
                                 max_batch_size=256 * 1024)
     await producer.start()
     total_commands = sum(len(c) for c in commands_by_event)
+    consumers: dict[str, AIOKafkaConsumer] = {}
 
     async def decider() -> None:
         consumer = AIOKafkaConsumer(events_topic, group_id=f"{prefix}.decider", max_poll_records=BATCH, **common)
+        consumers["decider"] = consumer
         await consumer.start()
         seen = 0
         try:
@@ -157,6 +174,7 @@ async def raw_path(bootstrap: str, prefix: str, event_items: list[tuple[bytes, b
 
     async def executor() -> None:
         consumer = AIOKafkaConsumer(commands_topic, group_id=f"{prefix}.executor", max_poll_records=BATCH, **common)
+        consumers["executor"] = consumer
         await consumer.start()
         seen = 0
         try:
@@ -170,7 +188,7 @@ async def raw_path(bootstrap: str, prefix: str, event_items: list[tuple[bytes, b
 
     decider_task = asyncio.create_task(decider())
     executor_task = asyncio.create_task(executor())
-    await asyncio.sleep(2.0)
+    await wait_until(lambda: len(consumers) == 2 and all(c.assignment() for c in consumers.values()))
     start = time.perf_counter()
     for i in range(0, len(event_items), 2000):
         futures = [await producer.send(events_topic, value, key=key) for key, value in event_items[i : i + 2000]]
@@ -199,7 +217,9 @@ def workload(namespaces: int, decider_kind: str) -> tuple[list[EventRecord], lis
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--namespaces", type=int, default=6, help="workload size (25 jobs per namespace)")
+    parser.add_argument("--namespaces", type=int, default=24, help="workload size (25 jobs per namespace)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="runs of each path (raw, full, raw, full, …, fresh topics each); medians reported")
     parser.add_argument("--decider", choices=["real", "identity"], default="real",
                         help="real: tether.core.pipeline.step; identity: one command per event (placeholder)")
     args = parser.parse_args()
@@ -214,18 +234,22 @@ async def main() -> None:
     print(f"workload: {len(events)} events ({avg_bytes:.0f} B avg), {n_commands} commands", file=sys.stderr)
 
     broker = TansuBroker().start()
+    raw_runs: list[float] = []
+    full_runs: list[float] = []
     try:
-        run = uuid.uuid4().hex[:6]
-        raw_s = await raw_path(broker.bootstrap, f"raw-{run}", event_items, command_items)
-        # the decider's CPU work runs on the event loop between polls: a session timeout roomier than the tests'
-        url = (f"kafka://{broker.bootstrap}/tether-{run}?commands_partitions={COMMANDS_PARTITIONS}"
-               "&session_timeout_ms=6000&heartbeat_interval_ms=1000")
-        full_s, produced = await full_path(url, events, args.decider)
+        for _ in range(args.repeat):  # interleaved, so a slow spell of the machine hits both paths alike
+            run = uuid.uuid4().hex[:6]
+            raw_runs.append(await raw_path(broker.bootstrap, f"raw-{run}", event_items, command_items))
+            # the decider's CPU work runs on the event loop between polls: a session timeout roomier than the tests'
+            url = (f"kafka://{broker.bootstrap}/tether-{run}?commands_partitions={COMMANDS_PARTITIONS}"
+                   "&session_timeout_ms=6000&heartbeat_interval_ms=1000")
+            full_s, produced = await full_path(url, events, args.decider)
+            full_runs.append(full_s)
+            print(f"full path {full_s:.2f} s, raw {raw_runs[-1]:.2f} s", file=sys.stderr)
     finally:
         broker.stop()
-    value = len(events) / full_s
-    baseline = len(events) / raw_s
-    print(f"full path {full_s:.2f} s, raw {raw_s:.2f} s", file=sys.stderr)
+    value = len(events) / statistics.median(full_runs)
+    baseline = len(events) / statistics.median(raw_runs)
     result = {
         "bench": "kafka",
         "value": round(value),
@@ -237,6 +261,9 @@ async def main() -> None:
         "commands_expected": n_commands,
         "avg_event_bytes": round(avg_bytes),
         "decider": args.decider,
+        "runs": args.repeat,  # value and baseline: medians of the runs below
+        "full_s": [round(t, 3) for t in full_runs],
+        "raw_s": [round(t, 3) for t in raw_runs],
         # the deciders alone, in memory, on the same events: the full path cannot beat this
         "step_only_events_per_s": round(step_rate),
         "ratio_to_min_of_raw_and_step": round(value / min(baseline, step_rate), 3),
