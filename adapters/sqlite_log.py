@@ -417,11 +417,12 @@ class SqliteLog:
         async with self._reader() as conn:
             while True:
                 signal = self._appended[stream]  # taken before the query: an append after it sets this one
-                async with conn.execute(
+                # one job on the reader's thread (execute + fetch + close), not three: every step of a decision
+                # waits for one of these
+                rows = list(await conn.execute_fetchall(
                     f"SELECT offset, CAST(body AS BLOB) FROM {stream} WHERE offset > ? ORDER BY offset LIMIT ?",
                     (cursor, batch_size),
-                ) as cur:
-                    rows = list(await cur.fetchall())
+                ))
                 if rows:
                     cursor = int(rows[-1][0])
                     records = await self._decode_rows(stream, rows)
