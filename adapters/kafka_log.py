@@ -12,7 +12,8 @@ four topics, created on start when absent:
 
 Other query parameters (all optional): ``replication`` (replication factor of created topics, default 1),
 ``session_timeout_ms``, ``heartbeat_interval_ms``, ``client_id``, ``linger_ms``, ``append_timeout_s``,
-``unordered_events`` (see below). Every one of them is also a keyword argument of :class:`KafkaLog`.
+``unordered_events`` (see below), ``commit_pipeline`` (default 4, see "Pipelined commits"; 0 turns it off). Every
+one of them is also a keyword argument of :class:`KafkaLog`.
 
 Design: one ordered events stream, partitioned commands
 -------------------------------------------------------
@@ -37,11 +38,13 @@ need per-key order); :meth:`KafkaLog.read` (replay, tail, export) merges partiti
 Guarantees (no broker transactions, no idempotent producer — both optional in Kafka and absent in some brokers)
 -------------------------------------------------------------------------------------------------------------
 
-* **Durability**: ``append``/``commit``/``save_snapshot`` return only when every record is acknowledged by all
-  in-sync replicas (``acks=all``).
-* **Order**: records with the same key are consumed in append order. When an append has to be retried (the
-  broker was unreachable) it resends from the first unacknowledged record onwards, so a key's records may be
-  repeated, but the *last* occurrences are always in append order.
+* **Durability**: ``append``, ``save_snapshot`` and ``dead_letter`` return only when every record is acknowledged
+  by all in-sync replicas (``acks=all``); :meth:`KafkaLog.flush` returns when everything produced and committed
+  before it is. ``commit`` is pipelined (below).
+* **Order**: every produce of a :class:`KafkaLog` goes through one queue, in call order, and records with the same
+  key are consumed in that order. When a produce has to be retried (the broker was unreachable) it resends from
+  the first unacknowledged record onwards, *together with every later produce of the queue* (in queue order), so a
+  key's records may be repeated, but the *last* occurrences are always in append order.
 * **At-least-once**: a consumer's offsets are committed only after what it produced from the batch is
   acknowledged (produce, then commit). After a crash, a rebalance or a failed commit, the records after the last
   commit are delivered again, to this or another replica. Duplicates are harmless: command ids are derived from
@@ -49,10 +52,43 @@ Guarantees (no broker transactions, no idempotent producer — both optional in 
   deciders fold a repeated event to the same state.
 * **No loss**: a record is never skipped without being either processed or written (and acknowledged) to the
   dead-letter topic first.
-* **Snapshots** carry the events position they cover; a decider restoring one resumes after that position, so a
-  snapshot older than the committed offset only causes re-processing, never a gap.
+* **Snapshots** carry the events position they cover, and ``save_snapshot`` first waits for every earlier commit
+  of the log to settle, so a snapshot never covers more than the committed offsets; a decider restoring one
+  resumes after that position, so a snapshot older than the committed offset only causes re-processing, never a
+  gap.
 * **Not guaranteed**: exactly-once delivery, a global order of the commands topic, or that a command is not
   executed twice concurrently for a moment during a rebalance (idempotent executors make that harmless).
+
+Pipelined commits
+-----------------
+
+``commit(batch, produced=…)`` hands the produced records to the producer and returns; it does not wait for their
+acknowledgement. A background task awaits the acknowledgements in queue order and only then has the consumer's
+offsets past ``batch`` committed, by a second task, in the order of the ``commit`` calls (pending commits of one
+consumer are merged into one request: the latest position, every record before it acknowledged). So the decider
+steps the next batch while the previous one's commands travel, and:
+
+* an offset is never committed before everything this log produced up to that ``commit`` call is acknowledged
+  (or, for an awaited ``append``, reported failed to its caller), and a later commit never overtakes an earlier
+  one — a crash at any point (the broker cut
+  between send and ack, the process killed) leaves the committed offset at or before the last batch whose
+  commands are all acknowledged; the restarted consumer processes the rest again and re-emits its commands
+  (identical ids), so nothing is lost (``tests/kafka/test_kafka_pipelined_commits.py``);
+* at most ``commit_pipeline`` commits are unsettled when ``commit`` returns (it waits for the oldest otherwise);
+  ``commit`` may also wait while the producer still holds an unsent batch for one of the partitions (a slow or
+  unreachable broker): that is the backpressure;
+* a produce that cannot be acknowledged within ``append_timeout_s`` fails the log: that commit's offsets and every
+  later one are never committed, and the next ``commit``/``append``/``flush``/``close`` raises the error (the
+  process should restart and resume from the committed offsets). A refused offset commit (rebalance) is logged and
+  dropped, as before: the batch is delivered again;
+* :meth:`~KafkaLog.position`, :meth:`~KafkaLog.save_snapshot`, :meth:`~KafkaLog.close` and the end of a
+  ``consume`` iteration first settle what is pending (:meth:`~KafkaLog.flush`);
+* a pipelined ``commit`` returns the produced records with ``offset=0`` (not known yet); with
+  ``commit_pipeline=0`` it returns once the records are acknowledged and the offsets committed, with their offsets.
+
+Producing costs little CPU per record: each produce hands the producer one record batch per partition (aiokafka's
+per-message ``send`` costs several times more), with the partition aiokafka's default partitioner would pick
+(murmur2 of the key, memoised per key).
 
 Offsets: a record's ``offset`` is its Kafka offset **plus one**, so that offsets start at 1 in both backends (the
 SQLite log's rule, "0 = nothing yet"), and a :data:`~tether.adapters.log.Position` ``{partition: last processed
