@@ -68,7 +68,12 @@ class EventLog(Protocol):
         self, batch: Batch, *, consumer: str, produced: Sequence[Record] = (), to: Stream | None = None
     ) -> list[Record]:
         """Append ``produced`` to ``to`` and store ``consumer``'s position past ``batch``, atomically where the
-        backend can (SQLite), or produce-then-commit (Kafka)."""
+        backend can (SQLite), or produce-then-commit (Kafka).
+
+        Returns the produced records. SQLite returns them with their offsets, committed. Kafka's commits are
+        pipelined (``adapters.kafka_log``): the call hands the records to the producer and returns with their
+        offsets still 0; the position is committed later, in call order, once they are acknowledged — a failure
+        surfaces on the next call. Nobody may rely on those offsets; ``position`` settles what is pending."""
         ...
 
     async def position(self, stream: Stream, *, consumer: str) -> Position:
