@@ -62,6 +62,8 @@ Guarantees (no broker transactions, no idempotent producer — both optional in 
 Pipelined commits
 -----------------
 
+(The ordered produce queue behind ``append``, ``commit``, ``dead_letter`` and ``save_snapshot`` lives in
+:mod:`tether.adapters.kafka_produce`, with its design and trade-offs.)
 ``commit(batch, produced=…)`` hands the produced records to the producer and returns; it does not wait for their
 acknowledgement. A background task awaits the acknowledgements in queue order and only then has the consumer's
 offsets past ``batch`` committed, by a second task, in the order of the ``commit`` calls (pending commits of one
@@ -104,7 +106,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
@@ -116,9 +117,9 @@ import msgspec
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import CommitFailedError, KafkaError, MessageSizeTooLargeError, TopicAlreadyExistsError
-from aiokafka.partitioner import DefaultPartitioner
+from aiokafka.errors import CommitFailedError, KafkaError, TopicAlreadyExistsError
 
+from tether.adapters.kafka_produce import PendingOffsets, ProduceItem, ProduceQueue
 from tether.adapters.log import Batch, Position, Record, Snapshot, Stream
 from tether.core.envelope import CommandRecord, EventRecord, decode_command, decode_event, encode
 
@@ -205,31 +206,6 @@ def _stamp(record: Any, partition: int, offset: int) -> Any:
     return msgspec.structs.replace(record, partition=partition, offset=offset)
 
 
-_Item = tuple[bytes | None, bytes, int | None, list[Any]]  # key, value, timestamp, headers
-_Offsets = tuple[AIOKafkaConsumer, str, Position, str]  # consumer client, topic, position, consumer name
-_partitioner = DefaultPartitioner()
-
-
-class _Group:
-    """One produce call: records for one topic, sent in order, and the offsets to commit once they are all
-    acknowledged (a commit). ``done`` resolves to the ``(partition, Kafka offset)`` of every record — for a
-    commit, once its offsets are committed too."""
-
-    __slots__ = ("deadline", "done", "first", "items", "offsets", "results", "sent", "topic")
-
-    def __init__(self, topic: str, items: list[_Item], offsets: _Offsets | None, deadline: float) -> None:
-        self.topic = topic
-        self.items = items
-        self.offsets = offsets
-        self.deadline = deadline
-        # one (future, indexes of its items) per record batch handed to the producer; None: not sent yet (or to be
-        # sent again from ``first`` on)
-        self.sent: list[tuple[asyncio.Future[Any], list[int]]] | None = None
-        self.results: list[tuple[int, int] | None] = [None] * len(items)
-        self.first = 0  # items before this one are acknowledged
-        self.done: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
-
-
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -268,22 +244,10 @@ class KafkaLog:
         self._clients: set[AIOKafkaConsumer] = set()
         self._hw_hint: dict[TopicPartition, int] = {}
         self._closed = False
-        # the produce pipeline (see "producing" below)
-        self._topic_partitions: dict[str, int] = {}
-        self._partition_cache: dict[tuple[str, bytes], int] = {}
-        self._queue: deque[_Group] = deque()
-        self._to_commit: list[_Group] = []
-        self._unsettled: set[asyncio.Future[Any]] = set()
-        self._commits_in_flight: deque[asyncio.Future[Any]] = deque()
-        self._send_lock = asyncio.Lock()
-        self._wake = asyncio.Event()
-        self._commit_wake = asyncio.Event()
-        self._acknowledger: asyncio.Task[None] | None = None
-        self._committer: asyncio.Task[None] | None = None
-        self._hold_until = 0.0
-        self._backoff = 0.1
-        self._last_error: Exception | None = None
-        self._failure: Exception | None = None
+        # every produce goes through one ordered queue; commits are pipelined (adapters/kafka_produce.py)
+        self._produce_queue = ProduceQueue(append_timeout_s=self.config.append_timeout_s,
+                                           commit_pipeline=self.config.commit_pipeline,
+                                           commit_offsets=self._commit_offsets)
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
@@ -322,10 +286,12 @@ class KafkaLog:
                 for name in (*STREAMS, "dlq", "snapshots"):
                     parts = await producer.partitions_for(self.config.topic(name))
                     self._partitions[name] = len(parts)
-                    self._topic_partitions[self.config.topic(name)] = len(parts)
             except BaseException:
                 await producer.stop()
                 raise
+            self._produce_queue.attach(
+                producer, partitions={self.config.topic(name): count for name, count in self._partitions.items()}
+            )
             self._producer = producer
             if self._partitions["events"] > 1:
                 log.warning(
@@ -382,12 +348,7 @@ class KafkaLog:
             except Exception as error:
                 failure = error
         self._closed = True
-        for task in (self._acknowledger, self._committer):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
-        self._acknowledger = self._committer = None
+        await self._produce_queue.stop()
         for consumer in list(self._clients):
             with contextlib.suppress(Exception):
                 await consumer.stop()
@@ -395,6 +356,7 @@ class KafkaLog:
         self._consumers.clear()
         if self._producer is not None:
             producer, self._producer = self._producer, None
+            self._produce_queue.detach()
             await producer.stop()
         if failure is not None:
             raise failure
@@ -421,231 +383,26 @@ class KafkaLog:
         with contextlib.suppress(Exception):
             await consumer.stop()
 
-    # -- producing --------------------------------------------------------------------------------------------
-    #
-    # Every produce (append, commit, dead letter, snapshot) is a _Group in one queue, in call order. A group is sent
-    # as soon as no earlier group waits to be (re)sent, under a lock, so the producer's order is the queue's order;
-    # the acknowledger task awaits the groups' acknowledgements head first. When a record fails, that group (from
-    # the record on) and every later group are resent in queue order after a backoff, so a key's last occurrences
-    # stay in append order. An acknowledged group that carries offsets goes to the committer task, which commits
-    # offsets in queue order (several pending commits of one consumer merge into one request).
+    # -- producing (the ordered, pipelined queue: adapters/kafka_produce.py) ------------------------------------
 
-    def _partition_for(self, topic: str, key: bytes | None) -> int | None:
-        """The partition aiokafka's default partitioner picks for ``key`` (murmur2), memoised per key."""
-        if key is None:
-            return None
-        cached = self._partition_cache.get((topic, key))
-        if cached is None:
-            count = self._topic_partitions[topic]
-            cached = _partitioner(key, list(range(count)), list(range(count)))
-            if len(self._partition_cache) >= 200_000:
-                self._partition_cache.clear()
-            self._partition_cache[(topic, key)] = cached
-        return cached
-
-    def _enqueue(self, topic: str, items: Sequence[_Item], offsets: _Offsets | None = None) -> _Group:
-        if self._failure is not None:
-            raise self._failure
-        if self._producer is None:
-            raise KafkaError("the log is closed")
-        group = _Group(topic, list(items), offsets, time.monotonic() + self.config.append_timeout_s)
-        self._queue.append(group)
-        self._unsettled.add(group.done)
-        group.done.add_done_callback(self._settled)
-        self._ensure_tasks()
-        return group
-
-    def _settled(self, done: asyncio.Future[Any]) -> None:
-        self._unsettled.discard(done)
-        if not done.cancelled():
-            done.exception()  # retrieved: a failure of a pipelined commit surfaces through flush() and the next call
-
-    def _ensure_tasks(self) -> None:
-        if self._acknowledger is None or self._acknowledger.done():
-            self._acknowledger = asyncio.create_task(self._acknowledge(), name="kafka-acknowledge")
-        if self._committer is None or self._committer.done():
-            self._committer = asyncio.create_task(self._commit_acknowledged(), name="kafka-commit-offsets")
-
-    async def _send_unsent(self) -> None:
-        """Send every group not sent yet, in queue order (nothing while a resend backoff is running)."""
-        producer = self._producer
-        async with self._send_lock:
-            if producer is None or time.monotonic() < self._hold_until:
-                return
-            for group in list(self._queue):
-                if group.sent is not None or group.done.done():
-                    continue
-                sent: list[tuple[asyncio.Future[Any], list[int]]] = []
-                try:
-                    await self._send_group(producer, group, sent)
-                except KafkaError as error:
-                    for future, _ in sent:
-                        future.cancel()
-                    self._last_error = error
-                    self._hold_until = time.monotonic() + self._backoff
-                    log.warning("produce failed, resending", topic=group.topic, error=repr(error))
-                    self._wake.set()
-                    return
-                group.sent = sent
-                self._wake.set()
-
-    async def _send_group(self, producer: AIOKafkaProducer, group: _Group,
-                          sent: list[tuple[asyncio.Future[Any], list[int]]]) -> None:
-        """Hand ``group``'s unacknowledged items to the producer as one record batch per partition (a batch per
-        message costs several times more CPU), in item order within each partition."""
-        topic = group.topic
-        count = self._topic_partitions[topic]
-        open_batches: dict[int, tuple[Any, list[int]]] = {}
-        items = group.items
-        for index in range(group.first, len(items)):
-            key, value, ts, headers = items[index]
-            partition = self._partition_for(topic, key)
-            if partition is None:
-                partition = random.randrange(count)
-            entry = open_batches.get(partition)
-            if entry is None:
-                entry = open_batches[partition] = (producer.create_batch(), [])
-            if entry[0].append(timestamp=ts, key=key, value=value, headers=headers) is None:
-                if not entry[1]:
-                    raise MessageSizeTooLargeError(f"a record of {len(value)} bytes does not fit in a batch")
-                sent.append((await producer.send_batch(entry[0], topic, partition=partition), entry[1]))
-                entry = open_batches[partition] = (producer.create_batch(), [])
-                if entry[0].append(timestamp=ts, key=key, value=value, headers=headers) is None:
-                    raise MessageSizeTooLargeError(f"a record of {len(value)} bytes does not fit in a batch")
-            entry[1].append(index)
-        for partition, (batch, indexes) in open_batches.items():
-            sent.append((await producer.send_batch(batch, topic, partition=partition), indexes))
-
-    async def _acknowledge(self) -> None:
-        """Await the groups' acknowledgements in queue order; resend on failure; hand offsets to the committer."""
-        queue = self._queue
-        while True:
-            if not queue:
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            group = queue[0]
-            if group.done.done():  # failed meanwhile
-                queue.popleft()
-                continue
-            if group.sent is None:
-                if time.monotonic() > group.deadline:
-                    self._fail(group, self._last_error or KafkaError("produce timed out"))
-                    continue
-                wait = self._hold_until - time.monotonic()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                await self._send_unsent()
-                continue
-            sent = group.sent
-            outcomes = await asyncio.gather(*(future for future, _ in sent), return_exceptions=True)
-            failed: tuple[int, BaseException] | None = None
-            for (_, indexes), outcome in zip(sent, outcomes, strict=True):
-                if isinstance(outcome, BaseException):
-                    if failed is None or indexes[0] < failed[0]:
-                        failed = indexes[0], outcome
-                    continue
-                partition, base = outcome.partition, outcome.offset
-                for relative, index in enumerate(indexes):
-                    group.results[index] = (partition, base + relative)
-            if failed is None:
-                queue.popleft()
-                self._backoff = 0.1
-                if group.offsets is None:
-                    if not group.done.done():
-                        group.done.set_result(group.results)
-                else:
-                    self._to_commit.append(group)
-                    self._commit_wake.set()
-                continue
-            index, error = failed
-            retriable = isinstance(error, KafkaError | asyncio.TimeoutError | asyncio.CancelledError)
-            if not retriable or time.monotonic() > group.deadline:
-                self._fail(group, error)
-                continue
-            log.warning("produce failed, resending", topic=group.topic, resend_from=index, error=repr(error))
-            self._last_error = error if isinstance(error, Exception) else None
-            async with self._send_lock:
-                group.first = index  # every item before it is acknowledged (it is the first of a failed batch)
-                for later in queue:
-                    later.sent = None
-                self._hold_until = time.monotonic() + self._backoff
-            self._backoff = min(self._backoff * 2, 2.0)
-
-    def _fail(self, group: _Group, error: BaseException) -> None:
-        """``group`` could not be acknowledged in time. An awaited produce (append, dead letter, snapshot) gets the
-        error; a pipelined commit fails the log for good: no later offset may be committed past it."""
-        self._queue.popleft()
-        if not isinstance(error, Exception):
-            error = KafkaError(repr(error))
-        if group.offsets is None:
-            if not group.done.done():
-                group.done.set_exception(error)
-            return
-        log.error("produce of a pipelined commit failed; the log refuses every later call", topic=group.topic,
-                  error=repr(error))
-        self._failure = error
-        for failed in (group, *self._queue):
-            if not failed.done.done():
-                failed.done.set_exception(error)
-        self._queue.clear()
-
-    async def _commit_acknowledged(self) -> None:
-        """Commit the offsets of acknowledged groups, in order; several of one consumer in one request."""
-        while True:
-            if not self._to_commit:
-                self._commit_wake.clear()
-                await self._commit_wake.wait()
-                continue
-            groups, self._to_commit = self._to_commit, []
-            merged: dict[tuple[int, str], tuple[AIOKafkaConsumer, str, Position, str]] = {}
-            for group in groups:
-                assert group.offsets is not None
-                client, topic, position, consumer = group.offsets
-                entry = merged.setdefault((id(client), topic), (client, topic, {}, consumer))
-                entry[2].update(position)
-            error: Exception | None = None
-            for client, topic, position, consumer in merged.values():
-                try:
-                    await self._commit_offsets(client, topic, position, consumer)
-                except KafkaError as failure:  # the records are delivered again: at-least-once still holds
-                    log.warning("offset commit failed; the records will be delivered again", consumer=consumer,
-                                topic=topic, error=repr(failure))
-                except Exception as failure:
-                    error = failure
-                    log.error("offset commit raised; the log refuses every later call", consumer=consumer,
-                              topic=topic, error=repr(failure))
-                    self._failure = failure
-            for group in groups:
-                if group.done.done():
-                    continue
-                if error is None:
-                    group.done.set_result(group.results)
-                else:
-                    group.done.set_exception(error)
-
-    async def _produce(self, topic: str, items: Sequence[_Item]) -> list[Any]:
+    async def _produce(self, topic: str, items: Sequence[ProduceItem]) -> list[Any]:
         """Produce (key, value, timestamp, headers) items with acks=all, in order after every earlier produce of this
         log; retry unacknowledged ones from the first failure on, until ``append_timeout_s``. Returns the
         ``(partition, Kafka offset)`` of each item."""
         await self.start()
-        group = self._enqueue(topic, items)
-        await self._send_unsent()
-        return list(await asyncio.shield(group.done))
+        return await self._produce_queue.produce(topic, items)
 
     async def flush(self) -> None:
         """Wait until everything produced so far is acknowledged and every pipelined commit's offsets are committed;
         raises the failure of a pipelined commit, if any."""
-        await self._settle()
-        if self._failure is not None:
-            raise self._failure
+        await self._produce_queue.flush()
 
-    def _prepare(self, stream: str, records: Sequence[Record]) -> tuple[list[_Item], list[Record]]:
+    def _prepare(self, stream: str, records: Sequence[Record]) -> tuple[list[ProduceItem], list[Record]]:
         """The produce items of ``records`` and the records as stored (append time set, no position)."""
         if stream not in STREAMS:
             raise ValueError(f"unknown stream {stream!r}")
         expected = EventRecord if stream == "events" else CommandRecord
-        items: list[_Item] = []
+        items: list[ProduceItem] = []
         clean_records: list[Record] = []
         now = 0
         for record in records:
@@ -760,7 +517,8 @@ class KafkaLog:
                     if records:
                         yield batch
                     else:
-                        await self._commit(client, topic, position, consumer, None, ())
+                        await self._produce_queue.commit(PendingOffsets(client, topic, dict(position), consumer),
+                                                         to=topic, items=())
                 if ends is not None:
                     assignment = client.assignment()
                     positions = {tp.partition: await client.position(tp) for tp in assignment}
@@ -768,7 +526,7 @@ class KafkaLog:
                         return
         finally:
             try:
-                await self._settle()
+                await self._produce_queue.settle()
             except Exception as error:
                 log.warning("pending commits failed while the consumer stopped", consumer=consumer, error=repr(error))
             finally:
@@ -781,12 +539,6 @@ class KafkaLog:
         none runs, or before the group assigned it any): for readiness checks."""
         client = self._consumers.get((stream, consumer))
         return set() if client is None else {tp.partition for tp in client.assignment()}
-
-    async def _settle(self) -> None:
-        """Wait until every produce and commit pending now is settled (failures are not raised here)."""
-        pending = [f for f in self._unsettled]
-        if pending:
-            await asyncio.gather(*(asyncio.shield(f) for f in pending), return_exceptions=True)
 
     async def _commit_offsets(self, client: AIOKafkaConsumer, topic: str, position: Position, consumer: str) -> None:
         assigned = client.assignment()
@@ -806,25 +558,6 @@ class KafkaLog:
             log.warning("commit failed after a rebalance; the batch will be re-delivered", consumer=consumer,
                         topic=topic, error=str(error))
 
-    async def _commit(self, client: AIOKafkaConsumer, topic: str, position: Position, consumer: str,
-                      to: str | None, items: Sequence[_Item]) -> list[Any] | None:
-        """Produce ``items`` to ``to`` and commit ``position`` once they are acknowledged. Waits for the whole of
-        it when ``commit_pipeline`` is 0 (returns each item's ``(partition, Kafka offset)``), else only until at most
-        ``commit_pipeline`` commits are unsettled (returns None)."""
-        in_flight = self._commits_in_flight
-        while in_flight and in_flight[0].done():
-            in_flight.popleft().result()  # raises the failure of an earlier pipelined commit
-        group = self._enqueue(to or topic, items, (client, topic, dict(position), consumer))
-        await self._send_unsent()
-        if self.config.commit_pipeline <= 0:
-            return list(await asyncio.shield(group.done))
-        in_flight.append(group.done)
-        while len(in_flight) > self.config.commit_pipeline:
-            await asyncio.shield(in_flight[0])
-            if in_flight and in_flight[0].done():
-                in_flight.popleft().result()
-        return None
-
     async def commit(
         self, batch: Batch, *, consumer: str, produced: Sequence[Record] = (), to: Stream | None = None
     ) -> list[Record]:
@@ -836,18 +569,18 @@ class KafkaLog:
         once everything is done, with the offsets. A commit refused because the group rebalanced is logged and
         dropped: the new owner of those partitions processes the batch again (at-least-once). A produce that
         failed for good makes this and every later call raise."""
-        if self._failure is not None:
-            raise self._failure
+        if self._produce_queue.failure is not None:
+            raise self._produce_queue.failure
         client = self._consumers.get((batch.stream, consumer))
         if client is None:
             raise RuntimeError(f"no active consume({batch.stream!r}, consumer={consumer!r}) to commit for")
         stream = to or _OTHER[batch.stream]
-        items: list[_Item] = []
+        items: list[ProduceItem] = []
         clean_records: list[Record] = []
         if produced:
             items, clean_records = self._prepare(stream, produced)
-        metadata = await self._commit(client, self.config.topic(batch.stream), batch.position, consumer,
-                                      self.config.topic(stream), items)
+        offsets = PendingOffsets(client, self.config.topic(batch.stream), dict(batch.position), consumer)
+        metadata = await self._produce_queue.commit(offsets, to=self.config.topic(stream), items=items)
         if metadata is None:
             return clean_records
         return [_stamp(r, part, offset + 1) for r, (part, offset) in zip(clean_records, metadata, strict=True)]
