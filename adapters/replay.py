@@ -39,7 +39,7 @@ from tether.adapters.render import line, type_name
 from tether.core.envelope import CommandRecord, EventRecord, parse_rfc3339_ms, rfc3339
 from tether.core.pipeline import step
 from tether.projections.snapshot import decode_world, encode_world
-from tether.projections.world import World, evolve, initial_world, note_issued
+from tether.projections.world import Touched, World, evolve, initial_world, note_issued
 
 SNAPSHOT_NAME = "world"
 Progressed = Callable[[int], None]
@@ -159,8 +159,9 @@ async def replay(log: EventLog, *, until_offset: int | None = None, until_ms: in
                         fold(world, record)  # type: ignore[arg-type]
                 else:
                     caused = await issued.through(batch[-1].offset)
+                    unread = Touched()  # what the events touched: only the deciders read it
                     for record in batch:
-                        evolve(world, record)  # type: ignore[arg-type]
+                        evolve(world, record, unread)  # type: ignore[arg-type]
                         for command in caused.pop(record.offset, ()):
                             note_issued(world, command.command, command.id)
                     for late in caused.values():  # caused by an event before this batch (out of order)

@@ -35,7 +35,7 @@ def raw_object(value: dict[str, Any]) -> msgspec.Raw:
     return msgspec.Raw(_json_encoder.encode(value)) if value else EMPTY_OBJECT
 
 
-def object_dict(raw: msgspec.Raw) -> dict[str, Any]:
+def object_dict(raw: msgspec.Raw | bytes) -> dict[str, Any]:
     """A :data:`RawObject` as a dictionary (``{}`` if it is not a JSON object)."""
     try:
         value: dict[str, Any] = _dict_decoder.decode(raw)

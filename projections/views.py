@@ -3,6 +3,13 @@
 The log keeps whole objects (``core.kube.KubeObject``: ``spec`` and ``status`` stay raw JSON, so a future
 decider can read a field nobody reads today); the projections work on these views instead.
 
+A view decodes **eagerly only what the fold needs** to key and index the object (its reference, resourceVersion,
+data identity, workload, finalizers, deletion, claimRefs) and keeps the raw JSON of the rest; what only the
+decider reads (a claim's phase and conditions, a binding's placement and scheduled clusters) is decoded on first
+use and memoised on the view (``functools.cached_property`` — views are ``dict=True`` structs, and the memo is
+never serialised). A replay that only rebuilds state never pays for conditions and placements; the decider pays
+for them once per observation, as before.
+
 Parsing has two paths. The fast one decodes the raw spec and status straight into small typed structs of just
 the fields tether reads (one C call each, unknown fields skipped unparsed). When a field has an unexpected type
 the typed decode fails and the tolerant path runs on plain dictionaries, field by field — so parsing is total: a
@@ -13,13 +20,14 @@ claim's workload is defaulted here, and nowhere else.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 import msgspec
 
 from tether.core.commands import LOCATION_ANNOTATION, PLACEMENT_INJECTED_ANNOTATION
 from tether.core.identity import DataIdentity, identity_problem, make_identity
-from tether.core.kube import Condition, KubeObject, ObjectRef, parse_conditions, ref_of
+from tether.core.kube import Condition, KubeObject, ObjectRef, object_dict, parse_conditions, ref_of
 from tether.core.placement import added_exclusions
 
 CLAIM = "DataSourceClaim"
@@ -29,8 +37,8 @@ CLUSTER = "Cluster"
 CONFIGMAP = "ConfigMap"
 
 
-class Claim(msgspec.Struct):
-    """A DataSourceClaim as observed."""
+class Claim(msgspec.Struct, dict=True):
+    """A DataSourceClaim as observed. ``status`` stays raw until the decider reads it (module docstring)."""
 
     ref: ObjectRef
     resource_version: str
@@ -40,13 +48,28 @@ class Claim(msgspec.Struct):
     workload: str  # workload key (see workload_key); "" when the spec has none
     finalizers: tuple[str, ...]
     deleting: bool
-    phase: str
-    bound_data_source: str
-    conditions: tuple[Condition, ...]
+    status: bytes  # raw JSON; bytes (not msgspec.Raw): snapshots are msgpack, and a copy frees the record
+
+    @cached_property
+    def _status(self) -> _ClaimStatus:
+        return _claim_status_of(self.status)
+
+    @property
+    def phase(self) -> str:
+        return self._status.phase or "Pending"
+
+    @property
+    def bound_data_source(self) -> str:
+        return self._status.bound_data_source
+
+    @property
+    def conditions(self) -> tuple[Condition, ...]:
+        return self._status.conditions
 
 
-class Source(msgspec.Struct):
-    """A DataSource as observed."""
+class Source(msgspec.Struct, dict=True):
+    """A DataSource as observed. (``dict=True``: the raw claimRefs of this observation are kept in its
+    ``__dict__`` so that the next observation can reuse the refs parsed here; see ``_source_status_of``.)"""
 
     ref: ObjectRef
     resource_version: str
@@ -65,17 +88,31 @@ class Source(msgspec.Struct):
 class Binding(msgspec.Struct, dict=True):
     """A ResourceBinding as observed (only what tether reads; the executor re-reads the rest).
 
-    ``dict=True``: the decider memoises its placement plan for this very observation in the instance's
-    ``__dict__`` (never serialised; a new observation is a new view, so the memo cannot go stale)."""
+    ``spec`` stays raw: ``placement`` is decoded when the decider first plans this binding (module docstring).
+    ``dict=True`` also lets the decider memoise its placement plan for this very observation in the instance's
+    ``__dict__`` (never serialised; a new observation is a new view, so the memo cannot go stale).
+    ``annotations`` is the observed object's own dictionary, shared, never mutated."""
 
     ref: ObjectRef
     resource_version: str
     workload: str
-    placement: dict[str, Any]
     annotations: dict[str, str]
     injected: bool
-    added: tuple[str, ...]
     scheduled_clusters: tuple[str, ...]
+    spec: bytes  # raw JSON (see Claim.status)
+
+    @cached_property
+    def placement(self) -> dict[str, Any]:
+        try:
+            placement = _binding_placement.decode(self.spec).placement
+        except msgspec.ValidationError:
+            placement = object_dict(self.spec).get("placement")
+        return placement if isinstance(placement, dict) else {}
+
+    @cached_property
+    def added(self) -> tuple[str, ...]:
+        """The clusters tether's own exclusions added (from its annotation)."""
+        return tuple(sorted(added_exclusions(self.annotations)))
 
 
 def workload_key(api_version: str, kind: str, namespace: str, name: str) -> str:
@@ -117,11 +154,11 @@ _claim_spec = msgspec.json.Decoder(_ClaimSpec)
 _claim_status = msgspec.json.Decoder(_ClaimStatus, strict=False)  # strict=False: as parse_conditions
 
 
-def _claim_status_of(obj: KubeObject) -> _ClaimStatus:
+def _claim_status_of(raw: bytes) -> _ClaimStatus:
     try:
-        return _claim_status.decode(obj.status)
+        return _claim_status.decode(raw)
     except msgspec.ValidationError:
-        status = obj.status_dict()
+        status = object_dict(raw)
         phase, bound = status.get("phase"), status.get("boundDataSource")
         return _ClaimStatus(phase=phase if isinstance(phase, str) else "",
                             bound_data_source=bound if isinstance(bound, str) else "",
@@ -172,7 +209,6 @@ def parse_claim(obj: KubeObject, previous: Claim | None = None) -> Claim:
     change (the API bumps generation on every spec change of a resource with a status subresource), so the
     parsed spec is reused without decoding it: most observations of a claim are status writes."""
     meta = obj.metadata
-    status = _claim_status_of(obj)
     if previous is not None and meta.generation > 0 and previous.generation == meta.generation and \
             previous.ref.uid == meta.uid:
         ref, identity, problem, workload = previous.ref, previous.identity, previous.problem, previous.workload
@@ -188,9 +224,7 @@ def parse_claim(obj: KubeObject, previous: Claim | None = None) -> Claim:
         workload=workload,
         finalizers=tuple(meta.finalizers),
         deleting=meta.deletion_timestamp is not None,
-        phase=status.phase or "Pending",
-        bound_data_source=status.bound_data_source,
-        conditions=status.conditions,
+        status=bytes(obj.status),
     )
 
 
@@ -240,11 +274,53 @@ class _SourceSpec(msgspec.Struct, gc=False, rename="camel"):
 
 class _SourceStatus(msgspec.Struct, gc=False, rename="camel"):
     bound_claims: int = 0
-    claim_refs: tuple[ObjectRef, ...] = ()  # as tether writes them (refs without apiVersion/kind: tolerant path)
+    claim_refs: tuple[msgspec.Raw, ...] = ()  # each ref split out unparsed: see _source_status_of
 
 
 _source_spec = msgspec.json.Decoder(_SourceSpec)
 _source_status = msgspec.json.Decoder(_SourceStatus, strict=False)  # strict=False: as _claim_refs
+_object_ref = msgspec.json.Decoder(ObjectRef, strict=False)  # as tether writes refs (partial ones: tolerant path)
+
+
+def _source_status_of(status: msgspec.Raw, previous: Source | None) -> _ParsedRefs:
+    """A DataSource's claimRefs (and their keys) and boundClaims; raises ``msgspec.ValidationError`` for the
+    tolerant path.
+
+    claimRefs grows with every claim of the table and is rewritten whole at each claim's binding, so decoding it
+    anew each time would make the fold O(claims) per write — and most of that time goes to allocating, then
+    freeing, five strings per ref. Each ref is therefore split out raw, and a ref whose JSON is byte-for-byte the
+    one at the same place in ``previous`` (allowing for one insertion or deletion, as tether keeps claimRefs
+    sorted) reuses the ref and key already made: a write that binds one claim parses one ref. The raw refs are
+    kept in the view's ``__dict__`` for the next write (never serialised: after a snapshot the first write
+    parses them all)."""
+    split = _source_status.decode(status)
+    memo: tuple[msgspec.Raw, ...] = previous.__dict__.get("raw_refs", ()) if previous is not None else ()
+    held_refs = previous.claim_refs if memo and previous is not None else ()
+    held_keys = previous.claim_keys if memo and previous is not None else ()
+    refs: list[ObjectRef] = []
+    keys: list[str] = []
+    i, n = 0, len(memo)
+    for raw in split.claim_refs:
+        if i < n and memo[i] == raw:
+            refs.append(held_refs[i])
+            keys.append(held_keys[i])
+            i += 1
+        elif i + 1 < n and memo[i + 1] == raw:  # the held ref at i left claimRefs
+            refs.append(held_refs[i + 1])
+            keys.append(held_keys[i + 1])
+            i += 2
+        else:  # a new ref (or a shifted one)
+            ref = _object_ref.decode(raw)
+            refs.append(ref)
+            keys.append(f"{ref.kind}/{ref.namespace}/{ref.name}")  # object_key, inlined: hot
+    return _ParsedRefs(refs=tuple(refs), keys=tuple(keys), bound=split.bound_claims, raws=split.claim_refs)
+
+
+class _ParsedRefs(msgspec.Struct, gc=False):
+    refs: tuple[ObjectRef, ...]
+    keys: tuple[str, ...]
+    bound: int
+    raws: tuple[msgspec.Raw, ...] = ()
 
 
 def _source_spec_of(obj: KubeObject) -> _SourceSpec | None:
@@ -267,7 +343,8 @@ def _source_spec_of(obj: KubeObject) -> _SourceSpec | None:
                        else "")
 
 
-def parse_source(obj: KubeObject) -> Source:
+def parse_source(obj: KubeObject, previous: Source | None = None) -> Source:
+    """The typed view of a DataSource; ``previous`` (the view it replaces) lets its claimRefs be reused."""
     spec = _source_spec_of(obj)
     identity: DataIdentity | None = None
     if spec is not None and spec.system and spec.type and spec.name:
@@ -275,17 +352,18 @@ def parse_source(obj: KubeObject) -> Source:
     names = spec.locality.cluster_names if spec is not None and spec.locality is not None else None
     clusters = tuple(sorted(set(names))) if names else ()
     try:
-        status = _source_status.decode(obj.status)
-        refs, bound = status.claim_refs, status.bound_claims
+        parsed = _source_status_of(obj.status, previous)
     except msgspec.ValidationError:
         raw = obj.status_dict()
         refs = _claim_refs(raw.get("claimRefs"))
         bound_raw = raw.get("boundClaims")
-        bound = bound_raw if isinstance(bound_raw, int) else 0
+        parsed = _ParsedRefs(refs=refs, keys=tuple([f"{r.kind}/{r.namespace}/{r.name}" for r in refs]),
+                             bound=bound_raw if isinstance(bound_raw, int) else 0)
     reclaim = spec.reclaim_policy if spec is not None else ""
     meta = obj.metadata
-    return Source(
-        ref=ref_of(obj),
+    same = previous is not None and previous.ref.uid == meta.uid
+    source = Source(
+        ref=previous.ref if same and previous is not None else ref_of(obj),
         resource_version=meta.resource_version,
         identity=identity,
         cluster_names=clusters,
@@ -293,10 +371,13 @@ def parse_source(obj: KubeObject) -> Source:
         reclaim_policy=reclaim if reclaim in ("Retain", "Delete") else "Retain",  # VG's documented default
         finalizers=tuple(meta.finalizers),
         deleting=meta.deletion_timestamp is not None,
-        claim_refs=refs,
-        claim_keys=tuple([f"{r.kind}/{r.namespace}/{r.name}" for r in refs]),  # object_key, inlined: hot
-        bound_claims=bound,
+        claim_refs=parsed.refs,
+        claim_keys=parsed.keys,
+        bound_claims=parsed.bound,
     )
+    if parsed.raws:
+        source.__dict__["raw_refs"] = parsed.raws
+    return source
 
 
 class _Resource(msgspec.Struct, gc=False, rename="camel"):
@@ -311,39 +392,42 @@ class _TargetCluster(msgspec.Struct, gc=False):
 
 
 class _BindingSpec(msgspec.Struct, gc=False):
-    resource: _Resource | None = None
-    placement: dict[str, Any] | None = None
+    resource: _Resource | None = None  # placement is skipped unparsed here (see Binding.placement)
     clusters: list[_TargetCluster] | None = None
 
 
+class _BindingPlacement(msgspec.Struct, gc=False):
+    placement: dict[str, Any] | None = None
+
+
 _binding_spec = msgspec.json.Decoder(_BindingSpec)
+_binding_placement = msgspec.json.Decoder(_BindingPlacement)
 
 
-def parse_binding(obj: KubeObject) -> Binding:
+def parse_binding(obj: KubeObject, previous: Binding | None = None) -> Binding:
     meta = obj.metadata
     try:
         typed = _binding_spec.decode(obj.spec)
         resource = typed.resource
         workload = "" if resource is None else workload_key(resource.api_version, resource.kind,
                                                             resource.namespace or meta.namespace, resource.name)
-        placement = typed.placement or {}
         scheduled = tuple(sorted({c.name for c in typed.clusters})) if typed.clusters else ()
     except msgspec.ValidationError:
-        workload, placement, scheduled = _binding_spec_tolerant(obj.spec_dict(), meta.namespace)
+        workload, scheduled = _binding_spec_tolerant(obj.spec_dict(), meta.namespace)
     annotations = meta.annotations
+    same = previous is not None and previous.ref.uid == meta.uid
     return Binding(
-        ref=ref_of(obj),
+        ref=previous.ref if same and previous is not None else ref_of(obj),
         resource_version=meta.resource_version,
         workload=workload,
-        placement=placement,
-        annotations=dict(annotations),
+        annotations=annotations,
         injected=annotations.get(PLACEMENT_INJECTED_ANNOTATION) == "true",
-        added=tuple(sorted(added_exclusions(annotations))),
         scheduled_clusters=scheduled,
+        spec=bytes(obj.spec),
     )
 
 
-def _binding_spec_tolerant(spec: dict[str, Any], namespace: str) -> tuple[str, dict[str, Any], tuple[str, ...]]:
+def _binding_spec_tolerant(spec: dict[str, Any], namespace: str) -> tuple[str, tuple[str, ...]]:
     resource = spec.get("resource")
     workload = ""
     if isinstance(resource, dict):
@@ -353,14 +437,13 @@ def _binding_spec_tolerant(spec: dict[str, Any], namespace: str) -> tuple[str, d
             str(resource.get("namespace") or namespace),
             str(resource.get("name", "")),
         )
-    placement = spec.get("placement")
     clusters = spec.get("clusters")
     scheduled = (
         tuple(sorted({c["name"] for c in clusters if isinstance(c, dict) and isinstance(c.get("name"), str)}))
         if isinstance(clusters, list)
         else ()
     )
-    return workload, placement if isinstance(placement, dict) else {}, scheduled
+    return workload, scheduled
 
 
 class _ClusterStatus(msgspec.Struct, gc=False):

@@ -9,7 +9,8 @@ every write echoed by the watch. Every event went through ``step``, so the comma
 Then measures, in the same run and on the same file (median of ``--repeat`` passes each):
 
 * ``baseline`` — read + msgspec-decode the whole events stream (``SqliteLog.read``), nothing else;
-* ``value``    — read + decode + fold with ``evolve``: the replay rate;
+* ``value``    — read + decode + fold (``fold_batch``: ``evolve`` without collecting what each event touched):
+  the replay rate;
 * every pass runs with the cyclic GC paused, as ``tether replay`` does (``adapters.replay.gc_paused``);
 * extras: ``faithful`` (the default of ``tether replay``: evolve + the recorded commands noted as issued),
   ``step`` (evolve + deciders, over the first ``--step-events`` events: informative only), and
@@ -41,7 +42,7 @@ from tether.adapters.sqlite_log import SqliteLog
 from tether.adapters.synthetic_log import Simulation, scenario
 from tether.core.envelope import EventRecord, decode_event
 from tether.core.pipeline import step
-from tether.projections.world import evolve, initial_world
+from tether.projections.world import evolve, fold_batch, initial_world
 
 LAYOUT = 2  # bump when the generated scenario changes, to rebuild cached logs
 JOBS_PER_NAMESPACE = 100
@@ -126,8 +127,7 @@ async def main() -> None:
             world = initial_world()
             n = 0
             async for batch in log.read("events", batch_size=8192):
-                for record in batch:
-                    evolve(world, record)  # type: ignore[arg-type]
+                fold_batch(world, batch)  # type: ignore[arg-type]
                 n += len(batch)
             return n
 
