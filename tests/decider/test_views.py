@@ -109,6 +109,42 @@ def test_source_fast_and_tolerant_paths_agree() -> None:
     assert fast.claim_keys == ("DataSourceClaim/ns1/c1",)
 
 
+def _refs(*names: str) -> list[dict[str, Any]]:
+    return [REF | {"name": n, "uid": f"u-{n}"} for n in names]
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    pytest.param("abc", "abcd", id="appended"),
+    pytest.param("acd", "abcd", id="inserted"),
+    pytest.param("abcd", "acd", id="one-left"),
+    pytest.param("abcd", "ad", id="two-left"),
+    pytest.param("abc", "cba", id="reordered"),
+    pytest.param("abc", "", id="emptied"),
+    pytest.param("", "ab", id="first-refs"),
+])
+def test_claim_refs_reused_from_the_previous_observation_parse_as_a_fresh_parse(before: str, after: str) -> None:
+    previous = views.parse_source(trim(_source({"boundClaims": len(before), "claimRefs": _refs(*before)})))
+    raw = _source({"boundClaims": len(after), "claimRefs": _refs(*after)})
+    raw["metadata"]["resourceVersion"] = "10"
+    reused, fresh = views.parse_source(trim(raw), previous), views.parse_source(trim(raw))
+    assert reused == fresh
+    assert reused.claim_keys == tuple(f"DataSourceClaim/ns1/{n}" for n in after)
+    unchanged = set(before) & set(after)
+    shared = {r.name for r in reused.claim_refs if any(r is p for p in previous.claim_refs)}
+    assert shared <= unchanged  # a ref is reused only when its JSON is unchanged
+    if after.startswith(before) or before.startswith(after):  # appended or trailing removals: nothing re-parsed
+        assert shared == unchanged
+
+
+def test_a_changed_ref_is_parsed_again_not_reused() -> None:
+    previous = views.parse_source(trim(_source({"boundClaims": 2, "claimRefs": _refs("a", "b")})))
+    refs = _refs("a", "b")
+    refs[1]["uid"] = "recreated"
+    source = views.parse_source(trim(_source({"boundClaims": 2, "claimRefs": refs})), previous)
+    assert source.claim_refs[0] is previous.claim_refs[0]
+    assert source.claim_refs[1].uid == "recreated"
+
+
 def test_source_status_with_partial_refs_and_bad_count() -> None:
     source = views.parse_source(trim(_source({"boundClaims": "one", "claimRefs": [{"name": "c1", "namespace": "ns1"},
                                                                                    {"namespace": "no-name"}]})))
