@@ -24,9 +24,14 @@ nor the reading of later commands. Ordering and bounds:
 
 * commands for the same key (object) run one after the other, in log order; different keys run concurrently,
   at most ``concurrency`` commands at a time; reading pauses while ``max_pending`` commands are unfinished;
-  among the commands read together, the objects whose next command is one of ``first`` (by default
-  ``SetBindingPlacement``: the write that gates a workload's scheduling) are started first, so their request
-  is not sent behind the claim's status writes or a catalog lookup;
+* the **scheduling path goes first**: among the commands read together, the objects whose next command is one
+  of ``first`` (by default ``SetBindingPlacement``, the write that gates a workload's scheduling, and the two
+  steps of a cache miss that the binding waits for, ``LookupDataLocation`` and ``CreateDataSource``) are
+  started first; and while a command of ``hold_for`` (by default the two Kubernetes writes among them) is being
+  applied, the other commands (not in ``first``) wait for it before they start, so the request that gates
+  scheduling is not served by the API server, nor its answer read, behind the claim's and the DataSource's
+  status writes and Events decided with it. A command waits only for the ones already running when its turn
+  came, so it is never starved by a stream of later ones; a catalog lookup (which may be slow) holds nothing;
 * a queued command superseded by a later queued one for the same object and purpose is skipped (reported as
   a no-op: the later one carries the newer desired state); ``StartTimer`` commands are never skipped;
 * outcomes are appended in the order their commands finished (so in log order per key), and every outcome
@@ -55,7 +60,14 @@ import structlog
 from tether.adapters.log import Batch, EventLog, Snapshot
 from tether.adapters.metrics import Metrics
 from tether.adapters.timers import TimerService
-from tether.core.commands import Command, LookupDataLocation, SetBindingPlacement, StartTimer, command_name
+from tether.core.commands import (
+    Command,
+    CreateDataSource,
+    LookupDataLocation,
+    SetBindingPlacement,
+    StartTimer,
+    command_name,
+)
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import (
     CommandFailed,
@@ -113,7 +125,8 @@ class Runtime:
         self, log_: EventLog, *, executors: Sequence[Executor], timers: TimerService | None = None,
         settings: Settings | None = None, metrics: Metrics | None = None, snapshot_every: int = 50_000,
         concurrency: int = 32, batch_size: int = 512, max_pending: int = 4096,
-        first: tuple[type[Command], ...] = (SetBindingPlacement,),
+        first: tuple[type[Command], ...] = (SetBindingPlacement, CreateDataSource, LookupDataLocation),
+        hold_for: tuple[type[Command], ...] = (SetBindingPlacement, CreateDataSource),
         on_world_changed: Callable[[World], None] | None = None,
     ) -> None:
         self.log = log_
@@ -128,6 +141,7 @@ class Runtime:
         self.batch_size = batch_size
         self.max_pending = max_pending
         self.first = first
+        self.hold_for = hold_for
         self.on_world_changed = on_world_changed
         self.world: World = initial_world(self.settings)
         self.recovered = asyncio.Event()
@@ -310,6 +324,7 @@ class _Pipeline:
         self.room = asyncio.Event()
         self.room.set()
         self.tasks: asyncio.TaskGroup | None = None
+        self.holding: set[asyncio.Future[None]] = set()  # one per running command of ``hold_for``
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tasks:
@@ -363,12 +378,28 @@ class _Pipeline:
                     self.finish(record, [CommandSucceeded(command_id=record.id, command=name, target=record.key,
                                                           noop=True)])
                     continue
-                async with self.slots:
-                    events = await self.rt._apply(record)
+                if isinstance(record.command, self.rt.hold_for):
+                    events = await self._apply_holding(record)
+                else:
+                    if self.holding and not isinstance(record.command, self.rt.first):
+                        await asyncio.wait(set(self.holding))  # the ones running now, not later ones
+                    async with self.slots:
+                        events = await self.rt._apply(record)
                 self.finish(record, events)
         finally:
             if self.queues.get(key) is queue:
                 del self.queues[key]
+
+    async def _apply_holding(self, record: CommandRecord) -> list[Event]:
+        """Apply a command of ``hold_for``: the other commands starting meanwhile wait until it finished."""
+        held: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.holding.add(held)
+        try:
+            async with self.slots:
+                return await self.rt._apply(record)
+        finally:
+            self.holding.discard(held)
+            held.set_result(None)
 
     def finish(self, record: CommandRecord, events: list[Event]) -> None:
         self.done.append((record, events))

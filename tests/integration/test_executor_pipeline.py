@@ -247,6 +247,54 @@ async def test_the_binding_write_is_sent_before_the_claim_writes_decided_with_it
     assert rb is not None and rb["spec"]["placement"]["clusterAffinity"]["exclude"] == ["west1"]
 
 
+async def test_other_writes_wait_for_the_binding_write_running_when_their_turn_came(bench: Bench) -> None:
+    """While a binding write is being applied, the status writes read with it wait; other bindings' do not."""
+    await bench.kube_env.register_crds("work.karmada.io_resourcebindings")
+    await bench.claim("c")
+    slow_binding, fast_binding = await bench.binding("w1"), await bench.binding("w2")
+    slow, status, fast = await bench.append(
+        record(SetBindingPlacement(binding=slow_binding, excluded_clusters=("west1",))), bench.status("c", "Bound"),
+        record(SetBindingPlacement(binding=fast_binding, excluded_clusters=("west1",))))
+    executor = Gated(KubeExecutor(bench.kube))
+    gate = executor.hold(slow)
+    bench.start(executor)
+
+    # the other binding write is not held back by the running one, and its outcome is appended...
+    await eventually(lambda: _have(bench, fast.id), "the other binding's outcome")
+    # ... while the claim's status write still waits for the binding write that was running when it was read
+    assert status.id not in executor.started and slow.id in executor.running
+
+    gate.set()
+    outcomes = await eventually(lambda: _have(bench, slow.id, status.id), "every outcome")
+    assert executor.started == [slow.id, fast.id, status.id]
+    assert not outcomes[status.id][0].noop and await bench.phase_reason("c") == "Bound"
+    await eventually(lambda: _at(bench, fast.offset), "the position past every command")
+
+
+async def test_a_status_write_is_held_only_by_the_binding_writes_running_when_its_turn_came(bench: Bench) -> None:
+    """A stream of later binding writes never starves a waiting write: it waits for the running ones only."""
+    await bench.kube_env.register_crds("work.karmada.io_resourcebindings")
+    await bench.claim("c")
+    first_binding, later_binding = await bench.binding("w1"), await bench.binding("w2")
+    first, status = await bench.append(record(SetBindingPlacement(binding=first_binding, excluded_clusters=("a",))),
+                                       bench.status("c", "Bound"))
+    executor = Gated(KubeExecutor(bench.kube))
+    first_gate = executor.hold(first)
+    bench.start(executor)
+    await eventually(lambda: asyncio.sleep(0, first.id in executor.running), "the first binding write running")
+
+    later, = await bench.append(record(SetBindingPlacement(binding=later_binding, excluded_clusters=("b",))))
+    later_gate = executor.hold(later)  # still running when the status write may go
+    await eventually(lambda: asyncio.sleep(0, later.id in executor.running), "the later binding write running")
+    assert status.id not in executor.started
+
+    first_gate.set()
+    await eventually(lambda: _have(bench, first.id, status.id), "the status write, past the first binding write")
+    assert later.id in executor.running  # the status write did not wait for the binding write started after it
+    later_gate.set()
+    await eventually(lambda: _at(bench, later.offset), "the position past every command")
+
+
 async def _have(bench: Bench, *ids: str) -> dict[str, list[CommandSucceeded]] | None:
     outcomes = await bench.outcomes()
     return outcomes if all(i in outcomes for i in ids) else None
