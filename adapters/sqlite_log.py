@@ -30,6 +30,16 @@ wakes the waiters of its stream (an :class:`asyncio.Event` swapped on each appen
 process (``tether log tail --follow`` on a live daemon's file) are noticed by a slow poll of ``max(offset)``
 every ``poll_interval`` seconds (0.5 s by default) — a cheap indexed query, not a busy loop.
 
+In-process hand-off. The file is the source of truth, but a follower in the same process need not read back
+what this process has just written: once a write transaction committed, the rows it inserted (offset and the
+very bytes stored as ``body``) are kept in a short per-stream **tail** (the last ``tail_size`` rows this process
+appended, contiguous offsets). A follower that has already read from the file once in its iteration and whose
+next offset is in the tail takes its records from there — decoded from the same bytes by the same code as a
+read, so it gets exactly what a read would return — without a round trip to its reader thread; and when its
+cursor is at the end of the tail it waits without querying. Anything else reads the file: the first read of
+every ``follow``/``consume`` (a consumer that starts or restarts), a follower that fell behind the tail, a gap
+in the tail (another process appended in between: the tail restarts after it), and every wake-up by the poll.
+
 Corrupt records. A row whose body does not decode (hand-edited file, schema newer than this tether, a bug)
 never crashes a reader. With ``on_corrupt="dead_letter"`` (the default) the reader skips it and records it once
 in ``dead_letters`` with the reason (``tether`` prints them; a corrupt record means someone must look, but one
@@ -41,6 +51,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -116,12 +127,56 @@ def _type_name(record: Record) -> str:
     return type(record.event).__name__ if isinstance(record, EventRecord) else type(record.command).__name__
 
 
+def _submit(conn: aiosqlite.Connection, fn: Callable[..., _T], *args: Any) -> asyncio.Future[_T]:
+    """Queue ``fn(*args)`` on ``conn``'s thread at once (what ``aiosqlite.Connection._execute`` does, without a task
+    that would first wait for its turn on the event loop); the future gets its result."""
+    if not conn._running or conn._connection is None:
+        raise ValueError("Connection closed")
+    future: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
+    conn._tx.put_nowait((future, functools.partial(fn, *args)))
+    return future
+
+
+class _Tail:
+    """The last rows this process appended to one stream: ``(offset, body)``, contiguous offsets (module doc)."""
+
+    __slots__ = ("rows", "size", "start")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.rows: list[tuple[int, bytes]] = []
+        self.start = 0  # the offset of rows[0]
+
+    def add(self, first: int, bodies: Sequence[bytes]) -> None:
+        if self.size <= 0:
+            return
+        rows = self.rows
+        if rows and first != self.start + len(rows):  # another process appended in between (or out of order)
+            rows.clear()
+        if not rows:
+            self.start = first
+        rows.extend(zip(range(first, first + len(bodies)), bodies, strict=True))
+        if len(rows) > 2 * self.size:
+            drop = len(rows) - self.size
+            del rows[:drop]
+            self.start += drop
+
+    def after(self, cursor: int, limit: int) -> list[tuple[int, bytes]] | None:
+        """The rows after ``cursor`` (``[]``: at the end of the tail), or None when the tail does not hold the row
+        after ``cursor``."""
+        rows = self.rows
+        i = cursor + 1 - self.start
+        if not rows or i < 0 or i > len(rows):
+            return None
+        return rows[i : i + limit]
+
+
 class SqliteLog:
     """:class:`~tether.adapters.log.EventLog` on one SQLite file. Open with :meth:`open` (or ``open_log``)."""
 
     def __init__(
         self, path: Path, writer: aiosqlite.Connection, *, poll_interval: float, on_corrupt: OnCorrupt,
-        synchronous: str,
+        synchronous: str, tail_size: int = 2048,
     ) -> None:
         self.path = path
         self.poll_interval = poll_interval
@@ -129,6 +184,7 @@ class SqliteLog:
         self._synchronous = synchronous
         self._writer = writer
         self._appended = {stream: asyncio.Event() for stream in STREAMS}
+        self._tails = {stream: _Tail(tail_size) for stream in STREAMS}
         self._readers: set[aiosqlite.Connection] = set()
         self._closed = False
 
@@ -137,14 +193,15 @@ class SqliteLog:
     @classmethod
     async def open(
         cls, path: str | os.PathLike[str], *, poll_interval: float = 0.5, on_corrupt: OnCorrupt = "dead_letter",
-        synchronous: str = "NORMAL",
+        synchronous: str = "NORMAL", tail_size: int = 2048,
     ) -> SqliteLog:
         """Open (creating if needed) the log at ``path``.
 
         ``synchronous`` defaults to NORMAL, SQLite's recommendation in WAL mode: a commit survives a crash of the
         process, and a power loss can only drop the last commits, never corrupt the file. That tail is rebuilt from
         the API (the watches relist), and a fsync per commit would otherwise be most of a decision's latency. Use
-        FULL to fsync every commit."""
+        FULL to fsync every commit. ``tail_size``: how many of its last appended rows per stream this process
+        hands to its followers without a read (module doc, "In-process hand-off"; 0 turns it off)."""
         if on_corrupt not in ("dead_letter", "raise"):
             raise ValueError(f"on_corrupt must be 'dead_letter' or 'raise', not {on_corrupt!r}")
         if synchronous.upper() not in ("FULL", "NORMAL", "OFF", "EXTRA"):
@@ -160,7 +217,8 @@ class SqliteLog:
         except BaseException:
             await writer.close()
             raise
-        return cls(file, writer, poll_interval=poll_interval, on_corrupt=on_corrupt, synchronous=synchronous)
+        return cls(file, writer, poll_interval=poll_interval, on_corrupt=on_corrupt, synchronous=synchronous,
+                   tail_size=tail_size)
 
     async def close(self) -> None:
         if self._closed:
@@ -190,9 +248,13 @@ class SqliteLog:
                 self._readers.discard(conn)
                 await conn.close()
 
-    async def _write(self, work: Callable[[sqlite3.Connection], _T], *, notify: Stream | None = None) -> _T:
-        """Run ``work`` in one write transaction, as one job on the writer's thread (module doc); wakes the
-        followers of ``notify`` once it committed, even if the caller was cancelled meanwhile."""
+    async def _write(
+        self, work: Callable[[sqlite3.Connection], _T], *, notify: Stream | None = None,
+        bodies: Sequence[bytes] = (),
+    ) -> _T:
+        """Run ``work`` in one write transaction, as one job on the writer's thread (module doc). Once it
+        committed — even if the caller was cancelled meanwhile — the rows ``bodies`` it inserted in ``notify``
+        (``work`` returns the offset of the first) go to that stream's tail and its followers are woken."""
         writer = self._writer
 
         def job() -> _T:
@@ -207,12 +269,15 @@ class SqliteLog:
                 raise
             return result
 
-        done: asyncio.Future[_T] = asyncio.ensure_future(writer._execute(job))
+        done: asyncio.Future[_T] = _submit(writer, job)
 
         def finished(future: asyncio.Future[_T]) -> None:
             if future.cancelled() or future.exception() is not None:  # retrieved: never "exception never retrieved"
                 return
             if notify is not None:
+                first = future.result()
+                if bodies and isinstance(first, int):
+                    self._tails[notify].add(first, bodies)
                 self._notify(notify)
 
         done.add_done_callback(finished)
@@ -274,7 +339,8 @@ class SqliteLog:
             return []
         prepared = self._prepare(stream, records)
         rows = [row for _, row in prepared]
-        first = await self._write(lambda conn: self._insert(conn, stream, rows), notify=stream)
+        first = await self._write(lambda conn: self._insert(conn, stream, rows), notify=stream,
+                                  bodies=[row[4] for row in rows])
         return self._stored(prepared, first)
 
     async def commit(
@@ -294,7 +360,7 @@ class SqliteLog:
             self._set_position(conn, consumer, source, position)
             return first
 
-        first = await self._write(work, notify=target)
+        first = await self._write(work, notify=target, bodies=[row[4] for row in rows])
         return self._stored(prepared, first) if target is not None else []
 
     async def save_snapshot(self, snapshot: Snapshot) -> None:
@@ -414,15 +480,19 @@ class SqliteLog:
         end, so a consumer committing it never sees them again."""
         stream = _check_stream(stream)
         cursor = (after or {}).get(0, 0)
+        tail = self._tails[stream]
         async with self._reader() as conn:
+            from_file = True  # the first read of an iteration, and every wake-up by the poll, read the file
             while True:
                 signal = self._appended[stream]  # taken before the query: an append after it sets this one
-                # one job on the reader's thread (execute + fetch + close), not three: every step of a decision
-                # waits for one of these
-                rows = list(await conn.execute_fetchall(
-                    f"SELECT offset, CAST(body AS BLOB) FROM {stream} WHERE offset > ? ORDER BY offset LIMIT ?",
-                    (cursor, batch_size),
-                ))
+                rows = None if from_file else tail.after(cursor, batch_size)
+                if rows is None or (not rows and not follow):  # "caught up" is only ever final from the file
+                    # one job on the reader's thread (execute + fetch + close), not three
+                    rows = list(await _submit(conn, conn._execute_fetchall,
+                        f"SELECT offset, CAST(body AS BLOB) FROM {stream} WHERE offset > ? ORDER BY offset LIMIT ?",
+                        (cursor, batch_size),
+                    ))
+                    from_file = False
                 if rows:
                     cursor = int(rows[-1][0])
                     records = await self._decode_rows(stream, rows)
@@ -431,20 +501,21 @@ class SqliteLog:
                     continue
                 if not follow:
                     return
-                await self._wait(conn, stream, signal, cursor)
+                from_file = await self._wait(conn, stream, signal, cursor)
 
-    async def _wait(self, conn: aiosqlite.Connection, stream: Stream, signal: asyncio.Event, cursor: int) -> None:
-        """Until an in-process append signals, or (other processes) ``max(offset)`` moved past ``cursor``."""
+    async def _wait(self, conn: aiosqlite.Connection, stream: Stream, signal: asyncio.Event, cursor: int) -> bool:
+        """Until an in-process append signals (False), or (other processes) ``max(offset)`` moved past ``cursor``
+        (True: read the file)."""
         while True:
             try:
                 await asyncio.wait_for(signal.wait(), self.poll_interval)
-                return
+                return False
             except TimeoutError:
                 pass
             async with conn.execute(f"SELECT coalesce(max(offset), 0) FROM {stream}") as cur:
                 row = await cur.fetchone()
             if row is not None and int(row[0]) > cursor:
-                return
+                return True
 
     async def consume(
         self, stream: Stream, *, consumer: str, batch_size: int = 512, follow: bool = True

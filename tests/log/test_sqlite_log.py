@@ -292,3 +292,124 @@ async def test_a_write_cancelled_while_beginning_leaves_the_log_writable(tmp_pat
         assert offsets == sorted(set(offsets)) and offsets[-1] == appended[0].offset
     finally:
         await log.close()
+
+
+# --- in-process hand-off (module doc of adapters/sqlite_log.py) ---------------------------------------------------
+
+
+class FileReads:
+    """Counts the queries followers send to their reader connections (each one a read of the file)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import aiosqlite
+
+        self.count = 0
+        original = aiosqlite.Connection._execute_fetchall
+
+        def counting(conn: aiosqlite.Connection, sql: str, parameters: object) -> object:
+            self.count += 1
+            return original(conn, sql, parameters)
+
+        monkeypatch.setattr(aiosqlite.Connection, "_execute_fetchall", counting)
+
+
+async def _next(it: object) -> Batch:
+    return await asyncio.wait_for(it.__anext__(), timeout=5)  # type: ignore[attr-defined]
+
+
+async def test_a_live_follower_gets_this_process_appends_without_reading_them_back(
+    log: SqliteLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads = FileReads(monkeypatch)
+    await log.append("events", [event("a")])
+    async with aclosing(log.consume("events", consumer="c")) as batches:
+        first = await _next(batches)  # a consumer that starts reads the file
+        assert [r.offset for r in first.records] == [1] and reads.count == 1
+        handed: list[EventRecord | CommandRecord] = []
+        for name in ("b", "c"):
+            stored = await log.append("events", [event(name, at_ms=0), event(name + "2")])
+            batch = await _next(batches)
+            assert [r.offset for r in batch.records] == [r.offset for r in stored]
+            assert batch.position == {0: stored[-1].offset}
+            handed += batch.records
+        # ... and commits' records too, in another stream
+        await log.commit(first, consumer="c", produced=[command("a", "0:1")], to="commands")
+        async with aclosing(log.follow("commands")) as commands:
+            assert [r.offset for r in (await _next(commands)).records] == [1]  # started: the file
+            await log.commit(first, consumer="c", produced=[command("b", "0:1")], to="commands")
+            [handed_command] = (await _next(commands)).records
+        assert reads.count == 2  # the two starts, nothing else
+    # exactly what a read of the file returns: same records, same offsets, same stamped time
+    assert handed == (await collect(log))[1:]
+    assert handed_command == (await collect(log, "commands"))[1]
+
+
+async def test_a_follower_behind_the_tail_reads_the_file_in_order(tmp_path: Path) -> None:
+    log = await SqliteLog.open(tmp_path / "log.db", poll_interval=30.0, tail_size=2)
+    try:
+        await log.append("events", [event("a")])
+        async with aclosing(log.follow("events", batch_size=3)) as batches:
+            assert [r.offset for r in (await _next(batches)).records] == [1]
+            for i in range(8):  # the follower does not read meanwhile: the tail keeps only the last rows
+                await log.append("events", [event(f"x{i}")])
+            got: list[int] = []
+            while len(got) < 8:
+                got += [r.offset for r in (await _next(batches)).records]
+            assert got == list(range(2, 10))
+    finally:
+        await log.close()
+
+
+async def test_a_gap_from_another_process_in_the_tail_is_read_from_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    log = await SqliteLog.open(path, poll_interval=30.0)
+    other = await SqliteLog.open(path)  # another process on the same file: no shared tail, no notification
+    try:
+        await log.append("events", [event("a")])
+        async with aclosing(log.follow("events")) as batches:
+            assert [r.offset for r in (await _next(batches)).records] == [1]
+            await other.append("events", [event("from-other")])
+            await log.append("events", [event("b")])  # offset 3: the tail restarts after the gap
+            got: list[str] = []
+            while len(got) < 2:
+                got += [r.key for r in (await _next(batches)).records]
+            assert got == ["DataSourceClaim/ns1/from-other", "DataSourceClaim/ns1/b"]
+    finally:
+        await other.close()
+        await log.close()
+
+
+async def test_a_follower_woken_by_the_poll_reads_what_another_process_appended_after_this_ones(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "log.db"
+    log = await SqliteLog.open(path, poll_interval=0.05)
+    other = await SqliteLog.open(path)
+    try:
+        async with aclosing(log.follow("events")) as batches:
+            await log.append("events", [event("a")])
+            assert [r.offset for r in (await _next(batches)).records] == [1]
+            await log.append("events", [event("b")])  # the follower is at the end of this process's tail...
+            assert [r.offset for r in (await _next(batches)).records] == [2]
+            await other.append("events", [event("from-other")])  # ... which does not have this one
+            assert [r.key for r in (await _next(batches)).records] == ["DataSourceClaim/ns1/from-other"]
+    finally:
+        await other.close()
+        await log.close()
+
+
+async def test_a_consumer_stopping_at_the_end_does_not_take_the_tail_for_the_end(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    log = await SqliteLog.open(path, poll_interval=30.0)
+    other = await SqliteLog.open(path)
+    try:
+        await log.append("events", [event("a")])
+        async with aclosing(log.follow("events", follow=False)) as batches:
+            assert [r.offset for r in (await _next(batches)).records] == [1]
+            await other.append("events", [event("from-other")])  # after this process's tail
+            assert [r.offset for r in (await _next(batches)).records] == [2]
+            with pytest.raises(StopAsyncIteration):
+                await _next(batches)
+    finally:
+        await other.close()
+        await log.close()
