@@ -221,6 +221,12 @@ class Daemon:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if (self.runtime is not None and self.runtime.recovered.is_set()
+                    and (self.leader is None or not self.leader.lost.is_set())):
+                try:  # the position past the last batches that produced nothing (runtime doc): still the leader
+                    await self.runtime.save_position()
+                except Exception as exc:
+                    log.warning("could not commit the decider's position on shutdown", error=repr(exc)[:200])
             if self.leader is not None:  # after the loops stopped: nothing acts once the standby may lead
                 self.metrics.leader.set(0)
                 await self.leader.release()

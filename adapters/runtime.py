@@ -9,8 +9,13 @@
 
 **Decider loop.** Consumes the events stream as consumer ``decider``; for each batch, folds every record into
 the world with :func:`tether.core.pipeline.step` and commits the resulting commands together with the new
-position (one transaction on SQLite). A snapshot of the world is saved every ``snapshot_every`` events with
-the position it covers.
+position (one transaction on SQLite). Most batches produce no command (the watch echo of tether's own writes,
+outcomes): their position is not committed on its own at once but with the next batch that produces commands,
+or by itself ``position_delay`` seconds later if none comes — a log transaction saved on most events, and the
+decider reads on without waiting for it. That is safe because such a batch has nothing to lose: after a crash
+before its position was committed, the events are decided again by the same deterministic ``step`` on the same
+world, and produce nothing again. A snapshot of the world is saved every ``snapshot_every`` events with the
+position it covers, always after that position was committed (so recovery never folds an event twice).
 
 **Recovery.** On start the world is loaded from the latest snapshot and the events between the snapshot and the
 decider's committed position are folded again *with* ``step`` — so in-flight bookkeeping is rebuilt exactly —
@@ -127,7 +132,7 @@ class Runtime:
         concurrency: int = 32, batch_size: int = 512, max_pending: int = 4096,
         first: tuple[type[Command], ...] = (SetBindingPlacement, CreateDataSource, LookupDataLocation),
         hold_for: tuple[type[Command], ...] = (SetBindingPlacement, CreateDataSource),
-        on_world_changed: Callable[[World], None] | None = None,
+        on_world_changed: Callable[[World], None] | None = None, position_delay: float = 0.05,
     ) -> None:
         self.log = log_
         self.executors = list(executors)
@@ -143,6 +148,7 @@ class Runtime:
         self.first = first
         self.hold_for = hold_for
         self.on_world_changed = on_world_changed
+        self.position_delay = position_delay
         self.world: World = initial_world(self.settings)
         self.recovered = asyncio.Event()
         self.decided_events = 0
@@ -150,6 +156,9 @@ class Runtime:
         self._since_snapshot = 0
         self._rate_window: deque[tuple[float, int]] = deque()  # (time, events) of the batches of the last 10 s
         self._rate_sum = 0  # the events in _rate_window
+        self._unsaved: dict[int, int] = {}  # the decider's position past batches that produced nothing, uncommitted
+        self._commit_lock = asyncio.Lock()  # the decider's commits, in order
+        self._position_saver: asyncio.Task[None] | None = None
 
     # --- recovery ----------------------------------------------------------------------------------------
 
@@ -191,7 +200,18 @@ class Runtime:
             assert isinstance(record, EventRecord)
             produced.extend(step(self.world, record))
             self.metrics.events.labels(type(record.event).__name__).inc()
-        await self.log.commit(batch, consumer="decider", produced=produced, to="commands")
+        self._since_snapshot += len(batch.records)
+        snapshot_due = self._since_snapshot >= self.snapshot_every
+        if produced or snapshot_due:
+            if self._unsaved:  # this commit's position covers the batches before it that produced nothing
+                batch = Batch(stream=batch.stream, records=batch.records, position={**self._unsaved, **batch.position})
+                self._unsaved = {}
+            async with self._commit_lock:
+                await self.log.commit(batch, consumer="decider", produced=produced, to="commands")
+        else:
+            self._unsaved.update(batch.position)
+            if self._position_saver is None or self._position_saver.done():
+                self._position_saver = asyncio.create_task(self._save_position_later(), name="decider-position")
         now = time.time()
         for record in batch.records:
             self.metrics.decision_latency.observe(max(0.0, now - record.at_ms / 1000))
@@ -206,10 +226,28 @@ class Runtime:
         self.metrics.events_per_second.set(self._rate_sum / span)
         if self.world.plugins is not plugins and self.on_world_changed is not None:
             self.on_world_changed(self.world)
-        self._since_snapshot += len(batch.records)
-        if self._since_snapshot >= self.snapshot_every:
+        if snapshot_due:
             await self.save_snapshot(batch.position)
         return produced
+
+    async def _save_position_later(self) -> None:
+        await asyncio.sleep(self.position_delay)
+        try:
+            await self.save_position()
+        except Exception as exc:  # the next commit carries the position anyway (and fails loudly if the log does)
+            log.warning("could not commit the decider's position", error=repr(exc)[:200])
+
+    async def save_position(self) -> None:
+        """Commit the decider's position past the batches that produced nothing, if it is not yet (module doc,
+        "Decider loop"); the daemon calls it on its way out, before its snapshot."""
+        saver = self._position_saver
+        if saver is not None and saver is not asyncio.current_task() and not saver.done():
+            saver.cancel()
+        async with self._commit_lock:
+            if not self._unsaved:
+                return
+            position, self._unsaved = self._unsaved, {}
+            await self.log.commit(Batch(stream="events", records=[], position=position), consumer="decider")
 
     async def save_snapshot(self, position: dict[int, int]) -> None:
         await self.log.save_snapshot(Snapshot(name=SNAPSHOT_NAME, position=dict(position),
