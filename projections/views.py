@@ -20,6 +20,7 @@ claim's workload is defaulted here, and nowhere else.
 
 from __future__ import annotations
 
+import operator
 from functools import cached_property
 from typing import Any
 
@@ -288,32 +289,31 @@ def _source_status_of(status: msgspec.Raw, previous: Source | None) -> _ParsedRe
 
     claimRefs grows with every claim of the table and is rewritten whole at each claim's binding, so decoding it
     anew each time would make the fold O(claims) per write — and most of that time goes to allocating, then
-    freeing, five strings per ref. Each ref is therefore split out raw, and a ref whose JSON is byte-for-byte the
-    one at the same place in ``previous`` (allowing for one insertion or deletion, as tether keeps claimRefs
-    sorted) reuses the ref and key already made: a write that binds one claim parses one ref. The raw refs are
-    kept in the view's ``__dict__`` for the next write (never serialised: after a snapshot the first write
-    parses them all)."""
+    freeing, five strings per ref. Each ref is therefore split out raw, and the refs of the longest common prefix
+    and suffix whose JSON is byte-for-byte the one in ``previous`` reuse the refs and keys already made (tether
+    keeps claimRefs sorted, so binding or releasing a claim changes one place): a write that binds one claim
+    parses one ref, and the prefix is compared in C (``map``). The raw refs are kept in the view's ``__dict__`` for
+    the next write (never serialised: after a snapshot the first write parses them all)."""
     split = _source_status.decode(status)
+    raws = split.claim_refs
     memo: tuple[msgspec.Raw, ...] = previous.__dict__.get("raw_refs", ()) if previous is not None else ()
-    held_refs = previous.claim_refs if memo and previous is not None else ()
-    held_keys = previous.claim_keys if memo and previous is not None else ()
-    refs: list[ObjectRef] = []
-    keys: list[str] = []
-    i, n = 0, len(memo)
-    for raw in split.claim_refs:
-        if i < n and memo[i] == raw:
-            refs.append(held_refs[i])
-            keys.append(held_keys[i])
-            i += 1
-        elif i + 1 < n and memo[i + 1] == raw:  # the held ref at i left claimRefs
-            refs.append(held_refs[i + 1])
-            keys.append(held_keys[i + 1])
-            i += 2
-        else:  # a new ref (or a shifted one)
-            ref = _object_ref.decode(raw)
-            refs.append(ref)
-            keys.append(f"{ref.kind}/{ref.namespace}/{ref.name}")  # object_key, inlined: hot
-    return _ParsedRefs(refs=tuple(refs), keys=tuple(keys), bound=split.bound_claims, raws=split.claim_refs)
+    if not memo or previous is None:
+        refs = tuple([_object_ref.decode(raw) for raw in raws])
+        return _ParsedRefs(refs=refs, keys=tuple([f"{r.kind}/{r.namespace}/{r.name}" for r in refs]),
+                           bound=split.bound_claims, raws=raws)
+    equal = list(map(operator.eq, memo, raws))  # pairwise, in C, up to the shorter
+    prefix = equal.index(False) if False in equal else len(equal)
+    suffix, limit = 0, len(equal) - prefix
+    while suffix < limit and memo[-1 - suffix] == raws[-1 - suffix]:
+        suffix += 1
+    middle = [_object_ref.decode(raw) for raw in raws[prefix:len(raws) - suffix]]
+    held_refs, held_keys, tail = previous.claim_refs, previous.claim_keys, len(memo) - suffix
+    return _ParsedRefs(
+        refs=held_refs[:prefix] + tuple(middle) + held_refs[tail:],
+        keys=held_keys[:prefix] + tuple([f"{r.kind}/{r.namespace}/{r.name}" for r in middle]) + held_keys[tail:],
+        bound=split.bound_claims,
+        raws=raws,
+    )
 
 
 class _ParsedRefs(msgspec.Struct, gc=False):

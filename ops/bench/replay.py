@@ -42,7 +42,7 @@ from tether.adapters.sqlite_log import SqliteLog
 from tether.adapters.synthetic_log import Simulation, scenario
 from tether.core.envelope import EventRecord, decode_event
 from tether.core.pipeline import step
-from tether.projections.world import evolve, fold_batch, initial_world
+from tether.projections.world import fold_batch, initial_world
 
 LAYOUT = 2  # bump when the generated scenario changes, to rebuild cached logs
 JOBS_PER_NAMESPACE = 100
@@ -167,8 +167,7 @@ async def main() -> None:
                 records += batch  # type: ignore[arg-type]
             with gc_paused():
                 profile.enable()
-                for record in records:
-                    evolve(world, record)
+                fold_batch(world, records)
                 profile.disable()
             out = io.StringIO()
             pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(15)
