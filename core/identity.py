@@ -77,8 +77,14 @@ def data_source_name(identity: DataIdentity) -> DataSourceName:
     return DataSourceName((stem or "ds") + suffix)
 
 
+def _clean(value: str) -> bool:
+    return bool(value) and value == value.strip() and "\n" not in value and "\r" not in value and "\t" not in value
+
+
 def identity_problem(identity: DataIdentity) -> str | None:
     """Why an identity cannot be served at all, or None. (Whether the system is known is decided elsewhere.)"""
+    if _clean(identity.system) and _clean(identity.type) and _clean(identity.name):
+        return None  # the common case, without building a message
     for field in ("system", "type", "name"):
         value = getattr(identity, field)
         if not value or not value.strip():

@@ -5,8 +5,8 @@ decider can read a field nobody reads today); the projections work on these view
 
 A view decodes **eagerly only what the fold needs** to key and index the object (its reference, resourceVersion,
 data identity, workload, finalizers, deletion, claimRefs) and keeps the raw JSON of the rest; what only the
-decider reads (a claim's phase and conditions, a binding's placement and scheduled clusters) is decoded on first
-use and memoised on the view (``functools.cached_property`` — views are ``dict=True`` structs, and the memo is
+decider reads (a claim's phase and conditions, a binding's placement and tether's exclusions) is decoded on first
+use and memoised on the view (:class:`lazy` — views are ``dict=True`` structs, and the memo is
 never serialised). A replay that only rebuilds state never pays for conditions and placements; the decider pays
 for them once per observation, as before.
 
@@ -21,8 +21,8 @@ claim's workload is defaulted here, and nowhere else.
 from __future__ import annotations
 
 import operator
-from functools import cached_property
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar, overload
 
 import msgspec
 
@@ -38,6 +38,32 @@ CLUSTER = "Cluster"
 CONFIGMAP = "ConfigMap"
 
 
+_T = TypeVar("_T")
+
+
+class lazy(Generic[_T]):
+    """``functools.cached_property`` without its lock (Python 3.11 takes an RLock on every first read, which
+    costs more than the decode it guards): the value is computed on first read and stored in the instance's
+    ``__dict__``, where later reads find it without calling anything."""
+
+    def __init__(self, func: Callable[[Any], _T]) -> None:
+        self.func = func
+        self.name = func.__name__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> lazy[_T]: ...
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> _T: ...
+    def __get__(self, instance: object | None, owner: type | None = None) -> lazy[_T] | _T:
+        if instance is None:
+            return self
+        value = instance.__dict__[self.name] = self.func(instance)
+        return value
+
+
 class Claim(msgspec.Struct, dict=True):
     """A DataSourceClaim as observed. ``status`` stays raw until the decider reads it (module docstring)."""
 
@@ -51,19 +77,20 @@ class Claim(msgspec.Struct, dict=True):
     deleting: bool
     status: bytes  # raw JSON; bytes (not msgspec.Raw): snapshots are msgpack, and a copy frees the record
 
-    @cached_property
+    @lazy
     def _status(self) -> _ClaimStatus:
         return _claim_status_of(self.status)
 
-    @property
+    # cached too: after the first read each is a plain instance-dictionary hit (the decider reads them often)
+    @lazy
     def phase(self) -> str:
         return self._status.phase or "Pending"
 
-    @property
+    @lazy
     def bound_data_source(self) -> str:
         return self._status.bound_data_source
 
-    @property
+    @lazy
     def conditions(self) -> tuple[Condition, ...]:
         return self._status.conditions
 
@@ -102,7 +129,7 @@ class Binding(msgspec.Struct, dict=True):
     scheduled_clusters: tuple[str, ...]
     spec: bytes  # raw JSON (see Claim.status)
 
-    @cached_property
+    @lazy
     def placement(self) -> dict[str, Any]:
         try:
             placement = _binding_placement.decode(self.spec).placement
@@ -110,7 +137,7 @@ class Binding(msgspec.Struct, dict=True):
             placement = object_dict(self.spec).get("placement")
         return placement if isinstance(placement, dict) else {}
 
-    @cached_property
+    @lazy
     def added(self) -> tuple[str, ...]:
         """The clusters tether's own exclusions added (from its annotation)."""
         return tuple(sorted(added_exclusions(self.annotations)))

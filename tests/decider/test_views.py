@@ -16,7 +16,7 @@ from tether.core.identity import make_identity
 from tether.core.kube import trim
 from tether.projections import views
 from tether.projections.snapshot import decode_world, encode_world
-from tether.projections.world import evolve, initial_world
+from tether.projections.world import _stale, evolve, initial_world
 
 
 def _claim(**overrides: Any) -> dict[str, Any]:
@@ -248,3 +248,16 @@ def test_views_decoded_lazily_survive_a_snapshot_round_trip() -> None:
         ("Bound", "ds1", ["DataSourceBound"])
     assert bound.placement["clusterAffinity"] == {"exclude": ["west1"]}
     assert restored == world
+
+
+@pytest.mark.parametrize(("new", "held", "stale"), [
+    ("10", "10", True),  # the same object: an echo
+    ("9", "10", True),  # older, with fewer digits (a string comparison would say newer)
+    ("10", "9", False),
+    ("123", "124", True),
+    ("124", "123", False),
+    ("010", "9", False),  # leading zeros (never from etcd): still compared as numbers
+    ("abc", "abd", False),  # opaque resourceVersions: only equality tells
+])
+def test_an_observation_is_stale_when_not_newer_than_the_one_held(new: str, held: str, stale: bool) -> None:
+    assert _stale(new, held) is stale
