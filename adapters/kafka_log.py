@@ -11,9 +11,12 @@ four topics, created on start when absent:
   record holds the state *and* the events position it covers, the latest record of a name wins.
 
 Other query parameters (all optional): ``replication`` (replication factor of created topics, default 1),
-``session_timeout_ms``, ``heartbeat_interval_ms``, ``client_id``, ``linger_ms``, ``append_timeout_s``,
-``unordered_events`` (see below), ``commit_pipeline`` (default 4, see "Pipelined commits"; 0 turns it off). Every
-one of them is also a keyword argument of :class:`KafkaLog`.
+``session_timeout_ms``, ``heartbeat_interval_ms``, ``client_id``, ``linger_ms``, ``max_batch_bytes`` (the largest
+record batch the producer builds, default 256 KiB; at most the broker's ``message.max.bytes``),
+``fetch_max_wait_ms`` (how long the broker may hold a fetch that finds no new record, default 500; brokers that
+do not answer early, like tansu, hold it that long), ``append_timeout_s``, ``unordered_events`` (see below),
+``commit_pipeline`` (default 4, see "Pipelined commits"; 0 turns it off). Every one of them is also a keyword
+argument of :class:`KafkaLog`.
 
 Design: one ordered events stream, partitioned commands
 -------------------------------------------------------
@@ -149,6 +152,8 @@ class KafkaConfig:
     heartbeat_interval_ms: int = 3_000
     client_id: str = "tether"
     linger_ms: int = 5
+    max_batch_bytes: int = 256 * 1024
+    fetch_max_wait_ms: int = 500
     append_timeout_s: float = 120.0
     unordered_events: bool = False
     commit_pipeline: int = 4
@@ -204,6 +209,10 @@ def _decoder(stream: str) -> Any:
 
 def _stamp(record: Any, partition: int, offset: int) -> Any:
     return msgspec.structs.replace(record, partition=partition, offset=offset)
+
+
+# shared by every record without headers: aiokafka only reads it (and its C record builder wants a list)
+_NO_HEADERS: list[tuple[str, bytes]] = []
 
 
 def _now_ms() -> int:
@@ -278,7 +287,7 @@ class KafkaLog:
                 acks="all",
                 enable_idempotence=False,
                 linger_ms=self.config.linger_ms,
-                max_batch_size=256 * 1024,
+                max_batch_size=self.config.max_batch_bytes,
                 request_timeout_ms=max(10_000, int(self.config.append_timeout_s * 1000 / 4)),
             )
             await producer.start()
@@ -373,7 +382,7 @@ class KafkaLog:
             auto_offset_reset="earliest",
             session_timeout_ms=self.config.session_timeout_ms,
             heartbeat_interval_ms=self.config.heartbeat_interval_ms,
-            **kwargs,
+            **{"fetch_max_wait_ms": self.config.fetch_max_wait_ms, **kwargs},
         )
         self._clients.add(consumer)
         return consumer
@@ -404,18 +413,19 @@ class KafkaLog:
         expected = EventRecord if stream == "events" else CommandRecord
         items: list[ProduceItem] = []
         clean_records: list[Record] = []
+        add_item, add_record = items.append, clean_records.append
         now = 0
         for record in records:
-            if not isinstance(record, expected):
+            if type(record) is not expected and not isinstance(record, expected):
                 raise TypeError(f"the {stream} stream takes {expected.__name__}, not {type(record).__name__}")
-            clean = record
-            if record.at_ms == 0:  # the append time, when the source did not stamp it (as SqliteLog does)
-                now = now or _now_ms()
-                clean = msgspec.structs.replace(clean, at_ms=now)
-            if record.offset or record.partition:  # the value never carries a position
-                clean = _stamp(clean, 0, 0)
-            clean_records.append(clean)
-            items.append((clean.key.encode(), encode(clean), clean.at_ms, []))
+            if record.at_ms == 0 or record.offset or record.partition:  # rare: most sources stamp their records
+                if record.at_ms == 0:  # the append time, when the source did not stamp it (as SqliteLog does)
+                    now = now or _now_ms()
+                    record = msgspec.structs.replace(record, at_ms=now)
+                if record.offset or record.partition:  # the value never carries a position
+                    record = _stamp(record, 0, 0)
+            add_record(record)
+            add_item((record.key.encode(), encode(record), record.at_ms, _NO_HEADERS))
         return items, clean_records
 
     async def append(self, stream: Stream, records: Sequence[Record]) -> list[Record]:

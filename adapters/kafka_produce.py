@@ -59,8 +59,9 @@ from tether.adapters.log import Position
 
 log = structlog.get_logger("tether.kafka")
 
-ProduceItem = tuple[bytes | None, bytes, int | None, list[Any]]
-"""One record to produce: key, value, timestamp (ms; None: the broker's time), headers."""
+ProduceItem = tuple[bytes | None, bytes, int | None, list[tuple[str, bytes]]]
+"""One record to produce: key, value, timestamp (ms; None: the broker's time), headers (a list: aiokafka's C record
+builder takes no other sequence; never mutated, so records without headers may share one empty list)."""
 
 _partitioner = DefaultPartitioner()
 _PARTITION_CACHE_LIMIT = 200_000  # keys; cleared wholesale when full (a miss only costs one murmur2)
@@ -121,7 +122,7 @@ class ProduceQueue:
         self._commit_offsets = commit_offsets
         self._producer: BatchProducer | None = None
         self._topic_partitions: dict[str, int] = {}
-        self._partition_cache: dict[tuple[str, bytes], int] = {}
+        self._partition_cache: dict[str, dict[bytes, int]] = {}  # topic → key → partition
         self._queue: deque[_Group] = deque()
         self._to_commit: list[_Group] = []
         self._unsettled: set[asyncio.Future[Any]] = set()
@@ -198,16 +199,20 @@ class ProduceQueue:
     # -- the queue --------------------------------------------------------------------------------------------
 
     def _partition_for(self, topic: str, key: bytes | None) -> int | None:
-        """The partition aiokafka's default partitioner picks for ``key`` (murmur2), memoised per key."""
+        """The partition aiokafka's default partitioner picks for ``key`` (murmur2), memoised per key (one dict per
+        topic, so a lookup hashes only the key). A one-partition topic (the events topic) needs no murmur2 at all."""
         if key is None:
             return None
-        cached = self._partition_cache.get((topic, key))
+        cache = self._partition_cache.get(topic)
+        if cache is None:
+            cache = self._partition_cache[topic] = {}
+        cached = cache.get(key)
         if cached is None:
             count = self._topic_partitions[topic]
-            cached = _partitioner(key, list(range(count)), list(range(count)))
-            if len(self._partition_cache) >= _PARTITION_CACHE_LIMIT:
-                self._partition_cache.clear()
-            self._partition_cache[(topic, key)] = cached
+            cached = 0 if count == 1 else _partitioner(key, list(range(count)), list(range(count)))
+            if len(cache) >= _PARTITION_CACHE_LIMIT:
+                cache.clear()
+            cache[key] = cached
         return cached
 
     def _enqueue(self, topic: str, items: Sequence[ProduceItem], offsets: PendingOffsets | None = None) -> _Group:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from aiokafka.partitioner import DefaultPartitioner
 
 from tether.adapters.kafka_log import KafkaLog, UnorderedStreamError, parse_kafka_url
 from tether.adapters.log import Batch, Snapshot
@@ -47,6 +48,8 @@ def test_parse_url() -> None:
     assert config.topic("snapshots") == "prod.snapshots"
     assert (config.commands_partitions, config.group, config.session_timeout_ms) == (12, "g", 2000)
     assert config.unordered_events is True
+    tuned = parse_kafka_url("kafka://a:1/p?max_batch_bytes=1000000&fetch_max_wait_ms=20&linger_ms=0")
+    assert (tuned.max_batch_bytes, tuned.fetch_max_wait_ms, tuned.linger_ms) == (1_000_000, 20, 0)
     assert parse_kafka_url("kafka://a:1").prefix == "tether"
     with pytest.raises(ValueError, match="unknown kafka URL parameter"):
         parse_kafka_url("kafka://a:1/p?partitions=3")
@@ -84,6 +87,20 @@ async def test_append_consume_commit_round_trip(kafka_url: str) -> None:
         end = await log.end("commands")
         assert await log.position("commands", consumer="executor") == end
         assert sum(end.values()) == 30
+
+
+async def test_small_record_batches_keep_partitions_and_order(kafka_url: str) -> None:
+    """A produce larger than ``max_batch_bytes`` is split into several record batches per partition: every record still
+    lands on the partition aiokafka's default partitioner picks for its key, in append order."""
+    async with KafkaLog(kafka_url, max_batch_bytes=2048) as log:
+        commands = await log.append("commands", [command(i, key=f"Obj/ns/k{i % 13}") for i in range(200)])
+        ids = list(range(await log.partitions("commands")))
+        for c in commands:
+            assert c.partition == DefaultPartitioner()(c.key.encode(), ids, ids)
+        got = [c async for chunk in log.read("commands") for c in chunk]
+        assert sorted((c.partition, c.offset) for c in got) == sorted((c.partition, c.offset) for c in commands)
+        for key in {c.key for c in commands}:
+            assert [c.id for c in got if c.key == key] == [c.id for c in commands if c.key == key]
 
 
 async def test_commit_produces_before_committing(kafka_url: str) -> None:
