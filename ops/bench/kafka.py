@@ -8,19 +8,26 @@ concurrently, as in ``tether run``; the clock stops when the executor has consum
 Baseline (raw aiokafka, same broker, same run): the *same broker traffic* without tether — produce the same
 encoded event bytes (acks=all) → a group consumer reads them and, per batch, produces the commands the real
 decider derived from those events (pre-encoded bytes, same keys) → a consumer reads those commands; commits as
-in the full path. So the ratio measures tether's own overhead (envelope decoding, the deciders, bookkeeping).
+in the full path, and, as there, the source of events and the decider have a producer each. So the ratio
+measures tether's own overhead (envelope decoding, the deciders, bookkeeping). The baseline produces with
+aiokafka's per-message ``send``; a second baseline (``baseline_batch_api``, skip it with
+``--no-batch-api-baseline``) produces one record batch per partition with ``create_batch``/``send_batch``, which is
+what tether's produce queue does — it is the stricter comparison (``ratio_to_batch_api``), since tether's own
+producing costs less CPU than ``send``. Client settings (``--linger-ms``, ``--max-batch-bytes``,
+``--fetch-max-wait-ms``) are given alike to both paths; their defaults are KafkaLog's.
 
 The workload is a realistic synthetic log (``tether.adapters.synthetic_log``: claims, bindings, lookups,
 migrations). ``--decider identity`` replaces ``step`` by a placeholder that emits one command per event.
 
-    python ops/bench/kafka.py [--namespaces 24] [--repeat 3] [--decider real|identity]
+    python ops/bench/kafka.py [--namespaces 24] [--repeat 3] [--decider real|identity] [--no-batch-api-baseline]
 
-Each path runs ``--repeat`` times, interleaved (raw, full, raw, full, …), each on fresh topics of the same broker;
-the clocks start once the consumer groups have formed (their partitions are assigned), and the figures reported
-are the medians.
+Each path runs ``--repeat`` times, interleaved (raw, full, raw batch API, raw, …), each on fresh topics of the same
+broker; the clocks start once the consumer groups have formed (their partitions are assigned), and the figures
+reported are the medians. The machine the figures come from is shared and the full path is CPU-bound: run it
+several times and read the spread of ``full_s``/``raw_s``, not one ratio.
 
 Last line: one JSON object ``{"bench": "kafka", "value": <events/s full path>, "unit": "events/s",
-"baseline": <raw events/s>, "ratio": ..., ...}``.
+"baseline": <raw events/s>, "ratio": ..., "baseline_batch_api": ..., "ratio_to_batch_api": ..., ...}``.
 """
 
 from __future__ import annotations
@@ -34,12 +41,14 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, fields
 from typing import Any
 
 import msgspec
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.partitioner import DefaultPartitioner
 
 from tether.adapters.kafka_log import KafkaLog
 from tether.adapters.kafka_testing import TansuBroker
@@ -49,6 +58,18 @@ from tether.core.envelope import CommandRecord, EventRecord, encode
 
 COMMANDS_PARTITIONS = 6
 BATCH = 512
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Client settings given alike to both paths (KafkaLog URL parameters on the full path)."""
+
+    linger_ms: int = 5
+    max_batch_bytes: int = 256 * 1024
+    fetch_max_wait_ms: int = 500
+
+    def query(self) -> str:
+        return "".join(f"&{f.name}={getattr(self, f.name)}" for f in fields(self))
 
 
 def identity_decider() -> Callable[[EventRecord], list[CommandRecord]]:
@@ -135,9 +156,35 @@ async def wait_until(ready: Callable[[], bool], within: float = 60.0) -> None:
         await asyncio.sleep(0.05)
 
 
+_partitioner = DefaultPartitioner()
+
+
+async def send_batches(producer: AIOKafkaProducer, topic: str, items: list[tuple[bytes, bytes]],
+                       partitions: int) -> list[asyncio.Future[Any]]:
+    """``items`` as one record batch per partition (aiokafka's ``create_batch``/``send_batch``), each on the partition
+    aiokafka's default partitioner picks for its key: what tether's produce queue does, minus tether."""
+    ids = list(range(partitions))
+    open_batches: dict[int, Any] = {}
+    futures = []
+    for key, value in items:
+        partition = _partitioner(key, ids, ids) if partitions > 1 else 0
+        batch = open_batches.get(partition)
+        if batch is None:
+            batch = open_batches[partition] = producer.create_batch()
+        if batch.append(timestamp=None, key=key, value=value, headers=[]) is None:
+            futures.append(await producer.send_batch(batch, topic, partition=partition))
+            batch = open_batches[partition] = producer.create_batch()
+            batch.append(timestamp=None, key=key, value=value, headers=[])
+    for partition, batch in open_batches.items():
+        futures.append(await producer.send_batch(batch, topic, partition=partition))
+    return futures
+
+
 async def raw_path(bootstrap: str, prefix: str, event_items: list[tuple[bytes, bytes]],
-                   commands_by_event: list[list[tuple[bytes, bytes]]]) -> float:
-    """The same broker traffic with plain aiokafka (see the module docstring)."""
+                   commands_by_event: list[list[tuple[bytes, bytes]]], *, tuning: Tuning,
+                   batch_api: bool = False) -> float:
+    """The same broker traffic with plain aiokafka (see the module docstring): per-message ``send``, or with
+    ``batch_api`` one record batch per partition per produce, as tether's produce queue builds them."""
     events_topic, commands_topic = f"{prefix}.events", f"{prefix}.commands"
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
@@ -145,9 +192,12 @@ async def raw_path(bootstrap: str, prefix: str, event_items: list[tuple[bytes, b
     await admin.close()
     common: dict[str, Any] = {"bootstrap_servers": bootstrap, "enable_auto_commit": False,
                               "auto_offset_reset": "earliest", "session_timeout_ms": 2000,
-                              "heartbeat_interval_ms": 500}
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=False, linger_ms=5,
-                                max_batch_size=256 * 1024)
+                              "heartbeat_interval_ms": 500, "fetch_max_wait_ms": tuning.fetch_max_wait_ms}
+    # one producer for the source of events and one for the decider, as in the full path (each KafkaLog has its own)
+    source, producer = (AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=False,
+                                         linger_ms=tuning.linger_ms, max_batch_size=tuning.max_batch_bytes)
+                        for _ in range(2))
+    await source.start()
     await producer.start()
     total_commands = sum(len(c) for c in commands_by_event)
     consumers: dict[str, AIOKafkaConsumer] = {}
@@ -161,11 +211,17 @@ async def raw_path(bootstrap: str, prefix: str, event_items: list[tuple[bytes, b
             while seen < len(event_items):
                 fetched = await consumer.getmany(timeout_ms=1000, max_records=BATCH)
                 futures = []
-                for messages in fetched.values():
-                    for message in messages:
-                        for key, value in commands_by_event[message.offset]:
-                            futures.append(await producer.send(commands_topic, value, key=key))
-                        seen += 1
+                if batch_api:
+                    out = [item for messages in fetched.values() for message in messages
+                           for item in commands_by_event[message.offset]]
+                    seen += sum(len(messages) for messages in fetched.values())
+                    futures = await send_batches(producer, commands_topic, out, COMMANDS_PARTITIONS)
+                else:
+                    for messages in fetched.values():
+                        for message in messages:
+                            for key, value in commands_by_event[message.offset]:
+                                futures.append(await producer.send(commands_topic, value, key=key))
+                            seen += 1
                 await asyncio.gather(*futures)
                 if fetched:
                     await consumer.commit()
@@ -191,11 +247,16 @@ async def raw_path(bootstrap: str, prefix: str, event_items: list[tuple[bytes, b
     await wait_until(lambda: len(consumers) == 2 and all(c.assignment() for c in consumers.values()))
     start = time.perf_counter()
     for i in range(0, len(event_items), 2000):
-        futures = [await producer.send(events_topic, value, key=key) for key, value in event_items[i : i + 2000]]
+        chunk = event_items[i : i + 2000]
+        if batch_api:
+            futures = await send_batches(source, events_topic, chunk, 1)
+        else:
+            futures = [await source.send(events_topic, value, key=key) for key, value in chunk]
         await asyncio.gather(*futures)
     await asyncio.wait_for(decider_task, 600)
     await asyncio.wait_for(executor_task, 600)
     elapsed = time.perf_counter() - start
+    await source.stop()
     await producer.stop()
     return elapsed
 
@@ -222,7 +283,17 @@ async def main() -> None:
                         help="runs of each path (raw, full, raw, full, …, fresh topics each); medians reported")
     parser.add_argument("--decider", choices=["real", "identity"], default="real",
                         help="real: tether.core.pipeline.step; identity: one command per event (placeholder)")
+    defaults = Tuning()
+    parser.add_argument("--linger-ms", type=int, default=defaults.linger_ms, help="both paths' producers")
+    parser.add_argument("--max-batch-bytes", type=int, default=defaults.max_batch_bytes,
+                        help="both paths' producers: the largest record batch")
+    parser.add_argument("--fetch-max-wait-ms", type=int, default=defaults.fetch_max_wait_ms,
+                        help="both paths' consumers: tansu holds a fetch that finds nothing new this long")
+    parser.add_argument("--no-batch-api-baseline", dest="batch_api_baseline", action="store_false",
+                        help="skip the second baseline (raw aiokafka producing with create_batch/send_batch)")
     args = parser.parse_args()
+    tuning = Tuning(linger_ms=args.linger_ms, max_batch_bytes=args.max_batch_bytes,
+                    fetch_max_wait_ms=args.fetch_max_wait_ms)
     logging.basicConfig(level=logging.WARNING)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
@@ -235,17 +306,23 @@ async def main() -> None:
 
     broker = TansuBroker().start()
     raw_runs: list[float] = []
+    batch_runs: list[float] = []
     full_runs: list[float] = []
     try:
-        for _ in range(args.repeat):  # interleaved, so a slow spell of the machine hits both paths alike
+        for _ in range(args.repeat):  # interleaved, so a slow spell of the machine hits every path alike
             run = uuid.uuid4().hex[:6]
-            raw_runs.append(await raw_path(broker.bootstrap, f"raw-{run}", event_items, command_items))
+            raw_runs.append(await raw_path(broker.bootstrap, f"raw-{run}", event_items, command_items, tuning=tuning))
             # the decider's CPU work runs on the event loop between polls: a session timeout roomier than the tests'
             url = (f"kafka://{broker.bootstrap}/tether-{run}?commands_partitions={COMMANDS_PARTITIONS}"
-                   "&session_timeout_ms=6000&heartbeat_interval_ms=1000")
+                   "&session_timeout_ms=6000&heartbeat_interval_ms=1000" + tuning.query())
             full_s, produced = await full_path(url, events, args.decider)
             full_runs.append(full_s)
-            print(f"full path {full_s:.2f} s, raw {raw_runs[-1]:.2f} s", file=sys.stderr)
+            line = f"full path {full_s:.2f} s, raw {raw_runs[-1]:.2f} s"
+            if args.batch_api_baseline:
+                batch_runs.append(await raw_path(broker.bootstrap, f"rawb-{run}", event_items, command_items,
+                                                 tuning=tuning, batch_api=True))
+                line += f", raw with the batch API {batch_runs[-1]:.2f} s"
+            print(line, file=sys.stderr)
     finally:
         broker.stop()
     value = len(events) / statistics.median(full_runs)
@@ -264,6 +341,13 @@ async def main() -> None:
         "runs": args.repeat,  # value and baseline: medians of the runs below
         "full_s": [round(t, 3) for t in full_runs],
         "raw_s": [round(t, 3) for t in raw_runs],
+        **({} if not batch_runs else {
+            # raw aiokafka producing one record batch per partition (create_batch/send_batch), as tether does
+            "baseline_batch_api": round(len(events) / statistics.median(batch_runs)),
+            "ratio_to_batch_api": round(value / (len(events) / statistics.median(batch_runs)), 3),
+            "raw_batch_api_s": [round(t, 3) for t in batch_runs],
+        }),
+        **{f.name: getattr(tuning, f.name) for f in fields(tuning)},
         # the deciders alone, in memory, on the same events: the full path cannot beat this
         "step_only_events_per_s": round(step_rate),
         "ratio_to_min_of_raw_and_step": round(value / min(baseline, step_rate), 3),
