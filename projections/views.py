@@ -20,7 +20,6 @@ claim's workload is defaulted here, and nowhere else.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar, overload
 
@@ -315,39 +314,33 @@ def _source_status_of(status: msgspec.Raw, previous: Source | None) -> _ParsedRe
     tolerant path.
 
     claimRefs grows with every claim of the table and is rewritten whole at each claim's binding, so decoding it
-    anew each time would make the fold O(claims) per write — and most of that time goes to allocating, then
-    freeing, five strings per ref. Each ref is therefore split out raw, and the refs of the longest common prefix
-    and suffix whose JSON is byte-for-byte the one in ``previous`` reuse the refs and keys already made (tether
-    keeps claimRefs sorted, so binding or releasing a claim changes one place): a write that binds one claim
-    parses one ref, and the prefix is compared in C (``map``). The raw refs are kept in the view's ``__dict__`` for
-    the next write (never serialised: after a snapshot the first write parses them all)."""
+    anew each time would make the fold O(claims) per write — most of it allocating, then freeing, five strings
+    per ref. So the refs are split out raw and, when they begin with exactly the refs of ``previous`` (the
+    common case: a claim bound, and tether keeps claimRefs sorted), the refs and keys already made are reused
+    and only the new ones are parsed: one ``startswith`` over the previous refs' bytes, kept in the view's
+    ``__dict__`` (never serialised: after a snapshot the first write parses them all). Any other change parses
+    them all. Comparing the concatenations is exact: every previous ref parsed as a JSON object, and a JSON
+    object's extent is fixed by its content, so a sequence starting with those bytes starts with those refs."""
     split = _source_status.decode(status)
     raws = split.claim_refs
-    memo: tuple[msgspec.Raw, ...] = previous.__dict__.get("raw_refs", ()) if previous is not None else ()
-    if not memo or previous is None:
+    joined = b"".join(raws)
+    memo: tuple[bytes, int] | None = previous.__dict__.get("joined_refs") if previous is not None else None
+    if memo is not None and previous is not None and joined.startswith(memo[0]):
+        held = memo[1]
+        added = [_object_ref.decode(raw) for raw in raws[held:]]
+        refs = previous.claim_refs + tuple(added)
+        keys = previous.claim_keys + tuple([f"{r.kind}/{r.namespace}/{r.name}" for r in added])
+    else:
         refs = tuple([_object_ref.decode(raw) for raw in raws])
-        return _ParsedRefs(refs=refs, keys=tuple([f"{r.kind}/{r.namespace}/{r.name}" for r in refs]),
-                           bound=split.bound_claims, raws=raws)
-    equal = list(map(operator.eq, memo, raws))  # pairwise, in C, up to the shorter
-    prefix = equal.index(False) if False in equal else len(equal)
-    suffix, limit = 0, len(equal) - prefix
-    while suffix < limit and memo[-1 - suffix] == raws[-1 - suffix]:
-        suffix += 1
-    middle = [_object_ref.decode(raw) for raw in raws[prefix:len(raws) - suffix]]
-    held_refs, held_keys, tail = previous.claim_refs, previous.claim_keys, len(memo) - suffix
-    return _ParsedRefs(
-        refs=held_refs[:prefix] + tuple(middle) + held_refs[tail:],
-        keys=held_keys[:prefix] + tuple([f"{r.kind}/{r.namespace}/{r.name}" for r in middle]) + held_keys[tail:],
-        bound=split.bound_claims,
-        raws=raws,
-    )
+        keys = tuple([f"{r.kind}/{r.namespace}/{r.name}" for r in refs])  # object_key, inlined: hot
+    return _ParsedRefs(refs=refs, keys=keys, bound=split.bound_claims, joined=(joined, len(raws)))
 
 
 class _ParsedRefs(msgspec.Struct, gc=False):
     refs: tuple[ObjectRef, ...]
     keys: tuple[str, ...]
     bound: int
-    raws: tuple[msgspec.Raw, ...] = ()
+    joined: tuple[bytes, int] | None = None  # the refs' raw JSON, concatenated, and how many
 
 
 def _source_spec_of(obj: KubeObject) -> _SourceSpec | None:
@@ -402,8 +395,8 @@ def parse_source(obj: KubeObject, previous: Source | None = None) -> Source:
         claim_keys=parsed.keys,
         bound_claims=parsed.bound,
     )
-    if parsed.raws:
-        source.__dict__["raw_refs"] = parsed.raws
+    if parsed.joined is not None:
+        source.__dict__["joined_refs"] = parsed.joined
     return source
 
 
