@@ -346,6 +346,10 @@ def _put_source(world: World, name: str, source: Source | None, touched: Touched
 def _put_binding(world: World, key: str, binding: Binding | None, touched: Touched) -> None:
     old = world.bindings.get(key)
     touched.bindings.add(key)
+    if old is not None and binding is not None and old.workload == binding.workload:  # the common case
+        world.bindings[key] = binding
+        touched.claims.update(world.claims_by_workload.get(binding.workload, ()))
+        return
     if old is not None:
         _index_remove(world.bindings_by_workload, old.workload, key)
         touched.claims.update(world.claims_by_workload.get(old.workload, ()))
