@@ -110,9 +110,22 @@ def decode_command(data: bytes | str) -> CommandRecord:
     return record
 
 
+#: The last second :func:`rfc3339` formatted, and its text. Consecutive events mostly fall in the same second,
+#: and every decision that writes a condition formats its event's time. The memo is keyed by the (immutable)
+#: second itself, so it can never answer for another time: it only saves the ``strftime``.
+_last_rfc3339: tuple[int | None, str] = (None, "")
+
+
 def rfc3339(at_ms: int) -> str:
     """Kubernetes' time format (second precision, UTC) for a log time. Pure: no clock is read."""
-    return _dt.datetime.fromtimestamp(at_ms // 1000, tz=_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    global _last_rfc3339
+    second = at_ms // 1000
+    last = _last_rfc3339
+    if last[0] == second:
+        return last[1]
+    text = _dt.datetime.fromtimestamp(second, tz=_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    _last_rfc3339 = (second, text)
+    return text
 
 
 def parse_rfc3339_ms(text: str) -> int | None:
