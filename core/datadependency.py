@@ -36,8 +36,6 @@ The rules, per object:
 
 from __future__ import annotations
 
-import functools
-
 import msgspec
 
 from tether.projections.world import Binding, Claim, Source, Touched, World, slot
@@ -107,7 +105,11 @@ class _Missing(msgspec.Struct, frozen=True):
 
 
 class _Decide:
-    """One decision pass; caches per-identity and per-binding results so each is computed once."""
+    """One decision pass; caches per-identity, per-claim and per-binding results so each is computed once.
+
+    Every cache lives on this object, which lives for one call of :func:`decide`: the world does not change
+    while a decision runs (commands are only noted as issued afterwards, by ``core.pipeline.step``), so a
+    value computed from it cannot go stale within the pass."""
 
     def __init__(self, world: World, record: EventRecord) -> None:
         self.world = world
@@ -116,11 +118,16 @@ class _Decide:
         self.missing: dict[str, _Missing] = {}
         self.plans: dict[str, tuple[PlacementPlan, frozenset[str] | None]] = {}
         self.live: dict[str, list[str]] = {}
+        self.chosen: dict[str, Source | None] = {}  # claim key → its data source (source_for)
+        self._now = ""
 
-    @functools.cached_property
+    @property
     def now(self) -> str:
         """The event's time as RFC 3339 (formatted only when a decision needs it)."""
-        return rfc3339(self.at_ms)
+        now = self._now
+        if not now:
+            now = self._now = rfc3339(self.at_ms)
+        return now
 
     def emit(self, command: Command, reason: str) -> None:
         world = self.world  # (each check only when there is something to check: ids and slots cost a hash each)
@@ -136,19 +143,28 @@ class _Decide:
         """The non-deleting DataSources caching an identity, sorted (computed once per decision)."""
         live = self.live.get(identity_key)
         if live is None:
-            names = self.world.sources_by_identity.get(identity_key, ())
-            live = self.live[identity_key] = sorted(n for n in names if not self.world.sources[n].deleting)
+            names = self.world.sources_by_identity.get(identity_key)
+            if not names:
+                live = []
+            else:
+                sources = self.world.sources
+                live = sorted(n for n in names if not sources[n].deleting)
+            self.live[identity_key] = live
         return live
 
-    def source_for(self, claim: Claim) -> Source | None:
-        if claim.deleting or claim.identity is None:
-            return None
-        live = self.live_sources(claim.identity.key)
-        if not live:
-            return None
-        if len(live) > 1 and claim.bound_data_source in live:
-            return self.world.sources[claim.bound_data_source]
-        return self.world.sources[live[0]]
+    def source_for(self, key: str, claim: Claim) -> Source | None:
+        """The DataSource the claim stored under ``key`` is bound to (computed once per claim per decision)."""
+        chosen = self.chosen
+        if key in chosen:
+            return chosen[key]
+        source = None
+        if not claim.deleting and claim.identity is not None:
+            live = self.live_sources(claim.identity.key)
+            if live:
+                name = claim.bound_data_source if len(live) > 1 and claim.bound_data_source in live else live[0]
+                source = self.world.sources[name]
+        chosen[key] = source
+        return source
 
     def claim(self, key: str) -> None:
         claim = self.world.claims.get(key)
@@ -163,7 +179,7 @@ class _Decide:
             return
         if CLAIM_FINALIZER not in claim.finalizers:
             self.emit(AddFinalizer(target=claim.ref, finalizer=CLAIM_FINALIZER), f"claim {key} has no finalizer")
-        source = self.source_for(claim)
+        source = self.source_for(key, claim)
         why = self.why_pending(claim) if source is None else None  # drives the lookup, whatever the status
         if slot("update_claim_status", key) in self.world.inflight:
             return  # a status write is on its way; its outcome brings the claim back here with fresh state
@@ -171,7 +187,8 @@ class _Decide:
             phase, bound = BOUND, source.ref.name
             clusters = ",".join(source.cluster_names) or "<none>"
             cond = Condition(type=COND_BOUND, status="True", reason="DataSourceBound",
-                             message=f"bound to DataSource {source.ref.name} (clusters: {clusters})")
+                             message=f"bound to DataSource {source.ref.name} (clusters: {clusters})",
+                             last_transition_time=self.now, observed_generation=claim.generation)
         else:
             assert why is not None
             phase, bound = PENDING, ""
@@ -179,8 +196,8 @@ class _Decide:
             if claim.phase == BOUND and claim.bound_data_source:
                 reason = "BindingInvalid"
                 message = f"DataSource {claim.bound_data_source} no longer serves this claim; {why.message}"
-            cond = Condition(type=COND_BOUND, status="False", reason=reason, message=message)
-        cond = msgspec.structs.replace(cond, last_transition_time=self.now, observed_generation=claim.generation)
+            cond = Condition(type=COND_BOUND, status="False", reason=reason, message=message,
+                             last_transition_time=self.now, observed_generation=claim.generation)
         conditions = set_condition(claim.conditions, cond)
         placement = self.placement_condition(claim, source)
         if placement is not None:
@@ -206,20 +223,22 @@ class _Decide:
     def placement_condition(self, claim: Claim, source: Source | None) -> Condition | None:
         if source is None:
             return None
-        bindings = sorted(self.world.bindings_by_workload.get(claim.workload, ()))
-        if not bindings:
-            cond = Condition(type=COND_PLACEMENT, status="False", reason="WaitingForResourceBinding",
-                             message=f"no ResourceBinding binds workload {claim.workload} yet")
-        else:
-            pending = [b for b in bindings if self.plan(self.world.bindings[b])[0].changed]
-            if pending:
-                cond = Condition(type=COND_PLACEMENT, status="False", reason="Injecting",
-                                 message=f"updating the placement of {', '.join(pending)}")
-            else:
-                excluded = ",".join(sorted(self.plan(self.world.bindings[bindings[0]])[1] or ())) or "<none>"
-                cond = Condition(type=COND_PLACEMENT, status="True", reason="Injected",
-                                 message=f"{', '.join(bindings)} exclude clusters: {excluded}")
-        return msgspec.structs.replace(cond, last_transition_time=self.now, observed_generation=claim.generation)
+        names = self.world.bindings_by_workload.get(claim.workload)
+        if not names:
+            return Condition(type=COND_PLACEMENT, status="False", reason="WaitingForResourceBinding",
+                             message=f"no ResourceBinding binds workload {claim.workload} yet",
+                             last_transition_time=self.now, observed_generation=claim.generation)
+        bindings = sorted(names)
+        all_bindings = self.world.bindings
+        pending = [b for b in bindings if self.plan(b, all_bindings[b])[0].changed]
+        if pending:
+            return Condition(type=COND_PLACEMENT, status="False", reason="Injecting",
+                             message=f"updating the placement of {', '.join(pending)}",
+                             last_transition_time=self.now, observed_generation=claim.generation)
+        excluded = ",".join(sorted(self.plan(bindings[0], all_bindings[bindings[0]])[1] or ())) or "<none>"
+        return Condition(type=COND_PLACEMENT, status="True", reason="Injected",
+                         message=f"{', '.join(bindings)} exclude clusters: {excluded}",
+                         last_transition_time=self.now, observed_generation=claim.generation)
 
     def why_pending(self, claim: Claim) -> _Missing:
         if claim.identity is None:
@@ -291,7 +310,7 @@ class _Decide:
         refs = []
         for key in self.world.claims_by_identity.get(source.identity.key, ()):
             claim = self.world.claims[key]
-            chosen = self.source_for(claim)
+            chosen = self.source_for(key, claim)
             if chosen is not None and chosen.ref.name == source.ref.name:
                 c = claim.ref
                 refs.append(ObjectRef(api_version=DATA_GROUP_VERSION, kind="DataSourceClaim", name=c.name,
@@ -339,22 +358,30 @@ class _Decide:
     # --- bindings -----------------------------------------------------------------------------------------
 
     def desired_exclusions(self, binding: Binding) -> frozenset[str] | None:
-        sources = []
-        for key in sorted(self.world.claims_by_workload.get(binding.workload, ())):
-            chosen = self.source_for(self.world.claims[key])
-            if chosen is not None:
-                sources.append(chosen)
-        if not sources:
+        """Every known cluster that does not hold the data of all the workload's bound claims (None: no bound
+        claim). Set algebra only, so the order the claims are visited in does not matter."""
+        keys = self.world.claims_by_workload.get(binding.workload)
+        if not keys:
             return None
-        allowed = set(sources[0].cluster_names)
-        known = set(self.world.clusters)
-        for s in sources:
-            allowed &= set(s.cluster_names)
-            known |= set(s.cluster_names)
+        claims = self.world.claims
+        allowed: set[str] | None = None
+        known: set[str] = set()
+        for key in keys:
+            chosen = self.source_for(key, claims[key])
+            if chosen is not None:
+                names = chosen.cluster_names
+                if allowed is None:
+                    allowed = set(names)
+                else:
+                    allowed.intersection_update(names)
+                known.update(names)
+        if allowed is None:
+            return None
+        known.update(self.world.clusters)
         return frozenset(known - allowed)
 
-    def plan(self, binding: Binding) -> tuple[PlacementPlan, frozenset[str] | None]:
-        key = binding.ref.key
+    def plan(self, key: str, binding: Binding) -> tuple[PlacementPlan, frozenset[str] | None]:
+        """The placement plan of the binding stored under ``key`` (once per binding per decision)."""
         cached = self.plans.get(key)
         if cached is None:
             desired = self.desired_exclusions(binding)
@@ -371,7 +398,7 @@ class _Decide:
         binding = self.world.bindings.get(key)
         if binding is None:
             return
-        plan, desired = self.plan(binding)
+        plan, desired = self.plan(key, binding)
         if not plan.changed:
             return
         if desired is None:
@@ -390,7 +417,6 @@ class _Decide:
 
 def decide(world: World, record: EventRecord, touched: Touched) -> list[Decision]:
     """Decisions for one event, given the world *after* the event was folded in and what it touched."""
-    d = _Decide(world, record)
     claims = set(touched.claims)
     sources = set(touched.sources)
     bindings = set(touched.bindings)
@@ -399,22 +425,29 @@ def decide(world: World, record: EventRecord, touched: Touched) -> list[Decision
     for identity in touched.identities:
         claims.update(world.claims_by_identity.get(identity, ()))
         sources.update(world.sources_by_identity.get(identity, ()))
+    by_workload = world.bindings_by_workload
     for key in claims:  # a claim's DataSources are in ``touched`` when its membership may change (world.py)
         claim = world.claims.get(key)
-        if claim is not None:
-            bindings.update(world.bindings_by_workload.get(claim.workload, ()))
+        if claim is not None and claim.workload in by_workload:
+            bindings.update(by_workload[claim.workload])
     if touched.all_bindings:
         bindings.update(k for k, b in world.bindings.items() if b.injected or b.workload in world.claims_by_workload)
-    for key in sorted(bindings):  # a binding's claims show whether it is injected: keep their status exact
+    for key in bindings:  # a binding's claims show whether it is injected: keep their status exact
         b = world.bindings.get(key)
-        if b is not None:
-            claims.update(world.claims_by_workload.get(b.workload, ()))
-    for key in sorted(claims):
-        d.claim(key)
-    for name in sorted(sources):
-        d.source(name)
-    for key in sorted(bindings):
-        d.binding(key)
+        if b is not None and b.workload in world.claims_by_workload:
+            claims.update(world.claims_by_workload[b.workload])
+    if not (claims or sources or bindings):
+        return []
+    d = _Decide(world, record)  # claims, then DataSources, then bindings, each in sorted order
+    if claims:
+        for key in sorted(claims):
+            d.claim(key)
+    if sources:
+        for name in sorted(sources):
+            d.source(name)
+    if bindings:
+        for key in sorted(bindings):
+            d.binding(key)
     return d.out
 
 
