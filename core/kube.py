@@ -99,7 +99,7 @@ class ObjectRef(msgspec.Struct, gc=False, frozen=True, omit_defaults=True, renam
 
     @property
     def key(self) -> ObjectKey:
-        return object_key(self.kind, self.namespace, self.name)
+        return ObjectKey(f"{self.kind}/{self.namespace}/{self.name}")  # object_key, inlined: a hot path
 
 
 class Condition(msgspec.Struct, gc=False, frozen=True, omit_defaults=True, rename="camel"):

@@ -41,18 +41,21 @@ def _retry_failed(world: World, record: EventRecord) -> list[Decision]:
 def step(world: World, record: EventRecord) -> list[CommandRecord]:
     """Fold ``record`` into ``world`` and return the commands it leads to (deterministic)."""
     touched = evolve(world, record)
-    decisions = _retry_failed(world, record) + decide(world, record, touched)
+    decisions = decide(world, record, touched)  # reads the world only: the retry may be computed after it
+    if isinstance(record.event, CommandFailed):
+        decisions = _retry_failed(world, record) + decisions
     if not decisions:
         return []
     cause = f"{record.partition}:{record.offset}"
+    inflight, timers = world.inflight, world.timers
     out: list[CommandRecord] = []
     for decision in decisions:
         command = decision.command
         cid = command_id(command)
         target = command_target(command)
-        if world.inflight.get(slot(command_name(command), target)) == cid:
+        if inflight.get(slot(command_name(command), target)) == cid:
             continue
-        if isinstance(command, StartTimer) and command.timer_id in world.timers:
+        if isinstance(command, StartTimer) and command.timer_id in timers:
             continue  # armed and not fired yet: starting it again would loop (its success re-touches the subject)
         note_issued(world, command, cid)
         out.append(CommandRecord(id=cid, at_ms=record.at_ms, key=target, command=command, causation=cause,
