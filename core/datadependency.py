@@ -104,6 +104,10 @@ class _Missing(msgspec.Struct, frozen=True):
     message: str
 
 
+def _namespace_name(ref: ObjectRef) -> tuple[str, str]:
+    return ref.namespace, ref.name
+
+
 class _Decide:
     """One decision pass; caches per-identity, per-claim and per-binding results so each is computed once.
 
@@ -144,10 +148,12 @@ class _Decide:
         live = self.live.get(identity_key)
         if live is None:
             names = self.world.sources_by_identity.get(identity_key)
+            sources = self.world.sources
             if not names:
                 live = []
+            elif len(names) == 1:  # the common case: one DataSource per identity
+                live = [n for n in names if not sources[n].deleting]
             else:
-                sources = self.world.sources
                 live = sorted(n for n in names if not sources[n].deleting)
             self.live[identity_key] = live
         return live
@@ -308,14 +314,19 @@ class _Decide:
         if source.identity is None or source.deleting:
             return ()
         refs = []
+        claims = self.world.claims
+        name = source.ref.name
         for key in self.world.claims_by_identity.get(source.identity.key, ()):
-            claim = self.world.claims[key]
+            claim = claims[key]
             chosen = self.source_for(key, claim)
-            if chosen is not None and chosen.ref.name == source.ref.name:
+            if chosen is not None and chosen.ref.name == name:
                 c = claim.ref
-                refs.append(ObjectRef(api_version=DATA_GROUP_VERSION, kind="DataSourceClaim", name=c.name,
-                                      namespace=c.namespace, uid=c.uid))
-        return tuple(sorted(refs, key=lambda r: (r.namespace, r.name)))
+                if c.api_version != DATA_GROUP_VERSION or c.kind != "DataSourceClaim":
+                    c = ObjectRef(api_version=DATA_GROUP_VERSION, kind="DataSourceClaim", name=c.name,
+                                  namespace=c.namespace, uid=c.uid)
+                refs.append(c)  # (the claim's own ref when it already reads so: equal fields, equal bytes)
+        refs.sort(key=_namespace_name)
+        return tuple(refs)
 
     def source(self, name: str) -> None:
         source = self.world.sources.get(name)
@@ -407,10 +418,11 @@ class _Decide:
             return
         misplaced = sorted(desired.intersection(binding.scheduled_clusters))
         reschedule = self.now if misplaced else ""
+        excluded = sorted(desired)
         self.emit(
-            SetBindingPlacement(binding=binding.ref, excluded_clusters=tuple(sorted(desired)), injected=True,
+            SetBindingPlacement(binding=binding.ref, excluded_clusters=tuple(excluded), injected=True,
                                 reschedule_at=reschedule),
-            f"workload {binding.workload} must run where its data is: excluding {','.join(sorted(desired)) or '<none>'}"
+            f"workload {binding.workload} must run where its data is: excluding {','.join(excluded) or '<none>'}"
             + (f"; rescheduling away from {','.join(misplaced)}" if misplaced else ""),
         )
 

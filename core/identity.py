@@ -14,6 +14,7 @@ appended, so that ``User_Events`` and ``user-events`` never collide. The rule is
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from typing import NewType
@@ -68,6 +69,13 @@ def volcano_global_name(identity: DataIdentity) -> str:
 
 def data_source_name(identity: DataIdentity) -> DataSourceName:
     """The name of the DataSource caching ``identity``: VG's when valid, else a sanitised one (module doc)."""
+    try:
+        return _cached_name(identity)
+    except TypeError:  # unhashable (a malformed identity built by hand): compute it, uncached
+        return _data_source_name(identity)
+
+
+def _data_source_name(identity: DataIdentity) -> DataSourceName:
     vg = volcano_global_name(identity)
     if is_valid_object_name(vg):
         return DataSourceName(vg)
@@ -75,6 +83,12 @@ def data_source_name(identity: DataIdentity) -> DataSourceName:
     stem = _INVALID_RUN.sub("-", vg.lower())
     stem = re.sub(r"[-.]{2,}", "-", stem).strip("-.")[: _MAX_NAME - len(suffix)].rstrip("-.")
     return DataSourceName((stem or "ds") + suffix)
+
+
+#: The decider derives the name of every identity it resolves, in every decision (a regex match, and a sha256 for
+#: attributes). A name is a pure function of the identity, an immutable value, so a cached name cannot go stale;
+#: bounded, as identities come and go over a daemon's life.
+_cached_name = functools.lru_cache(maxsize=4096)(_data_source_name)
 
 
 def _clean(value: str) -> bool:
