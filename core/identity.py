@@ -40,9 +40,9 @@ class DataIdentity(msgspec.Struct, gc=False, frozen=True, order=True):
     @property
     def key(self) -> str:
         """A stable printable key (the log key of lookups and the timer ids)."""
-        return f"{self.system}/{self.type}/{self.name}" + (
-            "?" + ",".join(f"{k}={v}" for k, v in self.attributes) if self.attributes else ""
-        )
+        if self.attributes:
+            return f"{self.system}/{self.type}/{self.name}?" + ",".join(f"{k}={v}" for k, v in self.attributes)
+        return f"{self.system}/{self.type}/{self.name}"
 
 
 def make_identity(system: str, type_: str, name: str, attributes: dict[str, str] | None) -> DataIdentity:
