@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from contextlib import aclosing
 from pathlib import Path
@@ -412,4 +413,69 @@ async def test_a_consumer_stopping_at_the_end_does_not_take_the_tail_for_the_end
                 await _next(batches)
     finally:
         await other.close()
+        await log.close()
+
+
+# --- where writes run (module doc, "Connections") ------------------------------------------------------------------
+
+
+def run_without_suspending(coro: object) -> object:
+    """Run a coroutine that must finish without ever waiting (for a thread, a lock, the event loop)."""
+    try:
+        coro.send(None)  # type: ignore[attr-defined]
+    except StopIteration as done:
+        return done.value
+    coro.close()  # type: ignore[attr-defined]
+    raise AssertionError("the coroutine suspended: it waited for something")
+
+
+async def test_appends_and_commits_run_on_the_event_loop_without_waiting(log: SqliteLog) -> None:
+    stored = run_without_suspending(log.append("events", [event("a"), event("b")]))
+    assert [r.offset for r in stored] == [1, 2]  # type: ignore[union-attr]
+    batch = Batch(stream="events", records=stored, position={0: 2})  # type: ignore[arg-type]
+    produced = run_without_suspending(log.commit(batch, consumer="c", produced=[command("a", "0:1")], to="commands"))
+    assert [r.offset for r in produced] == [1]  # type: ignore[union-attr]
+    assert await log.position("events", consumer="c") == {0: 2}
+    assert await collect(log) == stored
+
+
+async def test_a_write_while_the_file_is_locked_waits_on_the_writers_thread_not_on_the_event_loop(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "log.db"
+    log = await SqliteLog.open(path, poll_interval=30.0)
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)  # another process, say
+    try:
+        await log.append("events", [event("a")])
+        other.execute("BEGIN IMMEDIATE")  # holds the write lock
+        other.execute("INSERT INTO events (offset, at_ms, key, type, body) VALUES (2, 1, 'k', 'T', '{}')")
+        append = asyncio.create_task(log.append("events", [event("b")]))
+        for _ in range(20):  # the event loop keeps running meanwhile
+            await asyncio.sleep(0)
+        assert not append.done()
+        other.execute("COMMIT")
+        stored = await asyncio.wait_for(append, timeout=10)
+        assert [r.offset for r in stored] == [3]  # after the other writer's row, not over it
+        assert [r.offset for r in await collect(log)] == [1, 3]  # (row 2 is not a record: dead-lettered)
+    finally:
+        other.close()
+        await log.close()
+
+
+async def test_rows_written_on_the_event_loop_reach_the_database_file_by_checkpoints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tether.adapters.sqlite_log as sqlite_log
+
+    monkeypatch.setattr(sqlite_log, "CHECKPOINT_BYTES", 1)  # a checkpoint after every write
+    path = tmp_path / "log.db"
+    log = await SqliteLog.open(path)
+    try:
+        await log.append("events", [event("a"), event("b")])
+        assert log._checkpoint is not None
+        await log._checkpoint
+        # the database file alone (its WAL ignored) holds the rows: they were copied back by the checkpoint
+        with contextlib.closing(sqlite3.connect(f"file:{path}?immutable=1", uri=True)) as db:
+            assert db.execute("SELECT count(*) FROM events").fetchone() == (2,)
+    finally:
         await log.close()
