@@ -30,6 +30,18 @@ CRDS = ("datadependency.volcano.sh_datasourceclaims", "datadependency.volcano.sh
         "work.karmada.io_resourcebindings", "cluster.karmada.io_clusters.standin")
 
 
+async def eventually(probe: Callable[[], Awaitable[Any]], what: str = "condition", *, within: float = 15.0) -> Any:
+    """Poll ``probe`` until it returns something truthy (tests only: the daemon itself never polls)."""
+    deadline = time.monotonic() + within
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = await probe()
+        if last:
+            return last
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}; last value: {last!r}")
+
+
 @dataclass
 class Stack:
     env: KubeEnv
@@ -85,16 +97,8 @@ class Stack:
 
     async def eventually(self, probe: Callable[[], Awaitable[Any]], *, within: float = 15.0,
                          what: str = "condition") -> Any:
-        """Poll ``probe`` until it returns something truthy (tests only: the daemon itself never polls)."""
-        deadline = time.monotonic() + within
-        last: Any = None
-        while time.monotonic() < deadline:
-            last = await probe()
-            if last:
-                return last
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what}; last value: {last!r}")
-
+        """Poll ``probe`` until it returns something truthy (see the module-level :func:`eventually`)."""
+        return await eventually(probe, what, within=within)
 
     async def wait_claim(self, name: str, *, phase: str | None = None, reason: str | None = None,
                          within: float = 15.0) -> dict[str, Any]:

@@ -243,14 +243,13 @@ def _matters_to_sources(world: World, old: Claim | None, new: Claim | None) -> b
 
 def _put_claim(world: World, key: str, claim: Claim | None, touched: Touched) -> None:
     old = world.claims.get(key)
-    if (claim is not None and old is not None and claim.workload == old.workload
-            and not _matters_to_sources(world, old, claim)):
+    sources_too = _matters_to_sources(world, old, claim)
+    if claim is not None and old is not None and claim.workload == old.workload and not sources_too:
         # the common case, a status write: no index changes; the claim and its workload's bindings are touched
         world.claims[key] = claim
         touched.claims.add(key)
         touched.bindings.update(world.bindings_by_workload.get(claim.workload, ()))
         return
-    sources_too = _matters_to_sources(world, old, claim)
     if old is not None:
         touched.bindings.update(world.bindings_by_workload.get(old.workload, ()))
         if sources_too:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tether.adapters import manifests
+from tether.adapters.daemon_testing import eventually
 from tether.adapters.runtime import Runtime
 from tether.adapters.sqlite_log import SqliteLog
 from tether.core.envelope import CommandRecord, EventRecord
@@ -41,15 +42,6 @@ def claim(name: str) -> EventRecord:
 
 def _record(event: Event) -> EventRecord:
     return EventRecord(at_ms=1_700_000_000_000, source="test", key=event_key(event), event=event)
-
-
-async def eventually(probe: Callable[[], Awaitable[Any]], what: str, within: float = 15.0) -> Any:
-    deadline = asyncio.get_running_loop().time() + within
-    while asyncio.get_running_loop().time() < deadline:
-        if result := await probe():
-            return result
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Decider:

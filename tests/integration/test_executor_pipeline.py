@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tether.adapters import manifests
+from tether.adapters.daemon_testing import eventually
 from tether.adapters.kube_emulator.testing import KubeEnv
 from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, KubeClient
 from tether.adapters.kubernetes.executor import KubeExecutor
@@ -60,15 +61,6 @@ class Gated:
             return await self.inner.apply(record)
         finally:
             self.running.discard(record.id)
-
-
-async def eventually(probe: Callable[[], Awaitable[Any]], what: str, within: float = 15.0) -> Any:
-    deadline = asyncio.get_running_loop().time() + within
-    while asyncio.get_running_loop().time() < deadline:
-        if result := await probe():
-            return result
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Bench:
