@@ -31,7 +31,10 @@ The rules, per object:
   bound claims of the workload (``core.placement`` explains the exclusion arithmetic); with no bound claim,
   tether's share is stripped. If the binding is already scheduled on a cluster that is now excluded,
   ``spec.rescheduleTriggeredAt`` is set (Karmada's supported trigger) so compute follows data. A placement
-  reverted by someone else is simply out of sync and is re-injected.
+  reverted by someone else is simply out of sync and is re-injected. A claim whose DataSource is being created
+  (its lookup resolved to a mapped location, the creation not refused for good) counts with the clusters that
+  DataSource will have, so a cache miss places the binding in the decision that creates the DataSource rather
+  than one trip later; the claim itself stays ``Pending``/``CreatingDataSource`` until the DataSource exists.
 """
 
 from __future__ import annotations
@@ -123,6 +126,7 @@ class _Decide:
         self.plans: dict[str, tuple[PlacementPlan, frozenset[str] | None]] = {}
         self.live: dict[str, list[str]] = {}
         self.chosen: dict[str, Source | None] = {}  # claim key → its data source (source_for)
+        self.anticipate: dict[str, tuple[str, ...] | None] = {}  # identity key → clusters (anticipated)
         self._now = ""
 
     @property
@@ -378,18 +382,58 @@ class _Decide:
         allowed: set[str] | None = None
         known: set[str] = set()
         for key in keys:
-            chosen = self.source_for(key, claims[key])
+            claim = claims[key]
+            chosen = self.source_for(key, claim)
             if chosen is not None:
                 names = chosen.cluster_names
-                if allowed is None:
-                    allowed = set(names)
-                else:
-                    allowed.intersection_update(names)
-                known.update(names)
+            else:
+                anticipated = self.anticipated(claim)
+                if anticipated is None:
+                    continue
+                names = anticipated
+            if allowed is None:
+                allowed = set(names)
+            else:
+                allowed.intersection_update(names)
+            known.update(names)
         if allowed is None:
             return None
         known.update(self.world.clusters)
         return frozenset(known - allowed)
+
+    def anticipated(self, claim: Claim) -> tuple[str, ...] | None:
+        """The clusters of the DataSource a claim without one is about to get (None: none is on its way).
+
+        A claim with no DataSource whose identity's lookup resolved to a mapped location gets a DataSource created
+        with exactly the clusters the plugin's locationMapping gives for that location (``resolve``). Its
+        workload's binding can be placed from the same answer at once, in the decision that creates the DataSource,
+        instead of one trip later when the DataSource exists and the claim is Bound: when it does, the exclusions
+        are the same and the binding is not written again. Decided from the world alone, like ``resolve``'s
+        CreateDataSource: no DataSource of that name (a deleting one or one caching another identity blocks the
+        creation), a resolved lookup (the last one, also while a re-lookup is in flight, so a re-lookup does not
+        strip and re-inject), a location the mapping knows, and a creation the API has not rejected for good (a
+        rejection touches the identity's claims, and the anticipation, hence the exclusions, go away)."""
+        identity = claim.identity
+        if identity is None or claim.deleting:
+            return None
+        key = identity.key
+        cache = self.anticipate
+        if key in cache:
+            return cache[key]
+        clusters: tuple[str, ...] | None = None
+        world = self.world
+        lookup = world.lookups.get(key)
+        plugin = world.plugins.plugins.get(identity.system)
+        if lookup is not None and lookup.kind == "resolved" and plugin is not None:
+            name = data_source_name(identity)
+            if name not in world.sources:
+                clusters = map_location(plugin.location_mapping, lookup.location)
+                if clusters is not None and world.rejected and command_id(CreateDataSource(
+                        name=name, identity=identity, cluster_names=clusters, location=lookup.location,
+                        reclaim_policy=plugin.reclaim_policy)) in world.rejected:
+                    clusters = None
+        cache[key] = clusters
+        return clusters
 
     def plan(self, key: str, binding: Binding) -> tuple[PlacementPlan, frozenset[str] | None]:
         """The placement plan of the binding stored under ``key`` (once per binding per decision)."""

@@ -960,6 +960,172 @@ def step_same_commands_from_a_snapshot_restored_world(reclaim: str) -> None:
     assert live == again
 
 
+# --- a cache miss places the binding with the DataSource's creation ------------------------------------------
+
+
+def hold(h: Harness, type_: type[Command]) -> list[CommandRecord]:
+    """Keep the commands of ``type_`` in flight (not applied, no outcome) until :func:`release`."""
+    original = h.cluster.apply
+    held: list[CommandRecord] = []
+
+    def apply(record: CommandRecord) -> list[tuple[str, Event]]:
+        if isinstance(record.command, type_):
+            held.append(record)
+            return []
+        return original(record)
+
+    h.cluster.apply = apply  # type: ignore[method-assign]
+    return held
+
+
+def release(h: Harness, held: list[CommandRecord]) -> None:
+    """Apply the held commands, in order, and settle."""
+    del h.cluster.apply  # back to the class's method
+    h.queue.extend(held)
+    held.clear()
+    h.settle()
+
+
+def _caused_by_lookup_answer(h: Harness, type_: type[Command]) -> list[Any]:
+    answers = {f"{e.partition}:{e.offset}" for e in h.events if isinstance(e.event, DataLocationResolved)}
+    return [r.command for r in h.commands if isinstance(r.command, type_) and r.causation in answers]
+
+
+@scenario({"binding": "before-claim"}, {"binding": "scheduled-on-c1"})
+def miss_places_binding_in_the_decision_that_creates_the_datasource(binding: str) -> None:
+    """One trip less per cache miss: the lookup's answer decides the DataSource and the binding's exclusions
+    together (the exclusions follow from the same locationMapping the DataSource's locality does)."""
+    h = setup()
+    h.apply(m.resource_binding("w"))
+    if binding == "scheduled-on-c1":
+        schedule(h, "w", ["c1"])
+    held = hold(h, CreateDataSource)
+    h.apply(m.claim("a", table="db.west1", workload="w"))
+    (create,) = _caused_by_lookup_answer(h, CreateDataSource)
+    (placement,) = _caused_by_lookup_answer(h, SetBindingPlacement)
+    assert create.cluster_names == ("c3",)
+    assert placement.excluded_clusters == ("c1", "c2") and placement.injected
+    assert bool(placement.reschedule_at) == (binding == "scheduled-on-c1")
+    # the DataSource is still on its way: the claim says so; the binding already carries the constraint
+    assert_pending(h, "a", "CreatingDataSource")
+    assert reason(h, "a", "PlacementInjected") is None
+    assert excludes(rb(h, "w")) == ["c1", "c2"] and injected(rb(h, "w"), "c1,c2")
+    release(h, held)
+    assert_bound(h, "a", "db.west1")
+    assert reason(h, "a", "PlacementInjected") == ("True", "Injected")
+    assert len(cmds(h, SetBindingPlacement)) == 1  # not written again once the DataSource exists
+    assert [s.phase for s in cmds(h, UpdateClaimStatus)][-1] == "Bound"
+
+
+@scenario()
+def miss_datasource_creation_rejected_strips_the_anticipated_placement() -> None:
+    """The API refuses the DataSource for good: the claim cannot bind, so the binding goes back to the user's
+    placement (tether's exclusions and both annotations removed), as for any claim that is not Bound."""
+    h = setup()
+    h.apply(m.resource_binding("w", exclude=["c9"]))
+    failed = fail_commands(h, CreateDataSource, retryable=False, times=100)
+    h.apply(m.claim("a", table="db.west1", workload="w"))
+    assert len(failed) == 1
+    assert_pending(h, "a", "DataSourceCreateFailed")
+    assert excludes(rb(h, "w")) == ["c9"] and tether_annotations(rb(h, "w")) == {}
+    assert [(p.excluded_clusters, p.injected) for p in cmds(h, SetBindingPlacement)] == [
+        (("c1", "c2"), True), ((), False)]
+    h.apply(m.claim("b", table="db.west1", workload="w"))  # a second claim on it decides the same: nothing
+    assert len(cmds(h, SetBindingPlacement)) == 2 and tether_annotations(rb(h, "w")) == {}
+
+
+@scenario()
+def miss_datasource_creation_fails_retryably_keeps_the_anticipated_placement() -> None:
+    """A transient failure does not change where the data is: the exclusions stay while the creation is retried."""
+    h = setup()
+    h.apply(m.resource_binding("w"))
+    failed = fail_commands(h, CreateDataSource, retryable=True)
+    h.apply(m.claim("a", table="db.west1", workload="w"))
+    assert len(failed) == 1
+    assert_pending(h, "a", "CreatingDataSource")
+    assert excludes(rb(h, "w")) == ["c1", "c2"] and injected(rb(h, "w"), "c1,c2")
+    h.advance(RETRY_BASE_MS)
+    assert_bound(h, "a", "db.west1")
+    assert len(cmds(h, CreateDataSource)) == 2 and len(cmds(h, SetBindingPlacement)) == 1
+
+
+@scenario()
+def miss_claim_switches_table_before_its_datasource_exists() -> None:
+    """The claim's spec changes while the first table's DataSource is being created: the binding follows the claim
+    as it is now (the new table's answer), never the abandoned one; the abandoned DataSource is left unbound."""
+    h = setup()
+    h.apply(m.resource_binding("w"))
+    held = hold(h, CreateDataSource)
+    h.apply(m.claim("a", table="db.west1", workload="w"))
+    assert excludes(rb(h, "w")) == ["c1", "c2"]
+    edit(h, CLAIM, "default", "a", lambda raw: raw["spec"].update(dataSourceName="db.east1"))
+    assert_pending(h, "a", "CreatingDataSource")
+    assert excludes(rb(h, "w")) == ["c3"] and injected(rb(h, "w"), "c3")
+    release(h, held)
+    assert_bound(h, "a", "db.east1")
+    assert excludes(rb(h, "w")) == ["c3"] and injected(rb(h, "w"), "c3")
+    assert refs(h, "db.west1") == [] and refs(h, "db.east1") == [("default", "a")]
+    # stripped while the new table is looked up (as VG's unbinding on a table change), then placed from its answer
+    assert [p.excluded_clusters for p in cmds(h, SetBindingPlacement)] == [("c1", "c2"), (), ("c3",)]
+
+
+@scenario()
+def miss_claim_switches_to_a_missing_table_before_its_datasource_exists() -> None:
+    h = setup()
+    h.apply(m.resource_binding("w"))
+    held = hold(h, CreateDataSource)
+    h.apply(m.claim("a", table="db.west1", workload="w"))
+    edit(h, CLAIM, "default", "a", lambda raw: raw["spec"].update(dataSourceName="db.nowhere"))
+    assert_pending(h, "a", "DataSourceNotFound")
+    assert excludes(rb(h, "w")) == [] and tether_annotations(rb(h, "w")) == {}
+    release(h, held)
+    assert_pending(h, "a", "DataSourceNotFound")
+    assert excludes(rb(h, "w")) == [] and tether_annotations(rb(h, "w")) == {}
+
+
+@scenario()
+def miss_lookup_superseded_before_the_datasource_exists() -> None:
+    """The catalog answers again (a push) with a new location while the DataSource is being created from the
+    first answer: the binding follows the newest answer, and once the DataSource exists (from the first answer)
+    and its locality follows the new one, everything agrees. In that window the binding may briefly follow the
+    DataSource's old locality (as it would without the anticipation, which only adds the first write)."""
+    h = setup()
+    h.apply(m.resource_binding("w"))
+    held = hold(h, CreateDataSource)
+    h.apply(m.claim("a", table="db.west1", workload="w"))
+    assert excludes(rb(h, "w")) == ["c1", "c2"]
+    h.cluster.catalog[key("db.west1")] = "s3://central/db/west1"
+    h.feed(DataLocationResolved(identity=make_identity("amoro", "table", "db.west1", None),
+                                location="s3://central/db/west1", trigger="push"), source="catalog")
+    h.settle()
+    assert excludes(rb(h, "w")) == ["c1"] and injected(rb(h, "w"), "c1")
+    release(h, held)
+    assert_bound(h, "a", "db.west1")
+    obj = ds(h, "db.west1")
+    assert obj is not None and obj["spec"]["locality"] == {"clusterNames": ["c2", "c3"]}
+    assert excludes(rb(h, "w")) == ["c1"] and injected(rb(h, "w"), "c1")
+    assert reason(h, "a", "PlacementInjected") == ("True", "Injected")
+
+
+@scenario()
+def miss_unmapped_or_conflicting_name_does_not_anticipate() -> None:
+    """No DataSource is on its way (an unmapped location, a name taken by another data source): no placement."""
+    h = setup()
+    h.apply(m.resource_binding("w"))
+    h.cluster.catalog[key("db.mars")] = "s3://mars/db/mars"
+    h.apply(m.claim("a", table="db.mars", workload="w"))
+    assert_pending(h, "a", "LocationUnmapped")
+    assert cmds(h, SetBindingPlacement) == [] and tether_annotations(rb(h, "w")) == {}
+    h.apply({"apiVersion": "datadependency.volcano.sh/v1alpha1", "kind": DS,
+             "metadata": {"name": ds_name("db.west1"), "finalizers": [DATASOURCE_FINALIZER]},
+             "spec": {"system": "amoro", "type": "table", "name": "db.other",
+                      "locality": {"clusterNames": ["c3"]}, "reclaimPolicy": "Retain"}})
+    h.apply(m.resource_binding("v"))
+    h.apply(m.claim("b", table="db.west1", workload="v"))
+    assert_pending(h, "b", "DataSourceNameConflict")
+    assert cmds(h, SetBindingPlacement) == [] and tether_annotations(rb(h, "v")) == {}
+
+
 @pytest.mark.parametrize(("fn", "kwargs"), SCENARIOS)
 def test_scenario(fn: Callable[..., None], kwargs: dict[str, Any]) -> None:
     fn(**kwargs)
