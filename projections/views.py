@@ -95,11 +95,13 @@ class Claim(msgspec.Struct, dict=True):
 
 
 class Source(msgspec.Struct, dict=True):
-    """A DataSource as observed. (``dict=True``: the raw claimRefs of this observation are kept in its
-    ``__dict__`` so that the next observation can reuse the refs parsed here; see ``_source_status_of``.)"""
+    """A DataSource as observed. (``dict=True``: the raw claimRefs array of this observation is kept in its
+    ``__dict__`` so that the next observation can reuse the refs parsed here; see ``_source_status_of``.)
+    ``generation`` lets the next observation reuse the parsed spec when it did not change."""
 
     ref: ObjectRef
     resource_version: str
+    generation: int
     identity: DataIdentity | None
     cluster_names: tuple[str, ...]
     location: str
@@ -301,12 +303,13 @@ class _SourceSpec(msgspec.Struct, gc=False, rename="camel"):
 
 class _SourceStatus(msgspec.Struct, gc=False, rename="camel"):
     bound_claims: int = 0
-    claim_refs: tuple[msgspec.Raw, ...] = ()  # each ref split out unparsed: see _source_status_of
+    claim_refs: msgspec.Raw = msgspec.Raw(b"[]")  # the whole array, unparsed: see _source_status_of
 
 
 _source_spec = msgspec.json.Decoder(_SourceSpec)
 _source_status = msgspec.json.Decoder(_SourceStatus, strict=False)  # strict=False: as _claim_refs
-_object_ref = msgspec.json.Decoder(ObjectRef, strict=False)  # as tether writes refs (partial ones: tolerant path)
+_object_refs = msgspec.json.Decoder(tuple[ObjectRef, ...], strict=False)  # as tether writes refs (partial ones:
+#                                                                           the tolerant path)
 
 
 def _source_status_of(status: msgspec.Raw, previous: Source | None) -> _ParsedRefs:
@@ -315,32 +318,37 @@ def _source_status_of(status: msgspec.Raw, previous: Source | None) -> _ParsedRe
 
     claimRefs grows with every claim of the table and is rewritten whole at each claim's binding, so decoding it
     anew each time would make the fold O(claims) per write — most of it allocating, then freeing, five strings
-    per ref. So the refs are split out raw and, when they begin with exactly the refs of ``previous`` (the
-    common case: a claim bound, and tether keeps claimRefs sorted), the refs and keys already made are reused
-    and only the new ones are parsed: one ``startswith`` over the previous refs' bytes, kept in the view's
-    ``__dict__`` (never serialised: after a snapshot the first write parses them all). Any other change parses
-    them all. Comparing the concatenations is exact: every previous ref parsed as a JSON object, and a JSON
-    object's extent is fixed by its content, so a sequence starting with those bytes starts with those refs."""
+    per ref. So the array is taken raw (one copy of its bytes, kept in the view's ``__dict__``, never serialised:
+    after a snapshot the first write parses it all), and when it begins with exactly the refs of ``previous``
+    (the common case: a claim bound, and tether keeps claimRefs sorted) the refs and keys already made are
+    reused and only the elements after them are parsed. Comparing bytes is exact: the previous array ``[r1,…,rk]``
+    parsed as k JSON objects, whose extent is fixed by their content, so an array starting with ``[r1,…,rk``
+    starts with those k refs and goes on with ``,`` and the others, or ``]``. Any other change parses all."""
     split = _source_status.decode(status)
-    raws = split.claim_refs
-    joined = b"".join(raws)
-    memo: tuple[bytes, int] | None = previous.__dict__.get("joined_refs") if previous is not None else None
-    if memo is not None and previous is not None and joined.startswith(memo[0]):
-        held = memo[1]
-        added = [_object_ref.decode(raw) for raw in raws[held:]]
-        refs = previous.claim_refs + tuple(added)
-        keys = previous.claim_keys + tuple([f"{r.kind}/{r.namespace}/{r.name}" for r in added])
-    else:
-        refs = tuple([_object_ref.decode(raw) for raw in raws])
-        keys = tuple([f"{r.kind}/{r.namespace}/{r.name}" for r in refs])  # object_key, inlined: hot
-    return _ParsedRefs(refs=refs, keys=keys, bound=split.bound_claims, joined=(joined, len(raws)))
+    array = bytes(split.claim_refs)
+    memo: bytes | None = previous.__dict__.get("refs_json") if previous is not None else None
+    if memo is not None and previous is not None and previous.claim_refs and \
+            array.startswith(memoryview(memo)[:-1]):  # the previous array without its closing bracket
+        rest = array[len(memo) - 1:].lstrip()
+        if rest.startswith(b"]"):
+            return _ParsedRefs(refs=previous.claim_refs, keys=previous.claim_keys, bound=split.bound_claims,
+                               array=array, extends=previous.claim_keys)
+        if rest.startswith(b","):
+            added = _object_refs.decode(b"[" + rest[1:])
+            return _ParsedRefs(refs=previous.claim_refs + added,
+                               keys=previous.claim_keys + tuple([f"{r.kind}/{r.namespace}/{r.name}" for r in added]),
+                               bound=split.bound_claims, array=array, extends=previous.claim_keys)
+    refs = _object_refs.decode(array)
+    keys = tuple([f"{r.kind}/{r.namespace}/{r.name}" for r in refs])  # object_key, inlined: hot
+    return _ParsedRefs(refs=refs, keys=keys, bound=split.bound_claims, array=array)
 
 
 class _ParsedRefs(msgspec.Struct, gc=False):
     refs: tuple[ObjectRef, ...]
     keys: tuple[str, ...]
     bound: int
-    joined: tuple[bytes, int] | None = None  # the refs' raw JSON, concatenated, and how many
+    array: bytes | None = None  # the refs' raw JSON array (the memo for the next observation)
+    extends: tuple[str, ...] | None = None  # the previous view's keys when ``keys`` begins with them
 
 
 def _source_spec_of(obj: KubeObject) -> _SourceSpec | None:
@@ -364,13 +372,14 @@ def _source_spec_of(obj: KubeObject) -> _SourceSpec | None:
 
 
 def parse_source(obj: KubeObject, previous: Source | None = None) -> Source:
-    """The typed view of a DataSource; ``previous`` (the view it replaces) lets its claimRefs be reused."""
-    spec = _source_spec_of(obj)
-    identity: DataIdentity | None = None
-    if spec is not None and spec.system and spec.type and spec.name:
-        identity = make_identity(spec.system, spec.type, spec.name, spec.attributes)
-    names = spec.locality.cluster_names if spec is not None and spec.locality is not None else None
-    clusters = tuple(sorted(set(names))) if names else ()
+    """The typed view of a DataSource; ``previous`` (the view it replaces) lets its claimRefs be reused, and its
+    spec too when the generation says the spec did not change (most observations are claimRefs writes)."""
+    meta = obj.metadata
+    same = previous is not None and previous.ref.uid == meta.uid
+    if same and previous is not None and meta.generation > 0 and previous.generation == meta.generation:
+        identity, clusters, reclaim = previous.identity, previous.cluster_names, previous.reclaim_policy
+    else:
+        identity, clusters, reclaim = _source_spec_fields(obj)
     try:
         parsed = _source_status_of(obj.status, previous)
     except msgspec.ValidationError:
@@ -379,25 +388,37 @@ def parse_source(obj: KubeObject, previous: Source | None = None) -> Source:
         bound_raw = raw.get("boundClaims")
         parsed = _ParsedRefs(refs=refs, keys=tuple([f"{r.kind}/{r.namespace}/{r.name}" for r in refs]),
                              bound=bound_raw if isinstance(bound_raw, int) else 0)
-    reclaim = spec.reclaim_policy if spec is not None else ""
-    meta = obj.metadata
-    same = previous is not None and previous.ref.uid == meta.uid
     source = Source(
         ref=previous.ref if same and previous is not None else ref_of(obj),
         resource_version=meta.resource_version,
+        generation=meta.generation,
         identity=identity,
         cluster_names=clusters,
         location=meta.annotations.get(LOCATION_ANNOTATION, ""),
-        reclaim_policy=reclaim if reclaim in ("Retain", "Delete") else "Retain",  # VG's documented default
+        reclaim_policy=reclaim,
         finalizers=tuple(meta.finalizers),
         deleting=meta.deletion_timestamp is not None,
         claim_refs=parsed.refs,
         claim_keys=parsed.keys,
         bound_claims=parsed.bound,
     )
-    if parsed.joined is not None:
-        source.__dict__["joined_refs"] = parsed.joined
+    if parsed.array is not None:
+        source.__dict__["refs_json"] = parsed.array
+    if parsed.extends is not None:  # read (and dropped) by the projection's index update
+        source.__dict__["extends"] = parsed.extends
     return source
+
+
+def _source_spec_fields(obj: KubeObject) -> tuple[DataIdentity | None, tuple[str, ...], str]:
+    """(identity, sorted locality cluster names, reclaim policy) of a DataSource's spec."""
+    spec = _source_spec_of(obj)
+    identity: DataIdentity | None = None
+    if spec is not None and spec.system and spec.type and spec.name:
+        identity = make_identity(spec.system, spec.type, spec.name, spec.attributes)
+    names = spec.locality.cluster_names if spec is not None and spec.locality is not None else None
+    reclaim = spec.reclaim_policy if spec is not None else ""
+    return (identity, tuple(sorted(set(names))) if names else (),
+            reclaim if reclaim in ("Retain", "Delete") else "Retain")  # VG's documented default
 
 
 class _Resource(msgspec.Struct, gc=False, rename="camel"):

@@ -307,7 +307,15 @@ def _put_source(world: World, name: str, source: Source | None, touched: Touched
     new_keys = source.claim_keys if source is not None else ()
     entered: set[str] | tuple[()] = ()
     left: set[str] | tuple[()] = ()
-    if old_keys != new_keys:  # most writes leave claimRefs alone; the others move one or two claims
+    extends = source.__dict__.pop("extends", None) if source is not None else None
+    if extends is not None and extends is old_keys:
+        # the parse reused old_keys as the head of new_keys (views._source_status_of): only keys after it may
+        # enter, and one enters unless the index already lists it for this DataSource (i.e. it is in old_keys)
+        listing = world.sources_listing_claim
+        entered = {k for k in new_keys[len(old_keys):] if name not in listing.get(k, ())}
+        for ref_key in entered:
+            _index_add(listing, ref_key, name)
+    elif old_keys != new_keys:  # most writes leave claimRefs alone; the others move one or two claims
         old_set, new_set = set(old_keys), set(new_keys)
         entered, left = new_set - old_set, old_set - new_set
         for ref_key in left:

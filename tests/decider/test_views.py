@@ -136,6 +136,55 @@ def test_claim_refs_reused_from_the_previous_observation_parse_as_a_fresh_parse(
         assert shared == unchanged
 
 
+@pytest.mark.parametrize(("before", "after"), [
+    pytest.param("abc", "abcd", id="appended"),
+    pytest.param("abc", "abcb", id="appended-a-duplicate"),
+    pytest.param("abc", "abc", id="unchanged"),
+    pytest.param("acd", "abcd", id="inserted"),
+    pytest.param("abcd", "ad", id="two-left"),
+    pytest.param("", "ab", id="first-refs"),
+    pytest.param("ab", "", id="emptied"),
+])
+def test_the_claim_index_after_a_claim_refs_write_is_the_index_of_the_new_refs(before: str, after: str) -> None:
+    world = initial_world()
+    evolve(world, _observed(_source({"boundClaims": len(before), "claimRefs": _refs(*before)})))
+    raw = _source({"boundClaims": len(after), "claimRefs": _refs(*after)})
+    raw["metadata"]["resourceVersion"] = "10"
+    touched = evolve(world, _observed(raw))
+    assert world.sources_listing_claim == {f"DataSourceClaim/ns1/{n}": {"ds1"} for n in after}
+    assert touched.claims == {f"DataSourceClaim/ns1/{n}" for n in set(before) ^ set(after)}
+    assert "extends" not in world.sources["ds1"].__dict__  # the marker is read once, not kept
+
+
+def test_claim_refs_reused_across_whitespace_in_the_raw_array() -> None:
+    previous = views.parse_source(trim(_source({"boundClaims": 2, "claimRefs": _refs("a", "b")})))
+    obj = trim(_source({"boundClaims": 3, "claimRefs": _refs("a", "b", "c")}))
+    body = bytes(obj.status)
+    head, _, c = body.rpartition(b",{")  # the refs a and b, then c
+    for spaced, reused in [(head + b" ,\n {" + c.replace(b"}]", b"} ]"), True),  # after the previous refs
+                           (head.replace(b"},{", b"} , {") + b",{" + c, False)]:  # between them: parsed again
+        obj.status = msgspec.Raw(spaced)
+        assert msgspec.json.decode(spaced)["claimRefs"] == _refs("a", "b", "c")
+        again = views.parse_source(obj, previous)
+        assert again == views.parse_source(obj) and [r.name for r in again.claim_refs] == ["a", "b", "c"]
+        assert (again.claim_refs[0] is previous.claim_refs[0]) is reused
+
+
+def test_source_spec_is_reused_at_the_same_generation_and_parsed_again_when_it_changes() -> None:
+    raw = _source({"boundClaims": 0, "claimRefs": []})
+    raw["metadata"]["generation"] = 1
+    first = views.parse_source(trim(raw))
+    raw["spec"]["locality"] = {"clusterNames": ["west1"]}  # same generation: the API says the spec did not change
+    raw["metadata"]["resourceVersion"] = "10"
+    again = views.parse_source(trim(raw), first)
+    assert again.cluster_names is first.cluster_names and again.identity is first.identity
+    raw["metadata"]["generation"] = 2
+    moved = views.parse_source(trim(raw), again)
+    assert moved.cluster_names == ("west1",) and moved == views.parse_source(trim(raw))
+    raw["metadata"].update(uid="recreated", generation=1)  # another object of the same name: nothing reused
+    assert views.parse_source(trim(raw), moved).cluster_names == ("west1",)
+
+
 def test_a_changed_ref_is_parsed_again_not_reused() -> None:
     previous = views.parse_source(trim(_source({"boundClaims": 2, "claimRefs": _refs("a", "b")})))
     refs = _refs("a", "b", "c")
