@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import tempfile
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -59,10 +60,13 @@ class KubeEmulator:
         karmada_options: dict[str, Any] | None = None,
         webhook_services: dict[str, str] | None = None,
         webhook_ca: str | bytes | None = None,
+        commit_times: bool = False,
     ) -> None:
         """``webhook_services`` maps ``"<namespace>/<name>[:<port>]"`` of a webhook ``clientConfig.service`` to the
         ``host:port`` where that webhook actually listens (there is no cluster DNS here). ``webhook_ca`` adds a
-        trusted CA (PEM) for webhook calls besides each webhook's own ``caBundle``."""
+        trusted CA (PEM) for webhook calls besides each webhook's own ``caBundle``. With ``commit_times`` the
+        store remembers when (``time.monotonic()``) it committed each of the last ``history_size``
+        resourceVersions, served at ``GET /_emulator/commit-times`` (a server-side clock for benchmarks)."""
         self.host = host
         self.port = port
         self.bookmark_interval = bookmark_interval
@@ -71,6 +75,18 @@ class KubeEmulator:
         self.faults = Faults(hub=self.store.hub)
         self.admission = WebhookAdmission(services=webhook_services or {}, extra_ca=webhook_ca)
         self.store.admission = self.admission
+        self.commit_times: dict[int, float] | None = None
+        if commit_times:
+            times: dict[int, float] = {}
+            self.commit_times = times
+            clock, keep = time.monotonic, max(1, history_size)
+
+            def remember(ev: Any) -> None:
+                times[ev.rv] = clock()
+                if len(times) > keep:
+                    del times[next(iter(times))]
+
+            self.store.listeners.append(remember)
         self._crd_refs = list(crds)
         self._binder_enabled = binder
         self._karmada_enabled = karmada_scheduler

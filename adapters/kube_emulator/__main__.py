@@ -17,7 +17,7 @@ from . import KubeEmulator
 async def _main(args: argparse.Namespace) -> None:
     emu = KubeEmulator(host=args.host, port=args.port, crds=args.crds or [], binder=args.binder,
                        karmada_scheduler=args.karmada, history_size=args.history_size,
-                       bookmark_interval=args.bookmark_interval)
+                       bookmark_interval=args.bookmark_interval, commit_times=args.commit_times)
     await emu.start()
     path = emu.kubeconfig_path(args.kubeconfig_dir) if args.kubeconfig_dir else None
     print(f"kube emulator serving on {emu.url}" + (f" (kubeconfig: {path})" if path else ""), flush=True)
@@ -39,6 +39,8 @@ def main() -> None:
     p.add_argument("--karmada", action="store_true", help="run the Karmada scheduler stand-in")
     p.add_argument("--history-size", type=int, default=10_000)
     p.add_argument("--bookmark-interval", type=float, default=1.0)
+    p.add_argument("--commit-times", action="store_true",
+                   help="remember when each resourceVersion was committed (GET /_emulator/commit-times)")
     p.add_argument("--kubeconfig-dir", help="write <dir>/kubeconfig pointing at the emulator")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args()

@@ -58,6 +58,7 @@ class Server:
         self.store = emulator.store
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("POST", "/_emulator/faults", self.admin_faults)
+        self.app.router.add_route("GET", "/_emulator/commit-times", self.admin_commit_times)
         self.app.router.add_route("*", "/{tail:.*}", self.dispatch)
 
     # -- discovery ----------------------------------------------------------------------------------------------
@@ -348,6 +349,14 @@ class Server:
                                  causes=[("target.name", "FieldValueRequired", "Required value")])
         await self.emu.bind_pod(namespace=namespace, name=name, node=target)
         return _resp({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
+
+    async def admin_commit_times(self, request: web.Request) -> web.Response:
+        """``{"times": {rv: monotonic seconds}}`` of the commits remembered (``commit_times``); 404 when off."""
+        times = self.emu.commit_times
+        if times is None:
+            return _error(_not_found())
+        since = int(request.query.get("since", "0") or 0)
+        return _resp({"times": {str(rv): t for rv, t in times.items() if rv > since}})
 
     async def admin_faults(self, request: web.Request) -> web.Response:
         body = await request.json()

@@ -45,3 +45,28 @@ async def test_latency_and_http_admin(kube, emulator):
     with pytest.raises(ApiException) as ei:
         await core.create_namespaced_config_map(ns, {"metadata": {"name": "x"}})
     assert ei.value.status == 503
+
+
+async def test_commit_times_are_remembered_per_resource_version_when_asked() -> None:
+    """``commit_times``: the server-side clock of each commit, served at ``/_emulator/commit-times`` (off: 404)."""
+    from kubernetes_asyncio import client
+
+    from tether.adapters.kube_emulator import KubeEmulator
+
+    async with KubeEmulator(commit_times=True, history_size=3) as emu, client.ApiClient(emu.configuration()) as api:
+        core = client.CoreV1Api(api)
+        await core.create_namespace({"metadata": {"name": "default"}})
+        rvs = []
+        for name in ("a", "b", "c", "d"):
+            cm = await core.create_namespaced_config_map("default", {"metadata": {"name": name}})
+            rvs.append(int(cm.metadata.resource_version))
+        assert emu.commit_times is not None and list(emu.commit_times) == rvs[1:]  # the last history_size
+        times = [emu.commit_times[rv] for rv in rvs[1:]]
+        assert times == sorted(times)
+        async with aiohttp.ClientSession() as http, http.get(f"{emu.url}/_emulator/commit-times",
+                                                             params={"since": str(rvs[2])}) as resp:
+            assert resp.status == 200
+            assert (await resp.json())["times"] == {str(rvs[3]): emu.commit_times[rvs[3]]}
+    async with KubeEmulator() as emu, aiohttp.ClientSession() as http, http.get(
+            f"{emu.url}/_emulator/commit-times") as resp:
+        assert resp.status == 404 and emu.commit_times is None
