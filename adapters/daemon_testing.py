@@ -4,6 +4,11 @@
 ConfigMap (in the test namespace, so a real cluster is left clean), creates Karmada Clusters with unique names,
 and runs a :class:`Daemon` on an embedded SQLite log in a temporary directory. Everything it created is removed
 on exit. Works on the emulator and, with ``TETHER_TEST_KUBECONFIG``, on a real cluster.
+
+With ``daemon_process=True`` the daemon is its own process instead of a task on the caller's event loop, as
+``tether run`` is in production: ``python -m tether.adapters.daemon_testing CONFIG`` runs ``Daemon(cfg).run()``
+exactly as ``tether run`` does (its own kubeconfig client, its own log connection), plus a control channel on
+its stdin/stdout that only answers "ready" and "idle" (for the caller's setup; nothing else runs on it).
 """
 
 from __future__ import annotations
@@ -11,7 +16,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
+import os
 import secrets
+import signal
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -22,7 +32,7 @@ from typing import Any
 from tether.adapters import manifests
 from tether.adapters.catalog_sandbox import SandboxCatalog
 from tether.adapters.daemon import Daemon, DaemonConfig
-from tether.adapters.kube_emulator.testing import KubeEnv
+from tether.adapters.kube_emulator.testing import KUBECONFIG_ENV, KubeEnv
 from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, CLUSTERS, CONFIGMAPS, DATASOURCES, EVENTS, KubeClient
 from tether.adapters.sqlite_log import SqliteLog
 
@@ -42,13 +52,105 @@ async def eventually(probe: Callable[[], Awaitable[Any]], what: str = "condition
     raise AssertionError(f"timed out waiting for {what}; last value: {last!r}")
 
 
+_ROOT = Path(__file__).resolve().parents[1]  # the checkout (tether/ is a symlink farm onto it)
+
+
+class DaemonProcess:
+    """A daemon in a child process (``python -m tether.adapters.daemon_testing``): see the module doc."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    async def start(cls, cfg: DaemonConfig, *, within: float = 30.0) -> DaemonProcess:
+        env = dict(os.environ)
+        if (_ROOT / "tether").is_dir():  # a checkout: the child imports this one, not whatever tether is installed
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tether.adapters.daemon_testing", json.dumps(dataclasses.asdict(cfg)),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self = cls(proc)
+        try:
+            await self._expect("ready", within)
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def _expect(self, word: str, within: float) -> None:
+        assert self.proc.stdout is not None
+        line = (await asyncio.wait_for(self.proc.stdout.readline(), within)).decode().strip()
+        if line != word:
+            raise RuntimeError(f"the daemon process said {line!r} (exit code {self.proc.returncode}), not {word!r}")
+
+    async def wait_idle(self, *, within: float = 10.0) -> None:
+        """Until the daemon's decider and executor have consumed everything in its log (``Runtime.wait_idle``)."""
+        assert self.proc.stdin is not None
+        async with self._lock:
+            self.proc.stdin.write(f"idle {within}\n".encode())
+            await self.proc.stdin.drain()
+            await self._expect("idle", within + 5)
+
+    async def stop(self, *, within: float = 10.0) -> int:
+        """SIGTERM (as a supervisor stops ``tether run``); returns the exit code."""
+        if self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self.proc.wait(), within)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+        return self.proc.returncode if self.proc.returncode is not None else -1
+
+
+async def _serve_daemon(cfg: DaemonConfig) -> int:
+    """The child's side of :class:`DaemonProcess`."""
+    import structlog  # the child logs warnings only, to stderr (the parent's stderr)
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30),
+                        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr))
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    daemon = Daemon(cfg)
+    task = asyncio.create_task(daemon.run(stop=stop))
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+
+    def say(word: str) -> None:
+        sys.stdout.write(word + "\n")
+        sys.stdout.flush()
+
+    async def control() -> None:
+        while not (daemon.started.is_set() and daemon.ready()[0]):
+            if task.done():
+                return
+            await asyncio.sleep(0.01)
+        say("ready")
+        while line := (await reader.readline()).decode().split():
+            if line[0] == "idle" and daemon.runtime is not None:
+                try:
+                    await daemon.runtime.wait_idle(within=float(line[1]) if len(line) > 1 else 10.0)
+                    say("idle")
+                except TimeoutError:
+                    say("busy")
+        stop.set()  # stdin closed: the parent is gone
+
+    controller = asyncio.create_task(control())
+    code = await task
+    controller.cancel()
+    return code
+
+
 @dataclass
 class Stack:
     env: KubeEnv
     kube: KubeClient
     catalog: SandboxCatalog
-    daemon: Daemon
-    log: SqliteLog
+    daemon: Daemon | None  # None when the daemon runs in its own process (``process``)
+    log: SqliteLog | None  # (the process opens its own)
     namespace: str
     clusters: dict[str, str]  # role (east1, east2, west1) → unique cluster name
     suffix: str
@@ -56,12 +158,23 @@ class Stack:
     cfg: DaemonConfig | None = None
     tmp: str = ""
     resolver_options: dict[str, Any] | None = None
+    process: DaemonProcess | None = None
     _stop: asyncio.Event | None = None
     _task: asyncio.Task[int] | None = None
     _created: list[tuple[Any, str, str]] = field(default_factory=list)
 
+    async def wait_idle(self, *, within: float = 10.0) -> None:
+        """Until the daemon (task or process) has consumed everything in its log."""
+        if self.process is not None:
+            await self.process.wait_idle(within=within)
+        else:
+            assert self.daemon is not None and self.daemon.runtime is not None
+            await self.daemon.runtime.wait_idle(within=within)
+
     async def stop_daemon(self) -> int:
         """Stop the daemon (as SIGTERM would); returns its exit code. The log stays open."""
+        if self.process is not None:
+            return await self.process.stop()
         assert self._stop is not None and self._task is not None
         self._stop.set()
         code = await asyncio.wait_for(self._task, 10)
@@ -70,12 +183,13 @@ class Stack:
 
     async def start_daemon(self, **overrides: Any) -> Daemon:
         """Start a new daemon on the same log (a restart), with ``DaemonConfig`` fields overridden."""
-        assert self.cfg is not None and self._task is None
+        assert self.cfg is not None and self._task is None and self.process is None and self.log is not None
         self.cfg = dataclasses.replace(self.cfg, **overrides)
         self.daemon, self._stop, self._task = await spawn_daemon(self.cfg, self.env, self.log,
                                                                  resolver_options=self.resolver_options)
-        await self.eventually(lambda: asyncio.sleep(0, self.daemon.ready()[0]), what="daemon ready")
-        return self.daemon
+        daemon = self.daemon
+        await self.eventually(lambda: asyncio.sleep(0, daemon.ready()[0]), what="daemon ready")
+        return daemon
 
     def table(self, name: str) -> str:
         """A catalog table name unique to this stack (DataSources are cluster-scoped)."""
@@ -195,9 +309,12 @@ async def tether_stack(env: KubeEnv, *, refresh_interval: float | None = None, p
                        catalog_options: dict[str, Any] | None = None,
                        resolver_options: dict[str, Any] | None = None,
                        plugin_options: dict[str, Any] | None = None,
-                       daemon_options: dict[str, Any] | None = None) -> AsyncIterator[Stack]:
+                       daemon_options: dict[str, Any] | None = None,
+                       daemon_process: bool = False, kubeconfig: str | None = None) -> AsyncIterator[Stack]:
     """``plugin_options`` are extra plugin-entry fields (``reclaimPolicy``...); ``daemon_options`` extra
-    :class:`DaemonConfig` fields (``snapshot_every``, ``leader_elect``, lease timings...)."""
+    :class:`DaemonConfig` fields (``snapshot_every``, ``leader_elect``, lease timings...). ``daemon_process``: run
+    the daemon in its own process (module doc), connecting with ``kubeconfig`` (default: the emulator's, or
+    ``TETHER_TEST_KUBECONFIG``); ``resolver_options`` do not apply to it."""
     await env.register_crds(*CRDS)
     kube = KubeClient(env.api_client)
     suffix = secrets.token_hex(3)
@@ -216,22 +333,32 @@ async def tether_stack(env: KubeEnv, *, refresh_interval: float | None = None, p
         configmap = manifests.plugin_configmap({"amoro": plugin}, namespace=env.namespace, name="tether-plugins")
         await kube.create(CONFIGMAPS, configmap, namespace=env.namespace)
         with tempfile.TemporaryDirectory(prefix="tether-it-") as tmp:
-            log = await SqliteLog.open(str(Path(tmp) / "tether.db"))
             cfg = DaemonConfig(log_url=f"sqlite:///{tmp}/tether.db", plugin_configmap=f"{env.namespace}/tether-plugins",
                                watch_namespace=env.namespace, http_host="127.0.0.1", http_port=0,
                                push_token=push_token, refresh_interval=refresh_interval,
                                lease_namespace=env.namespace, **(daemon_options or {}))
-            daemon, stop, task = await spawn_daemon(cfg, env, log, resolver_options=resolver_options)
-            stack = Stack(env=env, kube=kube, catalog=catalog, daemon=daemon, log=log, namespace=env.namespace,
+            stack = Stack(env=env, kube=kube, catalog=catalog, daemon=None, log=None, namespace=env.namespace,
                           clusters=clusters, suffix=suffix, plugin_configmap=cfg.plugin_configmap, cfg=cfg, tmp=tmp,
-                          resolver_options=resolver_options, _stop=stop, _task=task)
+                          resolver_options=resolver_options)
             try:
-                await stack.eventually(lambda: asyncio.sleep(0, stack.daemon.ready()[0]), what="daemon ready")
+                if daemon_process:
+                    if kubeconfig is None:
+                        kubeconfig = (str(env.emulator.kubeconfig_path(tmp)) if env.emulator is not None
+                                      else os.environ.get(KUBECONFIG_ENV))
+                    stack.cfg = cfg = dataclasses.replace(cfg, kubeconfig=kubeconfig)
+                    stack.process = await DaemonProcess.start(cfg)
+                else:
+                    stack.log = log = await SqliteLog.open(str(Path(tmp) / "tether.db"))
+                    stack.daemon, stack._stop, stack._task = await spawn_daemon(cfg, env, log,
+                                                                                resolver_options=resolver_options)
+                    daemon = stack.daemon
+                    await stack.eventually(lambda: asyncio.sleep(0, daemon.ready()[0]), what="daemon ready")
                 yield stack
             finally:
-                if stack._task is not None:
+                if stack._task is not None or stack.process is not None:
                     await stack.stop_daemon()
-                await log.close()
+                if stack.log is not None:
+                    await stack.log.close()
                 await _cleanup(kube, env.namespace, clusters)
 
 
@@ -252,3 +379,7 @@ async def _cleanup(kube: KubeClient, namespace: str, clusters: dict[str, str]) -
     for name in clusters.values():
         with contextlib.suppress(Exception):
             await kube.delete(CLUSTERS, name)
+
+
+if __name__ == "__main__":  # the daemon process of DaemonProcess: ``python -m tether.adapters.daemon_testing CFG``
+    sys.exit(asyncio.run(_serve_daemon(DaemonConfig(**json.loads(sys.argv[1])))))

@@ -1,17 +1,21 @@
 """End-to-end benchmark: claim created → ResourceBinding patched, through the real daemon, against a bare PATCH.
 
-Everything runs in this one process on loopback: the Kubernetes emulator, the sandbox Iceberg REST catalog, a
-tether daemon on a temporary SQLite log (``daemon_testing.tether_stack``) and this script's own client, all on one
-event loop. ``--emulator subprocess`` serves the emulator from a child process instead (``python -m
-tether.adapters.kube_emulator``), as an API server is its own process; on the 2-core machine of the README's figures
-it measured the same within noise (the extra process hops cost about what they save), so the default stays the
-setup the earlier figures were measured with. Baseline and measurement always use the same setup.
+Process layout (all on loopback). By default, as in production, the Kubernetes emulator is its own process
+(``python -m tether.adapters.kube_emulator``, the API server) and the tether daemon is its own process
+(``daemon_testing.DaemonProcess``: ``Daemon(cfg).run()`` as ``tether run`` runs it, on a temporary SQLite log, with
+its own kubeconfig client); this process holds only the bench's client (the claims' POSTs, the watch that
+timestamps the bindings) and the sandbox Iceberg REST catalog (an outside system too). ``--emulator in-process``
+and ``--daemon in-process`` put either back on this process's event loop; both together are the layout the
+README's earlier figures were measured with (everything on one event loop). Baseline and measurement always use
+the same setup, in the same run.
 
 (a) ``CLAIMS`` ResourceBindings are created first (one workload each); then one claim per workload is created at
     ``RATE``/s over ``TABLES`` catalog tables. A raw watch on the bindings (this script's own client) timestamps
     the moment tether's ``placement-injected`` annotation appears; latency = that minus the moment just before the
     claim's POST. Includes the catalog lookup for the first claim of each table (``miss_*``: those claims alone;
-    ``hit_*``: the others).
+    ``hit_*``: the others). ``server_*``: the same claims measured on the emulator's clock instead, from its
+    commit of the claim to its commit of the binding's patch (``GET /_emulator/commit-times``): what tether takes,
+    without the bench's POST round trip and the watch delivery to the bench.
 (b) The baseline: a bare JSON merge PATCH of a binding's annotation, sequentially, through the same client stack
     (``KubeClient`` over kubernetes-asyncio) on the same emulator, measured in the same run before (a), idle.
 (c) Catalog lookups per distinct table for ``BIG_CLAIMS`` claims over ``BIG_TABLES`` tables. All claims are fed
@@ -20,7 +24,8 @@ setup the earlier figures were measured with. Baseline and measurement always us
     ``CatalogExecutor`` over a ``ResolverSet`` against the sandbox catalog (lookups in flight run concurrently);
     the sandbox counts the HTTP requests. Also reported for (a) through the daemon.
 
-The last line printed is one JSON object. Usage: ``python ops/bench/e2e.py [--rate 20] [--seconds 10]``.
+The last line printed is one JSON object. Usage: ``python ops/bench/e2e.py [--rate 20] [--seconds 10]
+[--emulator subprocess|in-process] [--daemon subprocess|in-process]``.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import aiohttp
 import structlog
 from kubernetes_asyncio import client
 
@@ -67,7 +73,8 @@ def pct(values: list[float], p: float) -> float:
 
 
 ROOT = Path(__file__).resolve().parents[2]
-EMULATOR_OPTIONS = {"bookmark_interval": 60.0}  # about a real apiserver's (see tests/integration/conftest.py)
+EMULATOR_OPTIONS: dict[str, Any] = {"bookmark_interval": 60.0,  # about a real apiserver's (tests/integration)
+                                    "commit_times": True}
 
 
 @contextlib.asynccontextmanager
@@ -77,7 +84,7 @@ async def emulator_process() -> AsyncIterator[str]:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "tether.adapters.kube_emulator", "--port", "0", "--kubeconfig-dir", tmp,
-            "--bookmark-interval", str(EMULATOR_OPTIONS["bookmark_interval"]), cwd=str(ROOT), env=env,
+            "--bookmark-interval", str(EMULATOR_OPTIONS["bookmark_interval"]), "--commit-times", cwd=str(ROOT), env=env,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         try:
             assert proc.stdout is not None
@@ -96,13 +103,24 @@ async def emulator_process() -> AsyncIterator[str]:
 
 
 @contextlib.asynccontextmanager
-async def environment(mode: str) -> AsyncIterator[KubeEnv]:
+async def environment(mode: str) -> AsyncIterator[tuple[KubeEnv, str | None]]:
+    """The emulator (on this loop or in a child process) and its kubeconfig (None: in-process)."""
     if mode == "in-process":
         async with kube_environment(emulator_options=EMULATOR_OPTIONS) as env:
-            yield env
+            yield env, None
     else:
         async with emulator_process() as kubeconfig, kube_environment(kubeconfig=kubeconfig) as env:
-            yield env
+            yield env, kubeconfig
+
+
+async def commit_times(env: KubeEnv) -> dict[int, float]:
+    """The emulator's commit time (its monotonic clock) of each resourceVersion it remembers."""
+    if env.emulator is not None:
+        return dict(env.emulator.commit_times or {})
+    async with aiohttp.ClientSession() as session, session.get(
+            f"{env.configuration.host}/_emulator/commit-times") as resp:
+        resp.raise_for_status()
+        return {int(rv): t for rv, t in (await resp.json())["times"].items()}
 
 
 async def bare_patch(kube: KubeClient, namespace: str, name: str, n: int) -> list[float]:
@@ -114,21 +132,25 @@ async def bare_patch(kube: KubeClient, namespace: str, name: str, n: int) -> lis
     return out
 
 
-async def watch_injected(kube: KubeClient, namespace: str, rv: str, seen: dict[str, float],
+async def watch_injected(kube: KubeClient, namespace: str, rv: str, seen: dict[str, float], seen_rv: dict[str, int],
                          want: int, done: asyncio.Event) -> None:
     async for item in kube.watch(BINDINGS, resource_version=rv, namespace=namespace, timeout_seconds=600):
         obj = item.get("object") or {}
         meta = obj.get("metadata") or {}
         if item.get("type") in ("ADDED", "MODIFIED") and (meta.get("annotations") or {}).get(INJECTED_ANNOTATION):
-            seen.setdefault(meta["name"], time.perf_counter())
+            if meta["name"] not in seen:
+                seen[meta["name"]] = time.perf_counter()
+                seen_rv[meta["name"]] = int(meta["resourceVersion"])
             if len(seen) >= want:
                 done.set()
                 return
 
 
-async def end_to_end(rate: float, seconds: float, *, emulator: str = "in-process") -> dict[str, Any]:
+async def end_to_end(rate: float, seconds: float, *, emulator: str = "subprocess",
+                     daemon: str = "subprocess") -> dict[str, Any]:
     n = int(rate * seconds)
-    async with environment(emulator) as env, tether_stack(env) as stack:
+    async with environment(emulator) as (env, kubeconfig), tether_stack(
+            env, daemon_process=daemon == "subprocess", kubeconfig=kubeconfig) as stack:
         async with client.ApiClient(env.configuration) as api:
             kube = KubeClient(api)
             ns = stack.namespace
@@ -138,22 +160,24 @@ async def end_to_end(rate: float, seconds: float, *, emulator: str = "in-process
             await kube.patch(BINDINGS, "w0-deployment", {"metadata": {"annotations": {"bench/i": "warm"}}},
                              namespace=ns)
             bare = await bare_patch(kube, ns, "w0-deployment", BARE_PATCHES)
-            assert stack.daemon.runtime is not None
-            await stack.daemon.runtime.wait_idle(within=30)
+            await stack.wait_idle(within=30)
             _, rv = await kube.list(BINDINGS, namespace=ns)
             seen: dict[str, float] = {}
+            seen_rv: dict[str, int] = {}
             done = asyncio.Event()
-            watcher = asyncio.create_task(watch_injected(kube, ns, rv, seen, n, done))
+            watcher = asyncio.create_task(watch_injected(kube, ns, rv, seen, seen_rv, n, done))
             await asyncio.sleep(0.1)
             created: dict[str, float] = {}
+            created_rv: dict[str, int] = {}
             start = time.perf_counter()
             for i in range(n):
                 delay = start + i / rate - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
                 created[f"w{i}-deployment"] = time.perf_counter()
-                await kube.create(CLAIMS, manifests.claim(f"c{i}", namespace=ns, table=tables[i % TABLES],
-                                                          workload=f"w{i}"), namespace=ns)
+                obj = await kube.create(CLAIMS, manifests.claim(f"c{i}", namespace=ns, table=tables[i % TABLES],
+                                                                workload=f"w{i}"), namespace=ns)
+                created_rv[f"w{i}-deployment"] = int(obj["metadata"]["resourceVersion"])
             send_seconds = time.perf_counter() - start
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), 60)
@@ -167,6 +191,11 @@ async def end_to_end(rate: float, seconds: float, *, emulator: str = "in-process
             misses = [(seen[f"w{i}-deployment"] - created[f"w{i}-deployment"]) * 1000 for i in range(min(TABLES, n))
                       if f"w{i}-deployment" in seen]
             lookups = sum(stack.catalog.requests_for(t) for t in tables)
+            times = await commit_times(env)
+            server = {k: (times[seen_rv[k]] - times[rv_]) * 1000 for k, rv_ in created_rv.items()
+                      if k in seen_rv and rv_ in times and seen_rv[k] in times}
+            server_hits = [v for k, v in server.items() if int(k[1:].split("-")[0]) >= TABLES]
+            server_misses = [v for k, v in server.items() if int(k[1:].split("-")[0]) < TABLES]
         return {
             "claims": n, "patched": len(latencies), "send_seconds": round(send_seconds, 2),
             "p50_ms": round(statistics.median(latencies), 2) if latencies else None,
@@ -177,7 +206,11 @@ async def end_to_end(rate: float, seconds: float, *, emulator: str = "in-process
             "miss_p50_ms": round(statistics.median(misses), 2) if misses else None,
             "miss_max_ms": round(max(misses), 2) if misses else None,
             "bare_p50_ms": round(statistics.median(bare), 2), "bare_p99_ms": round(pct(bare, 99), 2),
-            "daemon_lookups_per_table": round(lookups / TABLES, 3), "emulator": emulator,
+            "server_p50_ms": round(statistics.median(server.values()), 2) if server else None,
+            "server_p99_ms": round(pct(list(server.values()), 99), 2) if server else None,
+            "server_hit_p99_ms": round(pct(server_hits, 99), 2) if server_hits else None,
+            "server_miss_max_ms": round(max(server_misses), 2) if server_misses else None,
+            "daemon_lookups_per_table": round(lookups / TABLES, 3), "emulator": emulator, "daemon": daemon,
         }
 
 
@@ -226,11 +259,13 @@ async def main() -> None:
     parser.add_argument("--rate", type=float, default=20.0)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--big-claims", type=int, default=BIG_CLAIMS)
-    parser.add_argument("--emulator", choices=("in-process", "subprocess"), default="in-process",
-                        help="serve the Kubernetes emulator on this event loop (default) or from a child process")
+    parser.add_argument("--emulator", choices=("in-process", "subprocess"), default="subprocess",
+                        help="serve the Kubernetes emulator from a child process (default) or on this event loop")
+    parser.add_argument("--daemon", choices=("in-process", "subprocess"), default="subprocess",
+                        help="run the tether daemon as its own process (default) or on this event loop")
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
-    e2e = await end_to_end(args.rate, args.seconds, emulator=args.emulator)
+    e2e = await end_to_end(args.rate, args.seconds, emulator=args.emulator, daemon=args.daemon)
     print(json.dumps({"part": "a+b", **e2e}), file=sys.stderr)
     big = await lookups_per_table(args.big_claims, BIG_TABLES)
     print(json.dumps({"part": "c", **big}), file=sys.stderr)

@@ -177,3 +177,18 @@ async def test_leader_crash_standby_takes_over_after_expiry(kube: KubeEnv) -> No
 
 async def _no_release() -> bool:
     return False
+
+
+async def test_daemon_as_its_own_process_binds_claims_and_places_bindings(kube: KubeEnv) -> None:
+    """``tether_stack(daemon_process=True)``: the daemon runs as ``tether run`` would, in a child process with its
+    own kubeconfig client and log connection (the e2e bench's default layout); it stops on SIGTERM with code 0."""
+    async with tether_stack(kube, daemon_process=True) as stack:
+        assert stack.daemon is None and stack.process is not None
+        table = stack.add_table("apart", "east")
+        await stack.apply(manifests.resource_binding("w", namespace=stack.namespace))
+        await stack.apply(manifests.claim("c", namespace=stack.namespace, table=table, workload="w"))
+        await stack.wait_claim("c", phase="Bound")
+        await stack.wait_excluded("w-deployment", [stack.clusters["west1"]])
+        await stack.wait_idle()
+        assert stack.catalog.requests_for(table) == 1
+        assert await stack.stop_daemon() == 0
