@@ -21,6 +21,8 @@ from typing import NewType
 
 import msgspec
 
+from .lazy import lazy
+
 DataSourceName = NewType("DataSourceName", str)
 
 #: A DNS-1123 subdomain, the rule for most object names (DataSource included).
@@ -29,15 +31,18 @@ _INVALID_RUN = re.compile(r"[^a-z0-9.]+")
 _MAX_NAME = 253
 
 
-class DataIdentity(msgspec.Struct, gc=False, frozen=True, order=True):
+class DataIdentity(msgspec.Struct, frozen=True, order=True, dict=True):
     """The identity of a data source. ``attributes`` are kept as sorted pairs so the struct is hashable."""
+
+    # dict=True: the key is memoised on the instance (every index of the projections is keyed by it); the memo
+    # is not a field, so it is neither encoded nor compared
 
     system: str
     type: str
     name: str
     attributes: tuple[tuple[str, str], ...] = ()
 
-    @property
+    @lazy
     def key(self) -> str:
         """A stable printable key (the log key of lookups and the timer ids)."""
         if self.attributes:

@@ -20,14 +20,14 @@ claim's workload is defaulted here, and nowhere else.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Generic, TypeVar, overload
+from typing import Any
 
 import msgspec
 
 from tether.core.commands import LOCATION_ANNOTATION, PLACEMENT_INJECTED_ANNOTATION
 from tether.core.identity import DataIdentity, identity_problem, make_identity
 from tether.core.kube import Condition, KubeObject, ObjectRef, object_dict, parse_conditions, ref_of
+from tether.core.lazy import lazy
 from tether.core.placement import added_exclusions
 
 CLAIM = "DataSourceClaim"
@@ -35,32 +35,6 @@ DATASOURCE = "DataSource"
 BINDING = "ResourceBinding"
 CLUSTER = "Cluster"
 CONFIGMAP = "ConfigMap"
-
-
-_T = TypeVar("_T")
-
-
-class lazy(Generic[_T]):
-    """``functools.cached_property`` without its lock (Python 3.11 takes an RLock on every first read, which
-    costs more than the decode it guards): the value is computed on first read and stored in the instance's
-    ``__dict__``, where later reads find it without calling anything."""
-
-    def __init__(self, func: Callable[[Any], _T]) -> None:
-        self.func = func
-        self.name = func.__name__
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    @overload
-    def __get__(self, instance: None, owner: type | None = None) -> lazy[_T]: ...
-    @overload
-    def __get__(self, instance: object, owner: type | None = None) -> _T: ...
-    def __get__(self, instance: object | None, owner: type | None = None) -> lazy[_T] | _T:
-        if instance is None:
-            return self
-        value = instance.__dict__[self.name] = self.func(instance)
-        return value
 
 
 class Claim(msgspec.Struct, dict=True):
