@@ -392,7 +392,12 @@ class _Pipeline:
             idle.sort(key=lambda item: not isinstance(item[1][0].command, rt.first))
             assert self.tasks is not None
             for key, queue in idle:
-                self.tasks.create_task(self.work(key, queue))
+                work = self.work(key, queue)
+                try:
+                    self.tasks.create_task(work)
+                except RuntimeError:  # the group is shutting down (the daemon stops): the command runs after restart
+                    work.close()
+                    return
             self.read_to.update(batch.position)
             self.wake_committer.set()  # a batch of only skipped records still moves the position
             if self.outstanding >= rt.max_pending:
