@@ -211,6 +211,8 @@ async def end_to_end(rate: float, seconds: float, *, emulator: str = "subprocess
             "server_hit_p99_ms": round(pct(server_hits, 99), 2) if server_hits else None,
             "server_miss_max_ms": round(max(server_misses), 2) if server_misses else None,
             "daemon_lookups_per_table": round(lookups / TABLES, 3), "emulator": emulator, "daemon": daemon,
+            "slowest": [[k.split("-")[0], round((seen[k] - t) * 1000, 1), round(server.get(k, -1), 1)]
+                        for k, t in sorted(created.items(), key=lambda kv: kv[1] - seen.get(kv[0], 1e18))[:5]],
         }
 
 
