@@ -96,8 +96,9 @@ def make_decider(kind: str) -> Callable[[EventRecord], list[CommandRecord]]:
     return real_decider() if kind == "real" else identity_decider()
 
 
-async def full_path(url: str, events: list[EventRecord], decider_kind: str) -> tuple[float, int]:
-    """Seconds from the first append until the executor consumed the last command; commands count."""
+async def full_path(url: str, events: list[EventRecord], decider_kind: str) -> tuple[float, float, int]:
+    """Seconds from the first append until the executor consumed the last command, the CPU seconds this process
+    spent meanwhile, and the commands count."""
     decide = make_decider(decider_kind)
     producer_log, decider_log, executor_log = KafkaLog(url), KafkaLog(url), KafkaLog(url)
     for log in (producer_log, decider_log, executor_log):
@@ -137,14 +138,14 @@ async def full_path(url: str, events: list[EventRecord], decider_kind: str) -> t
     executor_task = asyncio.create_task(executor())
     await wait_until(lambda: bool(decider_log.assigned("events", consumer="decider"))
                      and bool(executor_log.assigned("commands", consumer="executor")))
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     await produce()
     await asyncio.wait_for(decider_task, 600)
     await asyncio.wait_for(executor_task, 600)
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     for log in (producer_log, decider_log, executor_log):
         await log.close()
-    return elapsed, produced_commands
+    return elapsed, cpu, produced_commands
 
 
 async def wait_until(ready: Callable[[], bool], within: float = 60.0) -> None:
@@ -182,9 +183,10 @@ async def send_batches(producer: AIOKafkaProducer, topic: str, items: list[tuple
 
 async def raw_path(bootstrap: str, prefix: str, event_items: list[tuple[bytes, bytes]],
                    commands_by_event: list[list[tuple[bytes, bytes]]], *, tuning: Tuning,
-                   batch_api: bool = False) -> float:
+                   batch_api: bool = False) -> tuple[float, float]:
     """The same broker traffic with plain aiokafka (see the module docstring): per-message ``send``, or with
-    ``batch_api`` one record batch per partition per produce, as tether's produce queue builds them."""
+    ``batch_api`` one record batch per partition per produce, as tether's produce queue builds them. Returns the
+    seconds and the CPU seconds of this process."""
     events_topic, commands_topic = f"{prefix}.events", f"{prefix}.commands"
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
@@ -245,7 +247,7 @@ async def raw_path(bootstrap: str, prefix: str, event_items: list[tuple[bytes, b
     decider_task = asyncio.create_task(decider())
     executor_task = asyncio.create_task(executor())
     await wait_until(lambda: len(consumers) == 2 and all(c.assignment() for c in consumers.values()))
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for i in range(0, len(event_items), 2000):
         chunk = event_items[i : i + 2000]
         if batch_api:
@@ -255,10 +257,10 @@ async def raw_path(bootstrap: str, prefix: str, event_items: list[tuple[bytes, b
         await asyncio.gather(*futures)
     await asyncio.wait_for(decider_task, 600)
     await asyncio.wait_for(executor_task, 600)
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     await source.stop()
     await producer.stop()
-    return elapsed
+    return elapsed, cpu
 
 
 def workload(namespaces: int, decider_kind: str) -> tuple[list[EventRecord], list[list[CommandRecord]], float]:
@@ -308,19 +310,25 @@ async def main() -> None:
     raw_runs: list[float] = []
     batch_runs: list[float] = []
     full_runs: list[float] = []
+    cpu: dict[str, list[float]] = {"full": [], "raw": [], "raw_batch_api": []}
     try:
         for _ in range(args.repeat):  # interleaved, so a slow spell of the machine hits every path alike
             run = uuid.uuid4().hex[:6]
-            raw_runs.append(await raw_path(broker.bootstrap, f"raw-{run}", event_items, command_items, tuning=tuning))
+            raw_s, raw_cpu = await raw_path(broker.bootstrap, f"raw-{run}", event_items, command_items, tuning=tuning)
+            raw_runs.append(raw_s)
+            cpu["raw"].append(raw_cpu)
             # the decider's CPU work runs on the event loop between polls: a session timeout roomier than the tests'
             url = (f"kafka://{broker.bootstrap}/tether-{run}?commands_partitions={COMMANDS_PARTITIONS}"
                    "&session_timeout_ms=6000&heartbeat_interval_ms=1000" + tuning.query())
-            full_s, produced = await full_path(url, events, args.decider)
+            full_s, full_cpu, produced = await full_path(url, events, args.decider)
             full_runs.append(full_s)
+            cpu["full"].append(full_cpu)
             line = f"full path {full_s:.2f} s, raw {raw_runs[-1]:.2f} s"
             if args.batch_api_baseline:
-                batch_runs.append(await raw_path(broker.bootstrap, f"rawb-{run}", event_items, command_items,
-                                                 tuning=tuning, batch_api=True))
+                batch_s, batch_cpu = await raw_path(broker.bootstrap, f"rawb-{run}", event_items, command_items,
+                                                    tuning=tuning, batch_api=True)
+                batch_runs.append(batch_s)
+                cpu["raw_batch_api"].append(batch_cpu)
                 line += f", raw with the batch API {batch_runs[-1]:.2f} s"
             print(line, file=sys.stderr)
     finally:
@@ -341,6 +349,8 @@ async def main() -> None:
         "runs": args.repeat,  # value and baseline: medians of the runs below
         "full_s": [round(t, 3) for t in full_runs],
         "raw_s": [round(t, 3) for t in raw_runs],
+        # CPU seconds of this process (the broker is another) while each path ran: less noisy than the clock
+        **{f"{name}_cpu_s": [round(t, 3) for t in times] for name, times in cpu.items() if times},
         **({} if not batch_runs else {
             # raw aiokafka producing one record batch per partition (create_batch/send_batch), as tether does
             "baseline_batch_api": round(len(events) / statistics.median(batch_runs)),
