@@ -15,7 +15,8 @@ Other query parameters (all optional): ``replication`` (replication factor of cr
 record batch the producer builds, default 256 KiB; at most the broker's ``message.max.bytes``),
 ``fetch_max_wait_ms`` (how long the broker may hold a fetch that finds no new record, default 500; brokers that
 do not answer early, like tansu, hold it that long), ``append_timeout_s``, ``unordered_events`` (see below),
-``commit_pipeline`` (default 4, see "Pipelined commits"; 0 turns it off). Every one of them is also a keyword
+``commit_pipeline`` (default 4, see "Pipelined commits"; 0 turns it off), ``handoff_bytes`` (default 32 MiB, see
+"In-process hand-off"; 0 turns it off). Every one of them is also a keyword
 argument of :class:`KafkaLog`.
 
 Design: one ordered events stream, partitioned commands
@@ -95,6 +96,27 @@ Producing costs little CPU per record: each produce hands the producer one recor
 per-message ``send`` costs several times more), with the partition aiokafka's default partitioner would pick
 (murmur2 of the key, memoised per key).
 
+In-process hand-off
+-------------------
+
+A consumer of this process that fetches a record this process produced takes the record it was encoded from
+instead of decoding the fetched bytes again (decoding is most of a consumer's own CPU: ~5 µs per record). Once the
+broker acknowledged a record batch (acks=all) at a known base offset, its records are kept by (topic, partition,
+Kafka offset), with the bytes produced; a consumer that fetches that offset takes the kept record only if the
+fetched bytes are *byte for byte* those — so what it takes is exactly what the log holds there, and a record
+written there by anyone else (another replica, a re-created topic, a broker that lost data) is decoded as usual.
+The record handed over is a copy stamped with the position exactly as decoding stamps it, so it equals
+``decode(encode(record))`` (``tests/kafka/test_kafka_handoff.py``, for every record type the simulation and the
+deciders produce; a record of another schema version, which decoding would upcast, is never kept). Nothing that
+was not acknowledged at a known offset is ever handed over, so a decider still folds only what the log holds, and
+a replay reads the same records.
+
+Records are kept only for partitions a consumer of this process is assigned (dropped when it is revoked or the
+consumer stops: after a rebalance the new owner decodes), each is taken once, the entries a consumer has fetched
+past are dropped, and the bytes kept add up to at most ``handoff_bytes`` (default 32 MiB; the records themselves
+take about as much again; 0 turns the hand-off off): beyond that, records are decoded. The logs of one process
+with the same brokers and ``handoff_bytes`` share it (a daemon, or a benchmark with a log per role).
+
 Offsets: a record's ``offset`` is its Kafka offset **plus one**, so that offsets start at 1 in both backends (the
 SQLite log's rule, "0 = nothing yet"), and a :data:`~tether.adapters.log.Position` ``{partition: last processed
 offset}`` is then *exactly* Kafka's committed offset (the next offset to read) — and ``end()`` is exactly the
@@ -124,7 +146,15 @@ from aiokafka.errors import CommitFailedError, KafkaError, TopicAlreadyExistsErr
 
 from tether.adapters.kafka_produce import PendingOffsets, ProduceItem, ProduceQueue
 from tether.adapters.log import Batch, Position, Record, Snapshot, Stream
-from tether.core.envelope import CommandRecord, EventRecord, decode_command, decode_event, encode
+from tether.core.envelope import (
+    COMMAND_SCHEMA_VERSION,
+    CommandRecord,
+    EventRecord,
+    decode_command,
+    decode_event,
+    encode,
+)
+from tether.core.events import EVENT_SCHEMA_VERSION
 
 log = structlog.get_logger("tether.kafka")
 
@@ -157,6 +187,7 @@ class KafkaConfig:
     append_timeout_s: float = 120.0
     unordered_events: bool = False
     commit_pipeline: int = 4
+    handoff_bytes: int = 32 * 1024 * 1024
 
     def topic(self, name: str) -> str:
         return f"{self.prefix}.{name}"
@@ -219,17 +250,151 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+#: the schema version a decoded record of each type has (a record of another version is upcast when decoded, so it
+#: is never handed off); other types (subclasses) are never handed off either: decoding gives the base type
+_HANDOFF_SCHEMA: dict[type, int] = {EventRecord: EVENT_SCHEMA_VERSION, CommandRecord: COMMAND_SCHEMA_VERSION}
+
+
+class _HandOff:
+    """Records this process produced, by (topic, partition) and the Kafka offset the broker acknowledged them at,
+    kept for this process's consumers of those partitions (module docstring, "In-process hand-off"). Shared by
+    the logs of this process with the same brokers and ``handoff_bytes`` (:func:`_handoff_for`).
+
+    ``memo[(topic, partition)]`` exists while a consumer of this process is assigned the partition, and maps a
+    Kafka offset to ``(the value produced, the record it was encoded from)``; the values held add up to at most
+    ``limit`` bytes (further records are not kept until consumers take some). A consumer takes an entry only if
+    the value it fetched at that offset is byte for byte the one kept, so a record at that offset that is not
+    this process's (another replica's, or a re-created topic's) is decoded as usual."""
+
+    __slots__ = ("assigned", "limit", "memo", "positions", "size", "swept")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.size = 0
+        self.swept = False  # a sweep freed nothing, and no consumer took anything since
+        self.assigned: dict[tuple[str, int], int] = {}  # → how many consumers of this process are assigned it
+        self.memo: dict[tuple[str, int], dict[int, tuple[bytes, Any]]] = {}
+        self.positions: dict[tuple[str, int], int] = {}  # → the next Kafka offset its consumer fetches
+
+    def assign(self, topic: str, partition: int) -> None:
+        key = (topic, partition)
+        self.assigned[key] = self.assigned.get(key, 0) + 1
+        self.memo.setdefault(key, {})
+
+    def revoke(self, topic: str, partition: int) -> None:
+        """A consumer lost the partition (or stopped): the last one to do so drops what is kept for it."""
+        key = (topic, partition)
+        count = self.assigned.get(key, 0) - 1
+        if count > 0:
+            self.assigned[key] = count
+            return
+        self.assigned.pop(key, None)
+        self.positions.pop(key, None)
+        dropped = self.memo.pop(key, None)
+        if dropped:
+            self.size -= sum(len(value) for value, _ in dropped.values())
+            self.swept = False
+
+    def remember(self, topic: str, partition: int, base: int, items: Sequence[ProduceItem], records: Sequence[Any],
+                 indexes: Sequence[int]) -> None:
+        """The broker acknowledged ``items[indexes]`` at ``base``, ``base + 1``, … (the produce queue's
+        ``on_acknowledged``)."""
+        memo = self.memo.get((topic, partition))
+        if memo is None:
+            return
+        size, limit = self.size, self.limit
+        for relative, index in enumerate(indexes):
+            record = records[index]
+            if _HANDOFF_SCHEMA.get(type(record)) != record.schema:
+                continue
+            value = items[index][1]
+            if size + len(value) > limit:
+                self.size = size
+                if not self._sweep() or self.size + len(value) > limit:
+                    return
+                size = self.size
+            memo[base + relative] = (value, record)
+            size += len(value)
+        self.size = size
+
+    def _sweep(self) -> bool:
+        """The budget is full: drop every entry before its partition's consumer position (normally
+        :meth:`passed` did already; entries kept out of offset order may remain). False when that freed nothing
+        since the last sweep (then no sweep until a consumer takes something)."""
+        if self.swept:
+            return False
+        before = self.size
+        for key, memo in self.memo.items():
+            position = self.positions.get(key, 0)
+            for offset in [offset for offset in memo if offset < position]:
+                self.size -= len(memo.pop(offset)[0])
+        self.swept = self.size == before
+        return not self.swept
+
+    def take(self, memo: dict[int, tuple[bytes, Any]], message: Any) -> Any:
+        """The record kept for ``message`` (its struct, stamped with the message's position as decoding stamps it),
+        or None: decode it. An entry is taken once."""
+        entry = memo.pop(message.offset, None)
+        if entry is None:
+            return None
+        value, record = entry
+        self.size -= len(value)
+        self.swept = False
+        if value != message.value:  # not the record this process produced at that offset: decode it
+            return None
+        return _stamp(record, message.partition, message.offset + 1)
+
+    def passed(self, topic: str, partition: int, memo: dict[int, tuple[bytes, Any]], offset: int, end: int) -> None:
+        """A consumer fetched ``offset`` to ``end`` (excluded): drop the entries before it (they are kept in offset
+        order, mostly; :meth:`_sweep` drops the others)."""
+        self.positions[(topic, partition)] = end
+        while memo:
+            first = next(iter(memo))
+            if first >= offset:
+                break
+            self.size -= len(memo.pop(first)[0])
+
+
+_handoffs: dict[tuple[str, int], _HandOff] = {}
+
+
+def _handoff_for(config: KafkaConfig) -> _HandOff | None:
+    """The hand-off the logs of this process with the same brokers and ``handoff_bytes`` share (None: 0, off)."""
+    if config.handoff_bytes <= 0:
+        return None
+    key = (config.bootstrap, config.handoff_bytes)
+    handoff = _handoffs.get(key)
+    if handoff is None:
+        handoff = _handoffs[key] = _HandOff(config.handoff_bytes)
+    return handoff
+
+
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, topic: str, handoff: _HandOff | None) -> None:
         self.name = name
+        self.topic = topic
+        self.handoff = handoff
         self.assigned: set[int] = set()
+
+    def release(self, partitions: set[int]) -> None:
+        """Tell the hand-off these partitions are no longer this consumer's."""
+        if self.handoff is not None:
+            for partition in partitions & self.assigned:
+                self.handoff.revoke(self.topic, partition)
+        self.assigned -= partitions
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
         if revoked:
             log.info("partitions revoked", consumer=self.name, partitions=sorted(tp.partition for tp in revoked))
+            self.release({tp.partition for tp in revoked})
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
-        self.assigned = {tp.partition for tp in assigned}
+        partitions = {tp.partition for tp in assigned}
+        self.release(self.assigned - partitions)
+        if self.handoff is not None:
+            for partition in partitions - self.assigned:
+                self.handoff.assign(self.topic, partition)
+        self.assigned = partitions
         log.info("partitions assigned", consumer=self.name, partitions=sorted(self.assigned))
 
 
@@ -251,12 +416,16 @@ class KafkaLog:
         self._partitions: dict[str, int] = {}
         self._consumers: dict[tuple[str, str], AIOKafkaConsumer] = {}
         self._clients: set[AIOKafkaConsumer] = set()
+        self._listeners: set[_Listener] = set()  # of the running consume() calls
         self._hw_hint: dict[TopicPartition, int] = {}
         self._closed = False
+        # records this process produced, for its own consumers instead of decoding them again
+        self._handoff = _handoff_for(self.config)
         # every produce goes through one ordered queue; commits are pipelined (adapters/kafka_produce.py)
         self._produce_queue = ProduceQueue(append_timeout_s=self.config.append_timeout_s,
                                            commit_pipeline=self.config.commit_pipeline,
-                                           commit_offsets=self._commit_offsets)
+                                           commit_offsets=self._commit_offsets,
+                                           on_acknowledged=None if self._handoff is None else self._handoff.remember)
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
@@ -362,6 +531,9 @@ class KafkaLog:
             with contextlib.suppress(Exception):
                 await consumer.stop()
         self._clients.clear()
+        for listener in list(self._listeners):  # a consume() iteration left unfinished holds its partitions no more
+            listener.release(set(listener.assigned))
+        self._listeners.clear()
         self._consumers.clear()
         if self._producer is not None:
             producer, self._producer = self._producer, None
@@ -434,7 +606,8 @@ class KafkaLog:
         if not records:
             return []
         items, clean_records = self._prepare(stream, records)
-        metadata = await self._produce(self.config.topic(stream), items)
+        await self.start()
+        metadata = await self._produce_queue.produce(self.config.topic(stream), items, clean_records)
         return [_stamp(r, part, offset + 1) for r, (part, offset) in zip(clean_records, metadata, strict=True)]
 
     async def dead_letter(
@@ -471,9 +644,20 @@ class KafkaLog:
 
     # -- consuming --------------------------------------------------------------------------------------------
 
-    async def _decode_all(self, stream: str, messages: list[Any], decode: Any, out: list[Any]) -> None:
-        """Decode ``messages`` into ``out``, stamped with their position; the undecodable ones go to the DLQ."""
+    async def _decode_all(self, stream: str, messages: list[Any], decode: Any, out: list[Any],
+                          kept: dict[int, tuple[bytes, Any]] | None = None) -> None:
+        """Decode ``messages`` into ``out``, stamped with their position; the undecodable ones go to the DLQ.
+        ``kept``: the hand-off's records of their partition (taken instead of decoding, when they are the same)."""
+        handoff = self._handoff
+        if kept is not None and handoff is not None:
+            first = messages[0]
+            handoff.passed(first.topic, first.partition, kept, first.offset, messages[-1].offset + 1)
         for message in messages:
+            if kept:
+                record = handoff.take(kept, message)  # type: ignore[union-attr]
+                if record is not None:
+                    out.append(record)
+                    continue
             try:
                 record = decode(message.value)
             except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError) as error:
@@ -506,9 +690,11 @@ class KafkaLog:
                 "unordered_events=true if this consumer only needs per-key order"
             )
         topic = self.config.topic(stream)
-        listener = _Listener(f"{self.config.group}.{consumer}")
+        handoff = self._handoff
+        listener = _Listener(f"{self.config.group}.{consumer}", topic, handoff)
         client = self._consumer(group_id=f"{self.config.group}.{consumer}", max_poll_records=batch_size)
         client.subscribe([topic], listener=listener)
+        self._listeners.add(listener)
         ends = None if follow else await self.end(stream)
         self._consumers[(stream, consumer)] = client
         decode = _decoder(stream)
@@ -521,7 +707,8 @@ class KafkaLog:
                     position: Position = {}
                     for tp in sorted(fetched, key=lambda tp: tp.partition):
                         messages = fetched[tp]
-                        await self._decode_all(stream, messages, decode, records)
+                        kept = None if handoff is None else handoff.memo.get((topic, tp.partition))
+                        await self._decode_all(stream, messages, decode, records, kept)
                         position[tp.partition] = messages[-1].offset + 1
                     batch = Batch(stream=stream, records=records, position=position)
                     if records:
@@ -543,6 +730,8 @@ class KafkaLog:
                 if self._consumers.get((stream, consumer)) is client:
                     del self._consumers[(stream, consumer)]
                 await self._stop(client)
+                listener.release(set(listener.assigned))
+                self._listeners.discard(listener)
 
     def assigned(self, stream: Stream, *, consumer: str) -> set[int]:
         """The partitions of ``stream`` assigned to this log's running ``consume(stream, consumer=...)`` (empty when
@@ -590,7 +779,8 @@ class KafkaLog:
         if produced:
             items, clean_records = self._prepare(stream, produced)
         offsets = PendingOffsets(client, self.config.topic(batch.stream), dict(batch.position), consumer)
-        metadata = await self._produce_queue.commit(offsets, to=self.config.topic(stream), items=items)
+        metadata = await self._produce_queue.commit(offsets, to=self.config.topic(stream), items=items,
+                                                    records=clean_records)
         if metadata is None:
             return clean_records
         return [_stamp(r, part, offset + 1) for r, (part, offset) in zip(clean_records, metadata, strict=True)]

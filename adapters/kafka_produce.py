@@ -45,10 +45,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import random
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 import structlog
@@ -62,6 +63,11 @@ log = structlog.get_logger("tether.kafka")
 ProduceItem = tuple[bytes | None, bytes, int | None, list[tuple[str, bytes]]]
 """One record to produce: key, value, timestamp (ms; None: the broker's time), headers (a list: aiokafka's C record
 builder takes no other sequence; never mutated, so records without headers may share one empty list)."""
+
+Acknowledged = Callable[[str, int, int, Sequence[ProduceItem], Sequence[Any], Sequence[int]], None]
+"""Called when the broker acknowledged one record batch: ``(topic, partition, base Kafka offset, the group's items,
+the records they were encoded from, the indexes of the batch's items in offset order)`` (see ``records`` of
+:meth:`ProduceQueue.produce`)."""
 
 _partitioner = DefaultPartitioner()
 _PARTITION_CACHE_LIMIT = 200_000  # keys; cleared wholesale when full (a miss only costs one murmur2)
@@ -96,11 +102,13 @@ class _Group:
     acknowledged (a commit). ``done`` resolves to the ``(partition, Kafka offset)`` of every record — for a
     commit, once its offsets are committed too."""
 
-    __slots__ = ("deadline", "done", "first", "items", "offsets", "results", "sent", "topic")
+    __slots__ = ("deadline", "done", "first", "items", "offsets", "records", "results", "sent", "topic")
 
-    def __init__(self, topic: str, items: list[ProduceItem], offsets: PendingOffsets | None, deadline: float) -> None:
+    def __init__(self, topic: str, items: list[ProduceItem], offsets: PendingOffsets | None, deadline: float,
+                 records: Sequence[Any] | None = None) -> None:
         self.topic = topic
         self.items = items
+        self.records = records  # what the items were encoded from, when the caller wants to hear of their offsets
         self.offsets = offsets
         self.deadline = deadline
         # one (future, indexes of its items) per record batch handed to the producer; None: not sent yet (or to be
@@ -116,10 +124,12 @@ class ProduceQueue:
     :meth:`attach` before producing; :meth:`stop` cancels the background tasks, :meth:`detach` forgets the producer
     (later produces raise "the log is closed")."""
 
-    def __init__(self, *, append_timeout_s: float, commit_pipeline: int, commit_offsets: OffsetCommitter) -> None:
+    def __init__(self, *, append_timeout_s: float, commit_pipeline: int, commit_offsets: OffsetCommitter,
+                 on_acknowledged: Acknowledged | None = None) -> None:
         self.append_timeout_s = append_timeout_s
         self.commit_pipeline = commit_pipeline
         self._commit_offsets = commit_offsets
+        self._on_acknowledged = on_acknowledged
         self._producer: BatchProducer | None = None
         self._topic_partitions: dict[str, int] = {}
         self._partition_cache: dict[str, dict[bytes, int]] = {}  # topic → key → partition
@@ -171,21 +181,25 @@ class ProduceQueue:
 
     # -- the two ways in --------------------------------------------------------------------------------------
 
-    async def produce(self, topic: str, items: Sequence[ProduceItem]) -> list[Any]:
+    async def produce(self, topic: str, items: Sequence[ProduceItem],
+                      records: Sequence[Any] | None = None) -> list[Any]:
         """Produce ``items`` with acks=all, in order after every earlier produce of this queue; retry unacknowledged
-        ones from the first failure on, until ``append_timeout_s``. Returns each item's ``(partition, offset)``."""
-        group = self._enqueue(topic, items)
+        ones from the first failure on, until ``append_timeout_s``. Returns each item's ``(partition, offset)``.
+        With ``records`` (what ``items`` were encoded from, one each), ``on_acknowledged`` hears of every record
+        batch the broker acknowledged, as soon as it did."""
+        group = self._enqueue(topic, items, None, records)
         await self._send_unsent()
         return list(await asyncio.shield(group.done))
 
-    async def commit(self, offsets: PendingOffsets, *, to: str, items: Sequence[ProduceItem]) -> list[Any] | None:
+    async def commit(self, offsets: PendingOffsets, *, to: str, items: Sequence[ProduceItem],
+                     records: Sequence[Any] | None = None) -> list[Any] | None:
         """Produce ``items`` to ``to`` and commit ``offsets`` once they are acknowledged. Waits for the whole of it
         when ``commit_pipeline`` is 0 (returns each item's ``(partition, Kafka offset)``), else only until at most
-        ``commit_pipeline`` commits are unsettled (returns None)."""
+        ``commit_pipeline`` commits are unsettled (returns None). ``records``: as for :meth:`produce`."""
         in_flight = self._commits_in_flight
         while in_flight and in_flight[0].done():
             in_flight.popleft().result()  # raises the failure of an earlier pipelined commit
-        group = self._enqueue(to, items, offsets)
+        group = self._enqueue(to, items, offsets, records)
         await self._send_unsent()
         if self.commit_pipeline <= 0:
             return list(await asyncio.shield(group.done))
@@ -215,12 +229,15 @@ class ProduceQueue:
             cache[key] = cached
         return cached
 
-    def _enqueue(self, topic: str, items: Sequence[ProduceItem], offsets: PendingOffsets | None = None) -> _Group:
+    def _enqueue(self, topic: str, items: Sequence[ProduceItem], offsets: PendingOffsets | None = None,
+                 records: Sequence[Any] | None = None) -> _Group:
         if self.failure is not None:
             raise self.failure
         if self._producer is None:
             raise KafkaError("the log is closed")
-        group = _Group(topic, list(items), offsets, time.monotonic() + self.append_timeout_s)
+        if records is not None and (self._on_acknowledged is None or len(records) != len(items)):
+            records = None
+        group = _Group(topic, list(items), offsets, time.monotonic() + self.append_timeout_s, records)
         self._queue.append(group)
         self._unsettled.add(group.done)
         group.done.add_done_callback(self._settled)
@@ -287,6 +304,21 @@ class ProduceQueue:
             entry[1].append(index)
         for partition, (batch, indexes) in open_batches.items():
             sent.append((await producer.send_batch(batch, topic, partition=partition), indexes))
+        if group.records is not None:
+            for future, indexes in sent:
+                future.add_done_callback(functools.partial(self._batch_acknowledged, group, indexes))
+
+    def _batch_acknowledged(self, group: _Group, indexes: list[int], future: asyncio.Future[Any]) -> None:
+        """A record batch of ``group`` was acknowledged (or failed: nothing to tell)."""
+        if future.cancelled() or future.exception() is not None or self._on_acknowledged is None:
+            return
+        metadata = future.result()
+        assert group.records is not None
+        try:
+            self._on_acknowledged(group.topic, metadata.partition, metadata.offset, group.items, group.records,
+                                  indexes)
+        except Exception as error:  # a listener's bug must not break producing
+            log.error("on_acknowledged raised", topic=group.topic, error=repr(error))
 
     async def _acknowledge(self) -> None:
         """Await the groups' acknowledgements in queue order; resend on failure; hand offsets to the committer."""
@@ -396,4 +428,4 @@ class ProduceQueue:
                     group.done.set_exception(error)
 
 
-__all__ = ["BatchProducer", "OffsetCommitter", "PendingOffsets", "ProduceItem", "ProduceQueue"]
+__all__ = ["Acknowledged", "BatchProducer", "OffsetCommitter", "PendingOffsets", "ProduceItem", "ProduceQueue"]
