@@ -64,7 +64,14 @@ async def test_moving_east_to_another_cluster_shows_the_decisions_that_change(tm
     moves = [c.command for d in differences for c in d.only_candidate_config
              if isinstance(c.command, UpdateDataSourceLocality)]
     assert moves and moves[0].cluster_names == ("c3",)
-    assert not any(isinstance(c.command, SetBindingPlacement) for d in differences for c in d.only_recorded_config)
+    # the lookup's answer places the binding together with the DataSource's creation, from the same mapping: there
+    # the recorded run excluded c3 and the candidate excludes c1,c2; every other recorded placement is reproduced
+    recorded_placements = [c.command.excluded_clusters for d in differences for c in d.only_recorded_config
+                           if isinstance(c.command, SetBindingPlacement)]
+    assert recorded_placements == [("c3",)]
+    candidate_placements = [c.command.excluded_clusters for d in differences for c in d.only_candidate_config
+                            if isinstance(c.command, SetBindingPlacement)]
+    assert candidate_placements[0] == ("c1", "c2")
 
 
 def test_candidate_is_read_from_a_configmap_manifest(tmp_path: Path) -> None:
