@@ -1,7 +1,7 @@
 """``tether replay``: rebuild the world from the log, explain one object's decision trail, diff the deciders.
 
 * :func:`replay` folds the events stream (from a stored snapshot when one covers a prefix of the requested
-  range) with :func:`tether.projections.world.evolve` and returns the world.
+  range) with :func:`tether.projections.world.fold_batch` and returns the world.
 * :func:`explain` gathers the trail of one object key without folding anything: every event whose key is the
   object's (observations, catalog answers for it, outcomes of commands on it), every command targeting it,
   every command caused by one of those events, and the events that caused the commands targeting it — in log
@@ -39,7 +39,7 @@ from tether.adapters.render import line, type_name
 from tether.core.envelope import CommandRecord, EventRecord, parse_rfc3339_ms, rfc3339
 from tether.core.pipeline import step
 from tether.projections.snapshot import decode_world, encode_world
-from tether.projections.world import Touched, World, evolve, initial_world, note_issued
+from tether.projections.world import World, fold_batch, initial_world, note_issued
 
 SNAPSHOT_NAME = "world"
 Progressed = Callable[[int], None]
@@ -105,29 +105,30 @@ class _Issued:
     def __init__(self, log: EventLog, after: int) -> None:
         self.after = after
         self.batches = log.read("commands")
-        self.pending: list[CommandRecord] = []
+        self.pending: list[tuple[int, CommandRecord]] = []  # (offset of the causing event, command)
         self.exhausted = False
 
     async def through(self, offset: int) -> dict[int, list[CommandRecord]]:
         """The commands caused by events up to ``offset`` (not returned before), by causing event."""
         out: dict[int, list[CommandRecord]] = defaultdict(list)
         while True:
-            keep: list[CommandRecord] = []
-            for command in self.pending:
-                cause = _cause_offset(command.causation)
-                if cause is None or cause <= self.after:
-                    continue
+            keep: list[tuple[int, CommandRecord]] = []
+            for cause, command in self.pending:
                 if cause <= offset:
                     out[cause].append(command)
                 else:
-                    keep.append(command)
+                    keep.append((cause, command))
             self.pending = keep
             if keep or self.exhausted:
                 return out
             try:
-                self.pending = await anext(self.batches)  # type: ignore[arg-type]
+                batch: list[CommandRecord] = await anext(self.batches)  # type: ignore[assignment]
             except StopAsyncIteration:
                 self.exhausted = True
+                continue
+            after = self.after
+            self.pending = [(cause, command) for command in batch
+                            if (cause := _cause_offset(command.causation)) is not None and cause > after]
 
     async def aclose(self) -> None:
         close = getattr(self.batches, "aclose", None)
@@ -141,7 +142,7 @@ async def replay(log: EventLog, *, until_offset: int | None = None, until_ms: in
                  start: tuple[World, int, int | None] | None = None) -> ReplayResult:
     """Fold the events (up to the bounds) into a world.
 
-    By default each event is folded with ``evolve`` and the recorded commands it caused are noted as issued
+    By default the events are folded (``fold_batch``) and the recorded commands each caused are noted as issued
     (:class:`_Issued`), which rebuilds the daemon's world exactly without running the deciders. ``fold``
     replaces that (``step`` re-decides instead; ``evolve`` alone folds only the events, the fastest).
     ``start`` is ``(world, offset it covers, snapshot offset or None)``; by default the snapshot or nothing."""
@@ -159,11 +160,7 @@ async def replay(log: EventLog, *, until_offset: int | None = None, until_ms: in
                         fold(world, record)  # type: ignore[arg-type]
                 else:
                     caused = await issued.through(batch[-1].offset)
-                    unread = Touched()  # what the events touched: only the deciders read it
-                    for record in batch:
-                        evolve(world, record, unread)  # type: ignore[arg-type]
-                        for command in caused.pop(record.offset, ()):
-                            note_issued(world, command.command, command.id)
+                    fold_batch(world, batch, caused)  # type: ignore[arg-type]
                     for late in caused.values():  # caused by an event before this batch (out of order)
                         for command in late:
                             note_issued(world, command.command, command.id)

@@ -41,7 +41,7 @@ from tether.core.commands import (
     command_name,
     command_target,
 )
-from tether.core.envelope import EventRecord
+from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import (
     CommandFailed,
     CommandSucceeded,
@@ -553,9 +553,14 @@ def evolve(world: World, record: EventRecord, touched: Touched | None = None) ->
     return touched
 
 
-def fold_batch(world: World, records: Iterable[EventRecord]) -> None:
+def fold_batch(world: World, records: Iterable[EventRecord],
+               issued: dict[int, list[CommandRecord]] | None = None) -> None:
     """Fold many events when nobody reads what they touched (a replay rebuilding state): one :class:`Touched`
-    for the whole batch instead of four new sets per event."""
+    for the whole batch instead of four new sets per event.
+
+    ``issued`` (by the offset of the event that caused them) are the commands the deciders issued, as recorded:
+    each is noted right after its event, as ``step`` did, so the world is the daemon's without re-deciding
+    (``tether replay``). Those noted are removed from it; what is left was caused by events outside the batch."""
     unread = Touched()
     folds = _FOLDS
     last: EventRecord | None = None
@@ -566,6 +571,11 @@ def fold_batch(world: World, records: Iterable[EventRecord]) -> None:
         fold = folds.get(type(event))
         if fold is not None:
             fold(world, last, event, unread)
+        if issued:
+            caused = issued.pop(last.offset, None)
+            if caused:
+                for record in caused:
+                    note_issued(world, record.command, record.id)
     if last is not None:  # no fold reads these two: they can be set once per batch
         world.events += count
         world.last_at_ms = last.at_ms
