@@ -9,10 +9,11 @@ every write echoed by the watch. Every event went through ``step``, so the comma
 Then measures, in the same run and on the same file (median of ``--repeat`` passes each):
 
 * ``baseline`` — read + msgspec-decode the whole events stream (``SqliteLog.read``), nothing else;
-* ``value``    — read + decode + fold (``fold_batch``: ``evolve`` without collecting what each event touched):
-  the replay rate;
+* ``value``    — read + decode + fold (``fold_batch``: ``evolve`` without collecting what each event touched, the
+  loop ``tether replay`` runs): the replay rate of the events;
 * every pass runs with the cyclic GC paused, as ``tether replay`` does (``adapters.replay.gc_paused``);
-* extras: ``faithful`` (the default of ``tether replay``: evolve + the recorded commands noted as issued),
+* extras: ``faithful`` (``tether replay`` itself: the same fold, plus reading and decoding the commands stream to
+  note each recorded command as issued after its event),
   ``step`` (evolve + deciders, over the first ``--step-events`` events: informative only), and
   ``decode_only`` (msgspec on bodies already in memory: the floor of the baseline).
 
