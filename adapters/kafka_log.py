@@ -319,7 +319,7 @@ class _HandOff:
 
     def _sweep(self) -> bool:
         """The budget is full: drop every entry before its partition's consumer position (normally
-        :meth:`passed` did already; entries kept out of offset order may remain). False when that freed nothing
+        :meth:`take` did already; entries kept out of offset order may remain). False when that freed nothing
         since the last sweep (then no sweep until a consumer takes something)."""
         if self.swept:
             return False
@@ -331,28 +331,40 @@ class _HandOff:
         self.swept = self.size == before
         return not self.swept
 
-    def take(self, memo: dict[int, tuple[bytes, Any]], message: Any) -> Any:
-        """The record kept for ``message`` (its struct, stamped with the message's position as decoding stamps it),
-        or None: decode it. An entry is taken once."""
-        entry = memo.pop(message.offset, None)
-        if entry is None:
+    def take(self, topic: str, messages: list[Any]) -> list[Any] | None:
+        """For each of ``messages`` (one partition's, in offset order, as fetched), the record kept for it, stamped
+        with the message's position as decoding stamps it, or None: decode it. None when nothing is kept for that
+        partition. The entries taken, and those before the first message, are dropped."""
+        first = messages[0]
+        key = (topic, first.partition)
+        memo = self.memo.get(key)
+        if memo is None:
             return None
-        value, record = entry
-        self.size -= len(value)
-        self.swept = False
-        if value != message.value:  # not the record this process produced at that offset: decode it
+        self.positions[key] = messages[-1].offset + 1
+        if not memo:
             return None
-        return _stamp(record, message.partition, message.offset + 1)
-
-    def passed(self, topic: str, partition: int, memo: dict[int, tuple[bytes, Any]], offset: int, end: int) -> None:
-        """A consumer fetched ``offset`` to ``end`` (excluded): drop the entries before it (they are kept in offset
-        order, mostly; :meth:`_sweep` drops the others)."""
-        self.positions[(topic, partition)] = end
-        while memo:
-            first = next(iter(memo))
-            if first >= offset:
+        freed = 0
+        while memo:  # entries the consumer fetched past (kept in offset order, mostly; _sweep drops the others)
+            offset = next(iter(memo))
+            if offset >= first.offset:
                 break
-            self.size -= len(memo.pop(first)[0])
+            freed += len(memo.pop(offset)[0])
+        pop, stamp = memo.pop, msgspec.structs.replace
+        taken: list[Any] = []
+        for message in messages:
+            entry = pop(message.offset, None)
+            if entry is None:
+                taken.append(None)
+                continue
+            value = entry[0]
+            freed += len(value)
+            # not the bytes this process produced at that offset (another producer's record): decode it
+            taken.append(stamp(entry[1], partition=message.partition, offset=message.offset + 1)
+                         if value == message.value else None)
+        if freed:
+            self.size -= freed
+            self.swept = False
+        return taken
 
 
 _handoffs: dict[tuple[str, int], _HandOff] = {}
@@ -644,17 +656,13 @@ class KafkaLog:
 
     # -- consuming --------------------------------------------------------------------------------------------
 
-    async def _decode_all(self, stream: str, messages: list[Any], decode: Any, out: list[Any],
-                          kept: dict[int, tuple[bytes, Any]] | None = None) -> None:
-        """Decode ``messages`` into ``out``, stamped with their position; the undecodable ones go to the DLQ.
-        ``kept``: the hand-off's records of their partition (taken instead of decoding, when they are the same)."""
-        handoff = self._handoff
-        if kept is not None and handoff is not None:
-            first = messages[0]
-            handoff.passed(first.topic, first.partition, kept, first.offset, messages[-1].offset + 1)
-        for message in messages:
-            if kept:
-                record = handoff.take(kept, message)  # type: ignore[union-attr]
+    async def _decode_all(self, stream: str, messages: list[Any], decode: Any, out: list[Any]) -> None:
+        """Decode ``messages`` (one partition's) into ``out``, stamped with their position; the undecodable ones go
+        to the DLQ. Records this process produced are taken from the hand-off instead, when it kept them."""
+        taken = None if self._handoff is None else self._handoff.take(messages[0].topic, messages)
+        for index, message in enumerate(messages):
+            if taken is not None:
+                record = taken[index]
                 if record is not None:
                     out.append(record)
                     continue
@@ -707,8 +715,7 @@ class KafkaLog:
                     position: Position = {}
                     for tp in sorted(fetched, key=lambda tp: tp.partition):
                         messages = fetched[tp]
-                        kept = None if handoff is None else handoff.memo.get((topic, tp.partition))
-                        await self._decode_all(stream, messages, decode, records, kept)
+                        await self._decode_all(stream, messages, decode, records)
                         position[tp.partition] = messages[-1].offset + 1
                     batch = Batch(stream=stream, records=records, position=position)
                     if records:

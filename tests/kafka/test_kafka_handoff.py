@@ -226,3 +226,41 @@ async def test_the_hand_off_is_bounded_and_off_at_zero(kafka_url: str) -> None:
         if budget:
             assert handed > 0
             assert state.size == 0 and not state.memo
+
+
+def test_the_hand_off_keeps_only_what_it_may_and_frees_what_consumers_passed() -> None:
+    """Without a broker: nothing is kept for a partition no consumer here is assigned; an entry is taken once; the
+    entries a consumer fetched past are dropped, those kept out of offset order too once the budget is full; a
+    revoke drops the partition's entries."""
+    from types import SimpleNamespace
+
+    records = [observed(i) for i in range(6)]
+    values = [encode(r) for r in records]
+    items = [(r.key.encode(), v, r.at_ms, []) for r, v in zip(records, values, strict=True)]
+    assert 4 * min(map(len, values)) > 3 * max(map(len, values))
+    state = kafka_log._HandOff(limit=3 * max(map(len, values)))  # room for three records, not four
+
+    def message(offset: int, index: int) -> Any:
+        return SimpleNamespace(topic="t.events", partition=0, offset=offset, value=values[index])
+
+    state.remember("t.events", 0, 0, items, records, [0, 1])
+    assert state.size == 0  # not assigned: nothing kept
+    state.assign("t.events", 0)
+    state.remember("t.events", 0, 10, items, records, [0, 1])  # offsets 10, 11
+    state.remember("t.events", 0, 5, items, records, [2])  # offset 5: out of order (a resend)
+    assert state.size == sum(len(v) for v in values[:3])
+    taken = state.take("t.events", [message(10, 0)])
+    assert taken == [msgspec.structs.replace(records[0], offset=11, partition=0)]
+    assert state.take("t.events", [message(10, 0)]) == [None]  # taken once
+    assert state.size == len(values[1]) + len(values[2])  # offset 5 is behind offset 11, kept out of order
+    # the budget fills up at offset 13: a sweep drops offset 5, and offset 14 is not kept (nothing more to sweep)
+    state.remember("t.events", 0, 12, items, records, [3, 4, 5])
+    assert 5 not in state.memo[("t.events", 0)]
+    assert sorted(state.memo[("t.events", 0)]) == [11, 12, 13]
+    assert state.size <= state.limit
+    assert state.take("t.events", [message(11, 2)]) == [None]  # not the bytes kept for offset 11: decode
+    state.assign("t.events", 0)  # a second consumer of this process
+    state.revoke("t.events", 0)
+    assert sorted(state.memo[("t.events", 0)]) == [12, 13]
+    state.revoke("t.events", 0)
+    assert state.memo == {} and state.size == 0
