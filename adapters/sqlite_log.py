@@ -267,6 +267,9 @@ class SqliteLog:
         self._readers.add(conn)
         try:
             await conn.execute("PRAGMA busy_timeout = 10000")
+            # reads of the main file come straight from the page cache through a mapping instead of one pread()
+            # per page (a replay reads hundreds of MB: ~5-10 % faster); the WAL is read as before
+            await conn.execute("PRAGMA mmap_size = 1073741824")
             conn.text_factory = bytes  # bodies go to msgspec as bytes: no str round trip
             yield conn
         finally:
