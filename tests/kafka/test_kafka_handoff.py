@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 from aiokafka import AIOKafkaProducer
 
-from tether.adapters import kafka_log
+from tether.adapters import kafka_handoff, kafka_log
 from tether.adapters.kafka_log import KafkaLog
 from tether.adapters.synthetic_log import Simulation, scenario
 from tether.core.commands import StartTimer, UpdateClaimStatus, command_id, command_target
@@ -94,7 +94,7 @@ async def assigned(log: KafkaLog, stream: str, consumer: str, task: asyncio.Task
 
 def handoff(url: str, **overrides: Any) -> Any:
     config = kafka_log.parse_kafka_url(url, **overrides)
-    return kafka_log._handoffs[(config.bootstrap, config.handoff_bytes)]
+    return kafka_handoff._handoffs[(config.bootstrap, config.handoff_bytes)]
 
 
 def test_every_record_the_simulation_and_the_deciders_produce_round_trips_exactly() -> None:
@@ -238,7 +238,7 @@ def test_the_hand_off_keeps_only_what_it_may_and_frees_what_consumers_passed() -
     values = [encode(r) for r in records]
     items = [(r.key.encode(), v, r.at_ms, []) for r, v in zip(records, values, strict=True)]
     assert 4 * min(map(len, values)) > 3 * max(map(len, values))
-    state = kafka_log._HandOff(limit=3 * max(map(len, values)))  # room for three records, not four
+    state = kafka_handoff.HandOff(limit=3 * max(map(len, values)))  # room for three records, not four
 
     def message(offset: int, index: int) -> Any:
         return SimpleNamespace(topic="t.events", partition=0, offset=offset, value=values[index])
