@@ -39,6 +39,8 @@ The rules, per object:
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 import msgspec
 
 from tether.projections.world import Binding, Claim, Source, Touched, World, slot
@@ -71,6 +73,9 @@ from .plugin_config import map_location
 
 DECIDER = "data-dependency"
 
+_ADD_FINALIZER = command_name(AddFinalizer)  # the slot prefixes of the commands whose slot the decider builds
+_SET_BINDING_PLACEMENT = command_name(SetBindingPlacement)
+
 BOUND = "Bound"
 PENDING = "Pending"
 COND_BOUND = "Bound"
@@ -89,11 +94,18 @@ WARNING_REASONS = frozenset({
 
 
 class Decision(msgspec.Struct, frozen=True):
-    """A command and why it was decided (the reason is what ``tether replay --explain`` prints)."""
+    """A command and why it was decided (the reason is what ``tether replay --explain`` prints).
+
+    ``id``, ``key`` and ``slot`` are the command's :func:`~tether.core.commands.command_id`, its
+    :func:`~tether.core.commands.command_target` and its in-flight slot, computed once by the decider so that
+    ``core.pipeline.step`` does not compute them again; empty when the decider did not (``step`` then does)."""
 
     command: Command
     reason: str
     decider: str = DECIDER
+    id: str = ""
+    key: str = ""
+    slot: str = ""
 
 
 def backoff_ms(attempt: int) -> int:
@@ -111,12 +123,22 @@ def _namespace_name(ref: ObjectRef) -> tuple[str, str]:
     return ref.namespace, ref.name
 
 
+#: ``_namespace_name`` in C (the same tuples, so the same order): claimRefs are sorted by it on every decision of a
+#: DataSource.
+_by_namespace_name = attrgetter("namespace", "name")
+
+
 class _Decide:
     """One decision pass; caches per-identity, per-claim and per-binding results so each is computed once.
 
     Every cache lives on this object, which lives for one call of :func:`decide`: the world does not change
     while a decision runs (commands are only noted as issued afterwards, by ``core.pipeline.step``), so a
     value computed from it cannot go stale within the pass."""
+
+    #: Whether to take the shortcuts whose plain computation the tests compare them with
+    #: (``tests/decider/test_memos.py``): the commands memoised on a view and dropping, before its reason is
+    #: built, a decision whose very command is in flight (``step`` would drop it).
+    shortcuts = True
 
     def __init__(self, world: World, record: EventRecord) -> None:
         self.world = world
@@ -137,13 +159,19 @@ class _Decide:
             now = self._now = rfc3339(self.at_ms)
         return now
 
-    def emit(self, command: Command, reason: str) -> None:
-        world = self.world  # (each check only when there is something to check: ids and slots cost a hash each)
-        if world.rejected and command_id(command) in world.rejected:
+    def emit(self, command: Command, reason: str, cid: str = "", target: str = "", at: str = "") -> None:
+        """Decide ``command``; its id, target and slot are computed here once (or given, when the caller has
+        them) and carried to ``step`` in the :class:`Decision`."""
+        if not cid:
+            cid = command_id(command)
+            target = command_target(command)
+            at = f"{command_name(command)}:{target}"  # slot(), inlined
+        world = self.world
+        if world.rejected and cid in world.rejected:
             return  # the API refused exactly this request for good; a different request may still go
-        if world.retry_wait and slot(command_name(command), command_target(command)) in world.retry_wait:
+        if world.retry_wait and at in world.retry_wait:
             return  # the last attempt failed; the retry timer will bring this object back
-        self.out.append(Decision(command=command, reason=reason))
+        self.out.append(Decision(command=command, reason=reason, id=cid, key=target, slot=at))
 
     # --- claims -------------------------------------------------------------------------------------------
 
@@ -188,10 +216,19 @@ class _Decide:
                 )
             return
         if CLAIM_FINALIZER not in claim.finalizers:
-            self.emit(AddFinalizer(target=claim.ref, finalizer=CLAIM_FINALIZER), f"claim {key} has no finalizer")
+            adding = claim.__dict__.get("adding") if self.shortcuts else None  # (command, id, target, slot),
+            if adding is None:  # memoised on this observation
+                command = AddFinalizer(target=claim.ref, finalizer=CLAIM_FINALIZER)
+                target = command_target(command)
+                adding = claim.__dict__["adding"] = (command, command_id(command), target,
+                                                     f"{_ADD_FINALIZER}:{target}")
+            if not self.shortcuts or self.world.inflight.get(adding[3]) != adding[1]:  # else the same request is
+                # in flight and step would drop it (a claim is decided once in a pass: no other command in the pass
+                # has its slot)
+                self.emit(adding[0], f"claim {key} has no finalizer", adding[1], adding[2], adding[3])
         source = self.source_for(key, claim)
         why = self.why_pending(claim) if source is None else None  # drives the lookup, whatever the status
-        if slot("update_claim_status", key) in self.world.inflight:
+        if f"update_claim_status:{key}" in self.world.inflight:  # slot(), inlined
             return  # a status write is on its way; its outcome brings the claim back here with fresh state
         if source is not None:
             phase, bound = BOUND, source.ref.name
@@ -317,6 +354,42 @@ class _Decide:
     def bound_claims(self, source: Source) -> tuple[ObjectRef, ...]:
         if source.identity is None or source.deleting:
             return ()
+        world = self.world
+        identity_key = source.identity.key
+        keys = world.claims_by_identity.get(identity_key)
+        if not keys:
+            return ()
+        claims = world.claims
+        name = source.ref.name
+        live = self.live_sources(identity_key)
+        if len(live) == 1:
+            # the common case, one live DataSource for the identity: source_for gives it to every claim of the
+            # identity that is not being deleted (the index lists a claim under its own identity's key)
+            if world.sources[live[0]].ref.name != name:
+                return ()
+            members = [claim for claim in map(claims.__getitem__, keys) if not claim.deleting]
+        else:
+            members = []
+            for key in keys:
+                claim = claims[key]
+                chosen = self.source_for(key, claim)
+                if chosen is not None and chosen.ref.name == name:
+                    members.append(claim)
+        refs = []
+        for claim in members:
+            c = claim.ref
+            if c.api_version != DATA_GROUP_VERSION or c.kind != "DataSourceClaim":
+                c = ObjectRef(api_version=DATA_GROUP_VERSION, kind="DataSourceClaim", name=c.name,
+                              namespace=c.namespace, uid=c.uid)
+            refs.append(c)  # (the claim's own ref when it already reads so: equal fields, equal bytes)
+        refs.sort(key=_by_namespace_name)
+        return tuple(refs)
+
+    def _bound_claims_plain(self, source: Source) -> tuple[ObjectRef, ...]:
+        """:meth:`bound_claims` without its shortcut: every claim of the identity through :meth:`source_for`
+        (what the tests check it against)."""
+        if source.identity is None or source.deleting:
+            return ()
         refs = []
         claims = self.world.claims
         name = source.ref.name
@@ -328,7 +401,7 @@ class _Decide:
                 if c.api_version != DATA_GROUP_VERSION or c.kind != "DataSourceClaim":
                     c = ObjectRef(api_version=DATA_GROUP_VERSION, kind="DataSourceClaim", name=c.name,
                                   namespace=c.namespace, uid=c.uid)
-                refs.append(c)  # (the claim's own ref when it already reads so: equal fields, equal bytes)
+                refs.append(c)
         refs.sort(key=_namespace_name)
         return tuple(refs)
 
@@ -456,23 +529,42 @@ class _Decide:
         plan, desired = self.plan(key, binding)
         if not plan.changed:
             return
+        scheduled = binding.scheduled_clusters
+        reschedule = self.now if desired and scheduled and not desired.isdisjoint(scheduled) else ""
+        # the command, its id, target and slot, memoised on this observation of the binding (the view's
+        # __dict__, as the plan) for the last (desired, reschedule) it was decided with
+        placing = binding.__dict__.get("placing") if self.shortcuts else None
+        if placing is None or placing[0] != desired or placing[1] != reschedule:
+            if desired is None:
+                command = SetBindingPlacement(binding=binding.ref, excluded_clusters=(), injected=False)
+            else:
+                command = SetBindingPlacement(binding=binding.ref, excluded_clusters=tuple(sorted(desired)),
+                                              injected=True, reschedule_at=reschedule)
+            target = command_target(command)
+            placing = binding.__dict__["placing"] = (desired, reschedule, command, command_id(command), target,
+                                                     f"{_SET_BINDING_PLACEMENT}:{target}")
+        _, _, command, cid, target, at = placing
+        if self.shortcuts and self.world.inflight.get(at) == cid:
+            return  # the same request is in flight: step would drop it (one decision per binding in a pass)
         if desired is None:
-            self.emit(SetBindingPlacement(binding=binding.ref, excluded_clusters=(), injected=False),
-                      f"no bound claim for workload {binding.workload}: removing tether's exclusions from {key}")
+            self.emit(command, f"no bound claim for workload {binding.workload}: removing tether's exclusions from "
+                      f"{key}", cid, target, at)
             return
-        misplaced = sorted(desired.intersection(binding.scheduled_clusters))
-        reschedule = self.now if misplaced else ""
-        excluded = sorted(desired)
+        misplaced = sorted(desired.intersection(scheduled))
         self.emit(
-            SetBindingPlacement(binding=binding.ref, excluded_clusters=tuple(excluded), injected=True,
-                                reschedule_at=reschedule),
-            f"workload {binding.workload} must run where its data is: excluding {','.join(excluded) or '<none>'}"
+            command,
+            f"workload {binding.workload} must run where its data is: excluding "
+            f"{','.join(command.excluded_clusters) or '<none>'}"
             + (f"; rescheduling away from {','.join(misplaced)}" if misplaced else ""),
+            cid, target, at,
         )
 
 
 def decide(world: World, record: EventRecord, touched: Touched) -> list[Decision]:
     """Decisions for one event, given the world *after* the event was folded in and what it touched."""
+    if not (touched.claims or touched.sources or touched.bindings or touched.identities or touched.all_claims
+            or touched.all_bindings):
+        return []  # (an echo of a write already folded: a third of the events)
     claims = set(touched.claims)
     sources = set(touched.sources)
     bindings = set(touched.bindings)

@@ -51,13 +51,18 @@ def step(world: World, record: EventRecord) -> list[CommandRecord]:
     out: list[CommandRecord] = []
     for decision in decisions:
         command = decision.command
-        cid = command_id(command)
-        target = command_target(command)
-        if inflight.get(slot(command_name(command), target)) == cid:
+        cid = decision.id
+        if cid:  # computed by the decider
+            target, at = decision.key, decision.slot
+        else:
+            cid = command_id(command)
+            target = command_target(command)
+            at = slot(command_name(command), target)
+        if inflight.get(at) == cid:
             continue
         if isinstance(command, StartTimer) and command.timer_id in timers:
             continue  # armed and not fired yet: starting it again would loop (its success re-touches the subject)
-        note_issued(world, command, cid)
+        note_issued(world, command, cid, command_slot=at)
         out.append(CommandRecord(id=cid, at_ms=record.at_ms, key=target, command=command, causation=cause,
                                  reason=decision.reason, decider=decision.decider))
     return out

@@ -611,9 +611,10 @@ def _touch_target(world: World, target: str, touched: Touched) -> None:
         touched.claims.update(world.claims_by_identity.get(identity_key, ()))
 
 
-def note_issued(world: World, command: Command, command_id: str) -> None:
-    """Remember a command the decider just issued, until its outcome arrives."""
-    world.inflight[slot(command_name(command), command_target(command))] = command_id
+def note_issued(world: World, command: Command, command_id: str, *, command_slot: str = "") -> None:
+    """Remember a command the decider just issued, until its outcome arrives. ``command_slot``: the command's
+    slot when the caller already computed it (``slot(command_name(command), command_target(command))``)."""
+    world.inflight[command_slot or slot(command_name(command), command_target(command))] = command_id
     if isinstance(command, LookupDataLocation):
         world.lookups_in_flight[command.identity.key] = command.attempt
     elif isinstance(command, StartTimer):

@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
+from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tether.adapters import manifests as m
+from tether.adapters.fake_cluster import Harness
 from tether.core import commands as c
 from tether.core import identity as ident
-from tether.core.envelope import rfc3339
+from tether.core import pipeline
+from tether.core.commands import CreateDataSource
+from tether.core.datadependency import Decision, _Decide, decide
+from tether.core.envelope import CommandRecord, EventRecord, encode, rfc3339
+from tether.core.events import CommandFailed, DataLocationResolved, ObjectObserved
+from tether.core.identity import make_identity
 from tether.core.kube import ObjectRef, object_key
+from tether.core.pipeline import _retry_failed, step
+from tether.projections.snapshot import encode_world
+from tether.projections.world import Touched, World, evolve, initial_world, note_issued, slot
 
 REF = ObjectRef(api_version="datadependency.volcano.sh/v1alpha1", kind="DataSourceClaim", name="a", namespace="n",
                 uid="u")
@@ -64,3 +77,125 @@ def test_data_source_name_cache_is_the_plain_function(system: str, type_: str, n
 def test_identity_key() -> None:
     assert ident.make_identity("amoro", "table", "a.b", None).key == "amoro/table/a.b"
     assert IDENTITY.key == "amoro/table/prod.db.T_1?k=v"
+
+
+# --- step's shortcuts: a history with commands in flight, decided with and without them -------------------------
+
+def _history() -> list[EventRecord]:
+    """Claims, bindings and DataSources in bursts (events fed while commands are in flight, so decisions repeat
+    commands already in flight), a reschedule, a migration, two live DataSources for one identity, deletions."""
+    h = Harness()
+    for name in ("c1", "c2", "c3"):
+        h.apply(m.cluster(name))
+    h.apply(m.plugin_configmap({"amoro": m.plugin_entry(mapping={"s3://east/": ["c1", "c2"],
+                                                                 "s3://west/": ["c3"]})}))
+    for table, region in (("t0", "east"), ("t1", "east"), ("t2", "west")):
+        h.cluster.catalog[f"amoro/table/db.{table}"] = f"s3://{region}/db/{table}"
+
+    def burst(raws: list[dict[str, Any]]) -> None:
+        for raw in raws:
+            h.feed(ObjectObserved(obj=h.cluster.put(raw)))
+        h.settle()
+
+    burst([m.resource_binding(w, namespace=ns) for ns in ("n0", "n1") for w in ("w0", "w1")])
+    burst([m.claim(f"k{i}", namespace=ns, table=f"db.t{i % 3}", workload=f"w{i % 2}")
+           for ns in ("n0", "n1") for i in range(6)])
+    burst([m.claim(f"k{i}", namespace="n0", table="db.t0", workload="w1") for i in range(6, 9)])
+    binding = copy.deepcopy(h.obj("ResourceBinding", "n0", "w0-deployment"))
+    assert binding is not None
+    binding["spec"]["clusters"] = [{"name": "c3", "replicas": 1}]  # where t0's data is not: rescheduled
+    burst([binding])
+    h.cluster.catalog["amoro/table/db.t0"] = "s3://west/db/t0/v2"
+    h.feed(DataLocationResolved(identity=make_identity("amoro", "table", "db.t0", None),
+                                location="s3://west/db/t0/v2", trigger="push"), source="catalog")
+    h.settle()
+    other = m.data_source_manifest(CreateDataSource(  # a second DataSource caching t1, made by someone else
+        name="zz-t1-copy", identity=make_identity("amoro", "table", "db.t1", None), cluster_names=("c1",),
+        location="s3://east/db/t1"))
+    burst([other, m.claim("k9", namespace="n1", table="db.t1", workload="w0")])
+    for ns, name in (("n0", "k1"), ("n1", "k2"), ("n0", "k7")):
+        h.delete("DataSourceClaim", ns, name)
+    h.delete("ResourceBinding", "n1", "w1-deployment")
+    return h.events
+
+
+def _plain_step(world: World, record: EventRecord, dropped: list[c.Command]) -> list[CommandRecord]:
+    """``step`` as plain computation: ids, targets and slots computed from each command, nothing precomputed."""
+    touched = evolve(world, record)
+    decisions = decide(world, record, touched)
+    if isinstance(record.event, CommandFailed):
+        decisions = _retry_failed(world, record) + decisions
+    out = []
+    for decision in decisions:
+        command = decision.command
+        cid, target = c.command_id(command), c.command_target(command)
+        if world.inflight.get(slot(c.command_name(command), target)) == cid:
+            dropped.append(command)
+            continue
+        if isinstance(command, c.StartTimer) and command.timer_id in world.timers:
+            continue
+        note_issued(world, command, cid)
+        out.append(CommandRecord(id=cid, at_ms=record.at_ms, key=target, command=command,
+                                 causation=f"{record.partition}:{record.offset}", reason=decision.reason,
+                                 decider=decision.decider))
+    return out
+
+
+def test_step_with_shortcuts_issues_what_the_plain_computation_issues(monkeypatch: pytest.MonkeyPatch) -> None:
+    events = _history()
+    checked = []
+
+    def checking_decide(world: World, record: EventRecord, touched: Touched) -> list[Decision]:
+        decisions = decide(world, record, touched)
+        for d in decisions:  # what the decider precomputed is what step would compute
+            assert (d.id, d.key) == (c.command_id(d.command), c.command_target(d.command))
+            assert d.slot == slot(c.command_name(d.command), d.key)
+        d = _Decide(world, record)
+        for source in world.sources.values():  # bound_claims' shortcut (one live DataSource) is the plain one
+            checked.append(len(world.sources_by_identity.get(source.identity.key, ())) if source.identity else 0)
+            assert d.bound_claims(source) == d._bound_claims_plain(source)
+        return decisions
+
+    fast = initial_world()
+    with monkeypatch.context() as patch:
+        patch.setattr(pipeline, "decide", checking_decide)
+        issued = [encode(r) for e in events for r in step(fast, e)]
+    assert max(checked) == 2  # (both paths of bound_claims were compared)
+
+    plain = initial_world()
+    dropped: list[c.Command] = []
+    with monkeypatch.context() as patch:
+        patch.setattr(_Decide, "shortcuts", False)
+        patch.setattr(_Decide, "bound_claims", _Decide._bound_claims_plain)
+        expected = [encode(r) for e in events for r in _plain_step(plain, e, dropped)]
+    assert issued == expected
+    assert encode_world(fast) == encode_world(plain)
+    # the history does exercise the in-flight shortcut: the plain decider repeated both kinds of commands
+    assert {type(command) for command in dropped} >= {c.AddFinalizer, c.SetBindingPlacement}
+
+
+def test_memoised_commands_are_those_of_their_observation() -> None:
+    """The commands memoised on a claim or binding view (``adding``, ``placing``) are rebuilt when asked anew."""
+    events = _history()
+    world = initial_world()
+    seen = 0
+    for record in events:
+        step(world, record)
+        for claim in world.claims.values():
+            adding = claim.__dict__.get("adding")
+            if adding is not None:
+                seen += 1
+                command = c.AddFinalizer(target=claim.ref, finalizer=c.CLAIM_FINALIZER)
+                target = c.command_target(command)
+                assert adding == (command, c.command_id(command), target, slot("add_finalizer", target))
+        for binding in world.bindings.values():
+            placing = binding.__dict__.get("placing")
+            if placing is not None:
+                seen += 1
+                desired, reschedule, command, cid, target, at = placing
+                assert command == c.SetBindingPlacement(
+                    binding=binding.ref, excluded_clusters=tuple(sorted(desired or ())),
+                    injected=desired is not None, reschedule_at=reschedule)
+                assert (cid, target, at) == (c.command_id(command), c.command_target(command),
+                                             slot("set_binding_placement", target))
+    assert seen
