@@ -43,7 +43,7 @@ from operator import attrgetter
 
 import msgspec
 
-from tether.projections.world import Binding, Claim, Source, Touched, World, slot
+from tether.projections.world import Binding, Claim, Lookup, Source, Touched, World, slot
 
 from .commands import (
     CLAIM_FINALIZER,
@@ -69,7 +69,7 @@ from .envelope import EventRecord, rfc3339
 from .identity import DataIdentity, data_source_name
 from .kube import Condition, ObjectRef, set_condition
 from .placement import PlacementPlan, plan_placement
-from .plugin_config import map_location
+from .plugin_config import PluginConfig, map_location
 
 DECIDER = "data-dependency"
 
@@ -119,12 +119,14 @@ class _Missing(msgspec.Struct, frozen=True):
     message: str
 
 
-def _namespace_name(ref: ObjectRef) -> tuple[str, str]:
-    return ref.namespace, ref.name
+def _creation(name: str, identity: DataIdentity, lookup: Lookup, plugin: PluginConfig,
+              clusters: tuple[str, ...]) -> CreateDataSource:
+    """The DataSource a resolved lookup creates (``resolve`` issues it; ``anticipated`` checks it was not refused)."""
+    return CreateDataSource(name=name, identity=identity, cluster_names=clusters, location=lookup.location,
+                            reclaim_policy=plugin.reclaim_policy)
 
 
-#: ``_namespace_name`` in C (the same tuples, so the same order): claimRefs are sorted by it on every decision of a
-#: DataSource.
+#: claimRefs are sorted by (namespace, name) on every decision of a DataSource; attrgetter makes that tuple in C
 _by_namespace_name = attrgetter("namespace", "name")
 
 
@@ -330,11 +332,10 @@ class _Decide:
             if clusters is None:
                 return _Missing("LocationUnmapped", f"no clusters found for location {lookup.location!r}: no prefix "
                                 f"of plugin {plugin.key!r} locationMapping matches")
-            command = CreateDataSource(name=name, identity=identity, cluster_names=clusters,
-                                       location=lookup.location, reclaim_policy=plugin.reclaim_policy)
-            if command_id(command) in world.rejected:
-                return _Missing("DataSourceCreateFailed",
-                                f"creating DataSource {name} failed: {world.rejected[command_id(command)]}")
+            command = _creation(name, identity, lookup, plugin, clusters)
+            refused = world.rejected.get(command_id(command)) if world.rejected else None
+            if refused is not None:
+                return _Missing("DataSourceCreateFailed", f"creating DataSource {name} failed: {refused}")
             self.emit(command, f"{key} lives at {lookup.location} → clusters {','.join(clusters)}: caching it")
             return _Missing("CreatingDataSource", f"creating DataSource {name} for location {lookup.location}")
         # not found, or failed: retry on a timer (a table may be created later; a catalog may come back)
@@ -352,19 +353,26 @@ class _Decide:
     # --- data sources -------------------------------------------------------------------------------------
 
     def bound_claims(self, source: Source) -> tuple[ObjectRef, ...]:
+        """The refs of the claims ``source_for`` gives ``source``, sorted by namespace and name (its claimRefs)."""
+        return self._bound_claims(source, shortcut=True)
+
+    def _bound_claims_plain(self, source: Source) -> tuple[ObjectRef, ...]:
+        """:meth:`bound_claims` without its shortcut (what the tests check it against)."""
+        return self._bound_claims(source, shortcut=False)
+
+    def _bound_claims(self, source: Source, *, shortcut: bool) -> tuple[ObjectRef, ...]:
+        """``shortcut``: with one live DataSource for the identity, ``source_for`` gives it to every claim of the
+        identity that is not being deleted (the index lists a claim under its own identity's key), so the claims
+        are taken without asking it for each (the tests compare both ways)."""
         if source.identity is None or source.deleting:
             return ()
         world = self.world
         identity_key = source.identity.key
-        keys = world.claims_by_identity.get(identity_key)
-        if not keys:
-            return ()
+        keys = world.claims_by_identity.get(identity_key, ())
         claims = world.claims
         name = source.ref.name
-        live = self.live_sources(identity_key)
+        live = self.live_sources(identity_key) if shortcut and self.shortcuts and keys else ()
         if len(live) == 1:
-            # the common case, one live DataSource for the identity: source_for gives it to every claim of the
-            # identity that is not being deleted (the index lists a claim under its own identity's key)
             if world.sources[live[0]].ref.name != name:
                 return ()
             members = [claim for claim in map(claims.__getitem__, keys) if not claim.deleting]
@@ -383,26 +391,6 @@ class _Decide:
                               namespace=c.namespace, uid=c.uid)
             refs.append(c)  # (the claim's own ref when it already reads so: equal fields, equal bytes)
         refs.sort(key=_by_namespace_name)
-        return tuple(refs)
-
-    def _bound_claims_plain(self, source: Source) -> tuple[ObjectRef, ...]:
-        """:meth:`bound_claims` without its shortcut: every claim of the identity through :meth:`source_for`
-        (what the tests check it against)."""
-        if source.identity is None or source.deleting:
-            return ()
-        refs = []
-        claims = self.world.claims
-        name = source.ref.name
-        for key in self.world.claims_by_identity.get(source.identity.key, ()):
-            claim = claims[key]
-            chosen = self.source_for(key, claim)
-            if chosen is not None and chosen.ref.name == name:
-                c = claim.ref
-                if c.api_version != DATA_GROUP_VERSION or c.kind != "DataSourceClaim":
-                    c = ObjectRef(api_version=DATA_GROUP_VERSION, kind="DataSourceClaim", name=c.name,
-                                  namespace=c.namespace, uid=c.uid)
-                refs.append(c)
-        refs.sort(key=_namespace_name)
         return tuple(refs)
 
     def source(self, name: str) -> None:
@@ -501,9 +489,8 @@ class _Decide:
             name = data_source_name(identity)
             if name not in world.sources:
                 clusters = map_location(plugin.location_mapping, lookup.location)
-                if clusters is not None and world.rejected and command_id(CreateDataSource(
-                        name=name, identity=identity, cluster_names=clusters, location=lookup.location,
-                        reclaim_policy=plugin.reclaim_policy)) in world.rejected:
+                if clusters is not None and world.rejected and \
+                        command_id(_creation(name, identity, lookup, plugin, clusters)) in world.rejected:
                     clusters = None
         cache[key] = clusters
         return clusters
