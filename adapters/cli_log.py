@@ -11,8 +11,8 @@ from typing import Literal
 import click
 from rich.console import Console
 
-from tether.adapters.log import EventLog, Position, Record, Stream
-from tether.adapters.log_url import aclosing_iter, open_log
+from tether.adapters.log import EventLog, Position, Record, Stream, aclosing_iter
+from tether.adapters.log_url import open_log
 from tether.adapters.render import line
 from tether.core.envelope import EventRecord, encode
 

@@ -21,13 +21,15 @@ transaction); Kafka produces first (acks=all) and commits offsets second, and ne
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from typing import Literal, Protocol
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Literal, Protocol, TypeVar
 
 import msgspec
 
 from tether.core.envelope import CommandRecord, EventRecord
 
+T = TypeVar("T")
 Stream = Literal["events", "commands"]
 Position = dict[int, int]
 Record = EventRecord | CommandRecord
@@ -96,3 +98,77 @@ class EventLog(Protocol):
     async def load_snapshot(self, name: str) -> Snapshot | None: ...
 
     async def close(self) -> None: ...
+
+
+class Chunk(Protocol):
+    """Records of one stream for a bulk reader that uses each once (a replay, a bench): see :func:`scan`.
+
+    Iterate it once. ``rows`` counts the stored records it covers and ``last_offset`` is the offset of the last of
+    them (0 for an empty chunk), corrupt ones included; ``decoded``, once iterated, how many records it yielded."""
+
+    rows: int
+    last_offset: int
+
+    @property
+    def decoded(self) -> int: ...
+
+    def __iter__(self) -> Iterator[Record]: ...
+
+
+class RecordList:
+    """A :class:`Chunk` over records already decoded (a backend without a native scan)."""
+
+    __slots__ = ("last_offset", "records", "rows")
+
+    def __init__(self, records: Sequence[Record]) -> None:
+        self.records = records
+        self.rows = len(records)
+        self.last_offset = records[-1].offset if records else 0
+
+    @property
+    def decoded(self) -> int:
+        return self.rows
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.records)
+
+
+class Scannable(Protocol):
+    def scan(
+        self, stream: Stream, *, after: Position | None = None, until_offset: int | None = None,
+        until_ms: int | None = None,
+    ) -> AsyncIterator[Chunk]: ...
+
+
+async def scan(
+    log: EventLog, stream: Stream, *, after: Position | None = None, until_offset: int | None = None,
+    until_ms: int | None = None,
+) -> AsyncIterator[Chunk]:
+    """The records :meth:`EventLog.read` gives, for a reader that uses each record once, in order.
+
+    A backend that can (``SqliteLog.scan``) hands out small chunks of stored rows and decodes each record only
+    when the iteration reaches it, so a replay folds a record while it is still in the CPU's cache instead of
+    decoding thousands first (measured on the replay bench: decode + fold of a whole log ~1.5x faster). Others
+    fall back to ``read``'s decoded batches."""
+    native: Scannable | None = log if hasattr(log, "scan") else None  # type: ignore[assignment]
+    if native is not None:
+        chunks = native.scan(stream, after=after, until_offset=until_offset, until_ms=until_ms)
+        async with aclosing_iter(chunks):
+            async for chunk in chunks:
+                yield chunk
+        return
+    async with aclosing_iter(log.read(stream, after=after, until_offset=until_offset, until_ms=until_ms)) as batches:
+        async for batch in batches:
+            yield RecordList(batch)
+
+
+@asynccontextmanager
+async def aclosing_iter(iterator: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
+    """``contextlib.aclosing`` for the Protocol's ``AsyncIterator`` results (closed if they are generators):
+    breaking out of ``read``/``consume`` early releases the backend's connection at once, not at GC."""
+    try:
+        yield iterator
+    finally:
+        close = getattr(iterator, "aclose", None)
+        if close is not None:
+            await close()

@@ -29,8 +29,7 @@ from rich.progress import (
 )
 
 from tether.adapters.cli_log import console, open_for_cli
-from tether.adapters.log import EventLog, Stream
-from tether.adapters.log_url import aclosing_iter
+from tether.adapters.log import EventLog, Stream, aclosing_iter
 
 STREAMS: tuple[Stream, ...] = ("events", "commands")
 SNAPSHOT_NAME = "world"

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
 from tether.adapters.log import EventLog
@@ -26,20 +24,6 @@ from tether.adapters.sqlite_log import SqliteLog
 
 #: scheme → "module:Class" whose ``from_url(url)`` opens the log (sync or async).
 BACKENDS: dict[str, str] = {"kafka": "tether.adapters.kafka_log:KafkaLog"}
-
-T = TypeVar("T")
-
-
-@asynccontextmanager
-async def aclosing_iter(iterator: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
-    """``contextlib.aclosing`` for the Protocol's ``AsyncIterator`` results (closed if they are generators):
-    breaking out of ``read``/``consume`` early releases the backend's connection at once, not at GC."""
-    try:
-        yield iterator
-    finally:
-        close = getattr(iterator, "aclose", None)
-        if close is not None:
-            await close()
 
 
 def sqlite_path(url: str) -> tuple[str, dict[str, str]]:

@@ -21,7 +21,7 @@ import asyncio
 import gc
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
@@ -33,8 +33,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tether.adapters.cli_log import console, open_for_cli
-from tether.adapters.log import EventLog, Record, Snapshot, Stream
-from tether.adapters.log_url import aclosing_iter
+from tether.adapters.log import EventLog, Record, Snapshot, Stream, aclosing_iter, scan
 from tether.adapters.render import line, type_name
 from tether.core.envelope import CommandRecord, EventRecord, parse_rfc3339_ms, rfc3339
 from tether.core.pipeline import step
@@ -104,7 +103,7 @@ class _Issued:
 
     def __init__(self, log: EventLog, after: int) -> None:
         self.after = after
-        self.batches = log.read("commands")
+        self.batches = scan(log, "commands")
         self.pending: list[tuple[int, CommandRecord]] = []  # (offset of the causing event, command)
         self.exhausted = False
 
@@ -122,12 +121,12 @@ class _Issued:
             if keep or self.exhausted:
                 return out
             try:
-                batch: list[CommandRecord] = await anext(self.batches)  # type: ignore[assignment]
+                chunk: Iterable[CommandRecord] = await anext(self.batches)  # type: ignore[assignment]
             except StopAsyncIteration:
                 self.exhausted = True
                 continue
             after = self.after
-            self.pending = [(cause, command) for command in batch
+            self.pending = [(cause, command) for command in chunk
                             if (cause := _cause_offset(command.causation)) is not None and cause > after]
 
     async def aclose(self) -> None:
@@ -151,23 +150,24 @@ async def replay(log: EventLog, *, until_offset: int | None = None, until_ms: in
     count, last = 0, offset
     issued = _Issued(log, offset) if fold is None else None
     try:
-        async with aclosing_iter(log.read("events", after={0: offset} if offset else None,
-                                          until_offset=until_offset, until_ms=until_ms)) as batches:
-            async for batch in batches:
+        async with aclosing_iter(scan(log, "events", after={0: offset} if offset else None,
+                                      until_offset=until_offset, until_ms=until_ms)) as chunks:
+            async for chunk in chunks:  # records decoded as they are folded (adapters.log.scan)
                 if issued is None:
                     assert fold is not None
-                    for record in batch:
+                    for record in chunk:
                         fold(world, record)  # type: ignore[arg-type]
                 else:
-                    caused = await issued.through(batch[-1].offset)
-                    fold_batch(world, batch, caused)  # type: ignore[arg-type]
-                    for late in caused.values():  # caused by an event before this batch (out of order)
+                    caused = await issued.through(chunk.last_offset)
+                    fold_batch(world, chunk, caused)  # type: ignore[arg-type]
+                    for late in caused.values():  # caused by an event before this chunk (out of order)
                         for command in late:
                             note_issued(world, command.command, command.id)
-                count += len(batch)
-                last = batch[-1].offset
+                count += chunk.decoded
+                if chunk.rows:
+                    last = chunk.last_offset
                 if on_progress is not None:
-                    on_progress(len(batch))
+                    on_progress(chunk.rows)
     finally:
         if issued is not None:
             await issued.aclose()

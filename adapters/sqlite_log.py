@@ -63,7 +63,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -181,6 +181,41 @@ class _Tail:
         return rows[i : i + limit]
 
 
+class _Decoding:
+    """A chunk of stored rows, decoded one at a time as it is iterated (:meth:`SqliteLog.scan`): an
+    ``adapters.log.Chunk``. Corrupt rows are skipped and kept in ``corrupt`` (or raise :class:`CorruptRecord`
+    when ``strict``)."""
+
+    __slots__ = ("corrupt", "decode", "last_offset", "rows", "stored", "stream", "strict")
+
+    def __init__(self, stream: Stream, rows: list[tuple[int, bytes]], decode: Callable[[bytes], Record], *,
+                 strict: bool) -> None:
+        self.stream = stream
+        self.stored = rows
+        self.decode = decode
+        self.strict = strict
+        self.rows = len(rows)
+        self.last_offset = rows[-1][0] if rows else 0
+        self.corrupt: list[tuple[int, bytes, Exception]] = []
+
+    def __iter__(self) -> Iterator[Record]:
+        decode = self.decode
+        for offset, body in self.stored:
+            try:
+                record = decode(body)
+            except (msgspec.MsgspecError, ValueError, TypeError) as exc:
+                if self.strict:
+                    raise CorruptRecord(self.stream, offset, f"{type(exc).__name__}: {exc}") from exc
+                self.corrupt.append((offset, body, exc))
+                continue
+            record.offset = offset
+            yield record
+
+    @property
+    def decoded(self) -> int:
+        return self.rows - len(self.corrupt)
+
+
 class SqliteLog:
     """:class:`~tether.adapters.log.EventLog` on one SQLite file. Open with :meth:`open` (or ``open_log``)."""
 
@@ -200,6 +235,7 @@ class SqliteLog:
         self._tails = {stream: _Tail(tail_size) for stream in STREAMS}
         self._readers: set[aiosqlite.Connection] = set()
         self._closed = False
+        self.yield_every = 16  # scan: chunks between two turns of the event loop
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
@@ -533,6 +569,58 @@ class SqliteLog:
                         with contextlib.suppress(Exception):
                             await ahead
             await conn.execute("COMMIT")
+
+    async def scan(
+        self, stream: Stream, *, after: Position | None = None, until_offset: int | None = None,
+        until_ms: int | None = None, chunk: int = 256,
+    ) -> AsyncIterator[_Decoding]:
+        """What :meth:`read` returns, as chunks of ``chunk`` stored rows decoded one by one while iterated
+        (``adapters.log.scan``): for a bulk reader that uses each record once, right away (a replay).
+
+        Two differences from ``read`` make a replay ~1.5x faster (ops/bench/replay.py):
+
+        * *Locality.* ``read`` decodes a whole batch before its caller sees the first record, so a fold meets
+          records long evicted from the CPU's caches; here a record is decoded just before it is used, and a chunk
+          of rows (~350 kB) stays in the cache.
+        * *No reader thread.* The rows are fetched on the calling thread, with its own connection, in one read
+          transaction. ``read``'s read-ahead on aiosqlite's thread does not overlap with the caller's work as
+          one would hope: the thread needs the GIL for every row it builds, and waits up to the interpreter's
+          switch interval for it while the caller computes. A chunk is fetched in well under a millisecond,
+          and the event loop runs between every ``yield_every`` chunks, so its other tasks are not starved.
+
+        Corrupt records are handled as by ``read`` (dead-lettered once the chunk was iterated, or raised)."""
+        stream = _check_stream(stream)
+        start = (after or {}).get(0, 0)
+        decode: Callable[[bytes], Record] = decode_event if stream == "events" else decode_command
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA busy_timeout = 10000")
+            conn.execute("PRAGMA mmap_size = 1073741824")  # as _reader
+            conn.execute("BEGIN")  # one snapshot for the bound query and the scan
+            bound = until_offset
+            if until_ms is not None:
+                row = conn.execute(f"SELECT min(offset) FROM {stream} WHERE at_ms > ?", (until_ms,)).fetchone()
+                if row is not None and row[0] is not None:  # as _bound_for_ms
+                    bound = int(row[0]) - 1 if bound is None else min(bound, int(row[0]) - 1)
+            sql = f"SELECT offset, CAST(body AS BLOB) FROM {stream} WHERE offset > ?"
+            params: tuple[int, ...] = (start,)
+            if bound is not None:
+                sql += " AND offset <= ?"
+                params += (bound,)
+            cursor = conn.execute(sql + " ORDER BY offset", params)
+            strict = self.on_corrupt == "raise"
+            served = 0
+            while rows := cursor.fetchmany(chunk):
+                decoding = _Decoding(stream, rows, decode, strict=strict)
+                yield decoding
+                for offset, body, exc in decoding.corrupt:
+                    await self._corrupt(stream, offset, body, exc)
+                served += 1
+                if served % self.yield_every == 0:
+                    await asyncio.sleep(0)
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
 
     async def follow(
         self, stream: Stream, *, after: Position | None = None, batch_size: int = 512, follow: bool = True

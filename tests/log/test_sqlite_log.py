@@ -1,4 +1,4 @@
-"""SqliteLog: append/read/consume/commit, atomicity, resume, wake-ups, bounds, corrupt records, snapshots."""
+"""SqliteLog: append/read/scan/consume/commit, atomicity, resume, wake-ups, bounds, corrupt records, snapshots."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.adapters.log import Batch, Snapshot
+from tether.adapters.log import Batch, Snapshot, scan
 from tether.adapters.log_url import open_log, sqlite_path
 from tether.adapters.sqlite_log import CorruptRecord, SqliteLog
 from tether.core.commands import AddFinalizer, command_id
@@ -38,11 +38,23 @@ def command(name: str, causation: str) -> CommandRecord:
                          command=cmd, causation=causation, reason="claims carry the finalizer", decider="claims")
 
 
-async def collect(log: SqliteLog, stream: str = "events", **kw: object) -> list[EventRecord | CommandRecord]:
+async def collect(log: SqliteLog, stream: str = "events", *, via: str = "read", **kw: object
+                  ) -> list[EventRecord | CommandRecord]:
+    """The records ``read`` returns, or (``via="scan"``) those ``scan`` yields, which must be the same."""
     out: list[EventRecord | CommandRecord] = []
+    if via == "scan":
+        kw.pop("batch_size", None)
+        async for chunk in log.scan(stream, **kw):  # type: ignore[arg-type]
+            out += chunk
+        return out
     async for batch in log.read(stream, **kw):  # type: ignore[arg-type]
         out += batch
     return out
+
+
+@pytest.fixture(params=["read", "scan"])
+def via(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 @pytest.fixture
@@ -78,15 +90,50 @@ async def test_append_stamps_missing_time_and_drops_foreign_offsets(log: SqliteL
     assert read.offset == 1 and read.at_ms == stored.at_ms
 
 
-async def test_read_bounds_after_until_offset_and_until_ms(log: SqliteLog) -> None:
+async def test_read_bounds_after_until_offset_and_until_ms(log: SqliteLog, via: str) -> None:
     await log.append("events", [event(f"e{i}", at_ms=1000 * i) for i in range(1, 11)])
-    assert [r.offset for r in await collect(log, after={0: 3}, until_offset=6)] == [4, 5, 6]
-    assert [r.offset for r in await collect(log, until_ms=4500)] == [1, 2, 3, 4]
-    assert [r.offset for r in await collect(log, until_ms=4500, until_offset=2)] == [1, 2]
+    assert [r.offset for r in await collect(log, via=via, after={0: 3}, until_offset=6)] == [4, 5, 6]
+    assert [r.offset for r in await collect(log, via=via, until_ms=4500)] == [1, 2, 3, 4]
+    assert [r.offset for r in await collect(log, via=via, until_ms=4500, until_offset=2)] == [1, 2]
     # a prefix of the log: a later record with an earlier clock is not pulled in
     await log.append("events", [event("late", at_ms=500)])
-    assert [r.offset for r in await collect(log, until_ms=4500)] == [1, 2, 3, 4]
-    assert len(await collect(log, batch_size=3)) == 11
+    assert [r.offset for r in await collect(log, via=via, until_ms=4500)] == [1, 2, 3, 4]
+    assert len(await collect(log, via=via, batch_size=3)) == 11
+    assert await collect(log, via=via) == await collect(log)
+
+
+async def test_scan_decodes_each_chunk_while_it_is_iterated_and_lets_the_event_loop_run(log: SqliteLog) -> None:
+    await log.append("events", [event(f"e{i}") for i in range(10)])
+    log.yield_every = 1
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    seen, sizes = [], []
+    async with aclosing(log.scan("events", chunk=4)) as chunks:
+        async for chunk in chunks:
+            assert chunk.decoded == chunk.rows  # nothing corrupt: the count is the rows' before iterating, too
+            sizes.append((chunk.rows, chunk.last_offset))
+            seen += [r.offset for r in chunk]
+    task.cancel()
+    assert seen == list(range(1, 11)) and sizes == [(4, 4), (4, 8), (2, 10)]
+    assert ticks >= 2  # the other task ran between chunks
+
+
+async def test_scan_through_a_log_without_it_falls_back_to_read(log: SqliteLog) -> None:
+    class ReadOnly:  # an EventLog that only reads (a Kafka log has no scan)
+        def read(self, stream, **kw):  # type: ignore[no-untyped-def]
+            return log.read(stream, **kw)
+
+    await log.append("events", [event(f"e{i}") for i in range(3)])
+    chunks = [chunk async for chunk in scan(ReadOnly(), "events", after={0: 1})]  # type: ignore[arg-type]
+    assert [(c.rows, c.decoded, c.last_offset) for c in chunks] == [(2, 2, 3)]
+    assert [r.offset for r in chunks[0]] == [2, 3]
 
 
 async def test_consume_then_commit_is_atomic_and_resumes_after_reopen(tmp_path: Path) -> None:
@@ -189,12 +236,14 @@ def corrupt(path: Path, offset: int, body: str) -> None:
         db.execute("UPDATE events SET body = ? WHERE offset = ?", (body, offset))
 
 
-async def test_corrupt_records_are_dead_lettered_and_skipped(tmp_path: Path) -> None:
+async def test_corrupt_records_are_dead_lettered_and_skipped(tmp_path: Path, via: str) -> None:
     path = tmp_path / "log.db"
     log = await SqliteLog.open(path)
     await log.append("events", [event("a"), event("b"), event("c")])
     corrupt(path, 2, '{"at_ms": 1, "source": "watch"')
-    assert [r.offset for r in await collect(log)] == [1, 3]
+    assert [r.offset for r in await collect(log, via=via)] == [1, 3]
+    [chunk] = [c async for c in log.scan("events")]
+    assert [r.offset for r in chunk] == [1, 3] and (chunk.rows, chunk.decoded, chunk.last_offset) == (3, 2, 3)
     batches = [b async for b in log.consume("events", consumer="c", follow=False)]
     assert [r.offset for b in batches for r in b.records] == [1, 3]
     [dead] = await log.dead_letters()  # recorded once, however often it is read
@@ -203,25 +252,25 @@ async def test_corrupt_records_are_dead_lettered_and_skipped(tmp_path: Path) -> 
     await log.close()
 
 
-async def test_corrupt_records_raise_when_configured(tmp_path: Path) -> None:
+async def test_corrupt_records_raise_when_configured(tmp_path: Path, via: str) -> None:
     path = tmp_path / "log.db"
     log = await SqliteLog.open(path, on_corrupt="raise")
     await log.append("events", [event("a"), event("b")])
     corrupt(path, 2, '{"at_ms": 1, "source": "watch", "key": "k", "event": {"type": "NoSuchEvent"}}')
     with pytest.raises(CorruptRecord) as err:
-        await collect(log)
+        await collect(log, via=via)
     assert (err.value.stream, err.value.offset) == ("events", 2)
     assert await log.dead_letters() == []
     await log.close()
 
 
-async def test_newer_schema_is_a_corrupt_record_not_a_crash(tmp_path: Path) -> None:
+async def test_newer_schema_is_a_corrupt_record_not_a_crash(tmp_path: Path, via: str) -> None:
     path = tmp_path / "log.db"
     log = await SqliteLog.open(path)
     await log.append("events", [event("a")])
     with sqlite3.connect(path) as db:
         db.execute("UPDATE events SET body = json_set(body, '$.schema', 99) WHERE offset = 1")
-    assert await collect(log) == []
+    assert await collect(log, via=via) == []
     [dead] = await log.dead_letters()
     assert "newer than this tether" in dead.reason
     await log.close()
