@@ -198,9 +198,9 @@ class _Scan:
 
     async def _all(self, stream: Stream, keep: Callable[[Record], bool], until: int | None = None) -> list[Record]:
         out: list[Record] = []
-        async with aclosing_iter(self.log.read(stream, until_offset=until)) as batches:
-            async for batch in batches:
-                out += [r for r in batch if keep(r)]
+        async with aclosing_iter(scan(self.log, stream, until_offset=until)) as chunks:
+            async for chunk in chunks:
+                out += [r for r in chunk if keep(r)]
         return out
 
     async def records_by_key(self, stream: Stream, key: str, *, until_offset: int | None = None) -> list[Record]:
@@ -313,9 +313,9 @@ async def diff(log: EventLog, *, until_offset: int | None = None, until_ms: int 
     begin = await _start(log, use_snapshot, until_offset, until_ms)
     start = begin[1]
     recorded: dict[str, list[CommandRecord]] = defaultdict(list)
-    async with aclosing_iter(log.read("commands")) as batches:
-        async for batch in batches:
-            for command in batch:
+    async with aclosing_iter(scan(log, "commands")) as chunks:
+        async for chunk in chunks:
+            for command in chunk:
                 recorded[command.causation].append(command)  # type: ignore[arg-type]
     differences: list[Difference] = []
 

@@ -62,7 +62,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from tether.adapters.log import Batch, EventLog, Snapshot
+from tether.adapters.log import Batch, EventLog, Snapshot, aclosing_iter, scan
 from tether.adapters.metrics import Metrics
 from tether.adapters.timers import TimerService
 from tether.core.commands import (
@@ -175,11 +175,12 @@ class Runtime:
         if until is not None and (after is None or after.get(0, -1) < until):
             done = 0
             total = until - (after or {}).get(0, 0)
-            async for records in self.log.read("events", after=after, until_offset=until):
-                for record in records:
-                    assert isinstance(record, EventRecord)
-                    step(self.world, record)  # rebuilds in-flight bookkeeping; its commands were committed
-                done += len(records)
+            async with aclosing_iter(scan(self.log, "events", after=after, until_offset=until)) as chunks:
+                async for chunk in chunks:
+                    for record in chunk:
+                        assert isinstance(record, EventRecord)
+                        step(self.world, record)  # rebuilds in-flight bookkeeping; its commands were committed
+                    done += chunk.rows
                 if progress is not None:
                     progress(done, total)
         if self.timers is not None:
