@@ -6,13 +6,14 @@ import asyncio
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import suppress
+from pathlib import Path
 from typing import Literal
 
 import click
 from rich.console import Console
 
 from tether.adapters.log import EventLog, Position, Record, Stream, aclosing_iter
-from tether.adapters.log_url import open_log
+from tether.adapters.log_url import open_log, sqlite_path
 from tether.adapters.render import line
 from tether.core.envelope import EventRecord, encode
 
@@ -24,12 +25,23 @@ def console() -> Console:
     return Console(soft_wrap=True, highlight=False)
 
 
-async def open_for_cli(url: str) -> EventLog:
-    """``open_log`` with its refusals (bad URL, unknown scheme or option) shown as a usage error."""
+async def open_for_cli(url: str, *, existing: bool = True) -> EventLog:
+    """``open_log`` with its refusals (bad URL, unknown scheme or option) shown as a usage error. With
+    ``existing``, a SQLite log must already exist: opening creates the file, and a mistyped path would otherwise
+    replay an empty log that was never there."""
     try:
+        if existing:
+            _require_file(url)
         return await open_log(url)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="LOG") from exc
+
+
+def _require_file(url: str) -> None:
+    if url.startswith("sqlite:") or "://" not in url:
+        path = Path(sqlite_path(url)[0])
+        if not path.exists():
+            raise ValueError(f"no log at {path} (a tether log is the SQLite file of `tether run --log`)")
 
 
 def _streams(choice: str) -> Sequence[Stream]:

@@ -76,7 +76,7 @@ async def copy_log(source: EventLog, target: EventLog, *, out: Console | None = 
 async def _copy(source_url: str, target_url: str, force: bool, out: Console) -> dict[str, int]:
     source = await open_for_cli(source_url)
     try:
-        target = await open_for_cli(target_url)
+        target = await open_for_cli(target_url, existing=False)
         try:
             return await copy_log(source, target, out=out, force=force)
         finally:

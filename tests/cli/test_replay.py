@@ -138,6 +138,16 @@ def test_explain_of_an_unknown_object(built: tuple[Path, Simulation]) -> None:
     assert "no record about DataSourceClaim/nowhere/nothing" in result.output
 
 
+@pytest.mark.parametrize("command", [["replay"], ["replay", "--diff"], ["log", "tail"]])
+def test_a_missing_log_file_is_a_usage_error_and_is_not_created(tmp_path: Path, command: list[str]) -> None:
+    missing = tmp_path / "typo.db"
+    for url in (str(missing), f"sqlite://{missing}"):
+        result = CliRunner().invoke(main, [*command, url])
+        assert result.exit_code == 2, result.output
+        assert "no log at" in result.output and "typo.db" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_diff_of_an_untouched_log_finds_nothing(built: tuple[Path, Simulation]) -> None:
     path, sim = built
     result = run(str(path), "--diff")
