@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 
 from tether.adapters.log import EventLog, Position, Record, Stream, aclosing_iter
-from tether.adapters.log_url import open_log, sqlite_path
+from tether.adapters.log_url import is_sqlite, open_log, sqlite_path
 from tether.adapters.render import line
 from tether.core.envelope import EventRecord, encode
 
@@ -38,7 +38,7 @@ async def open_for_cli(url: str, *, existing: bool = True) -> EventLog:
 
 
 def _require_file(url: str) -> None:
-    if url.startswith("sqlite:") or "://" not in url:
+    if is_sqlite(url):
         path = Path(sqlite_path(url)[0])
         if not path.exists():
             raise ValueError(f"no log at {path} (a tether log is the SQLite file of `tether run --log`)")

@@ -40,10 +40,14 @@ def sqlite_path(url: str) -> tuple[str, dict[str, str]]:
     return path, options
 
 
+def is_sqlite(url: str) -> bool:
+    """Whether ``url`` names a SQLite log (a ``sqlite:`` URL or a bare path)."""
+    return url.startswith("sqlite:") or "://" not in url
+
+
 async def open_log(url: str) -> EventLog:
     """Open the log named by ``url`` (module docstring)."""
-    scheme = url.split(":", 1)[0] if "://" in url or url.startswith("sqlite:") else ""
-    if scheme in ("", "sqlite"):
+    if is_sqlite(url):
         path, options = sqlite_path(url)
         unknown = set(options) - {"poll_interval", "on_corrupt", "synchronous"}
         if unknown:
@@ -56,6 +60,7 @@ async def open_log(url: str) -> EventLog:
         if "synchronous" in options:
             kwargs["synchronous"] = options["synchronous"]
         return await SqliteLog.open(path, **kwargs)
+    scheme = url.split(":", 1)[0]
     target = BACKENDS.get(scheme)
     if target is None:
         raise ValueError(f"unknown log URL scheme {scheme!r} (sqlite, {', '.join(sorted(BACKENDS))})")

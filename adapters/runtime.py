@@ -181,8 +181,8 @@ class Runtime:
                         assert isinstance(record, EventRecord)
                         step(self.world, record)  # rebuilds in-flight bookkeeping; its commands were committed
                     done += chunk.rows
-                if progress is not None:
-                    progress(done, total)
+                    if progress is not None:
+                        progress(done, total)
         if self.timers is not None:
             for timer_id, timer in sorted(self.world.timers.items()):
                 self.timers.arm(StartTimer(timer_id=timer_id, fire_at_ms=timer.fire_at_ms, purpose=timer.purpose,

@@ -181,6 +181,34 @@ class _Tail:
         return rows[i : i + limit]
 
 
+def _decoder(stream: Stream) -> Callable[[bytes], Record]:
+    return decode_event if stream == "events" else decode_command
+
+
+def _reason(exc: Exception) -> str:
+    """Why a stored record is corrupt, as dead letters and :class:`CorruptRecord` say it."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+#: The first offset appended after a time (``.format(stream=...)``); a time bound is the offset just before it.
+_FIRST_AFTER_MS = "SELECT min(offset) FROM {stream} WHERE at_ms > ?"
+
+
+def _bound_before(row: Any) -> int | None:
+    """The offset bound of a time from the ``_FIRST_AFTER_MS`` row (None: every record is old enough)."""
+    return None if row is None or row[0] is None else int(row[0]) - 1
+
+
+def _range_query(stream: Stream, start: int, until_offset: int | None, by_time: int | None
+                 ) -> tuple[str, tuple[int, ...]]:
+    """The query (and parameters) of the rows after ``start`` up to both bounds, in order (``read`` and ``scan``)."""
+    bounds = [b for b in (until_offset, by_time) if b is not None]
+    sql = f"SELECT offset, CAST(body AS BLOB) FROM {stream} WHERE offset > ?"
+    if not bounds:
+        return sql + " ORDER BY offset", (start,)
+    return sql + " AND offset <= ? ORDER BY offset", (start, min(bounds))
+
+
 class _Decoding:
     """A chunk of stored rows, decoded one at a time as it is iterated (:meth:`SqliteLog.scan`): an
     ``adapters.log.Chunk``. Corrupt rows are skipped and kept in ``corrupt`` (or raise :class:`CorruptRecord`
@@ -205,7 +233,7 @@ class _Decoding:
                 record = decode(body)
             except (msgspec.MsgspecError, ValueError, TypeError) as exc:
                 if self.strict:
-                    raise CorruptRecord(self.stream, offset, f"{type(exc).__name__}: {exc}") from exc
+                    raise CorruptRecord(self.stream, offset, _reason(exc)) from exc
                 self.corrupt.append((offset, body, exc))
                 continue
             record.offset = offset
@@ -505,21 +533,14 @@ class SqliteLog:
 
     async def _decode_rows(self, stream: Stream, rows: list[Any]) -> list[Record]:
         """Decode ``(offset, body)`` rows; corrupt ones are dead-lettered or raise (``on_corrupt``)."""
-        decode: Callable[[bytes], Record] = decode_event if stream == "events" else decode_command
-        out: list[Record] = []
-        append = out.append
-        for offset, body in rows:
-            try:
-                record = decode(body)
-            except (msgspec.MsgspecError, ValueError, TypeError) as exc:
-                await self._corrupt(stream, offset, body, exc)
-                continue
-            record.offset = offset
-            append(record)
+        decoding = _Decoding(stream, rows, _decoder(stream), strict=False)
+        out = list(decoding)
+        for offset, body, exc in decoding.corrupt:
+            await self._corrupt(stream, offset, body, exc)
         return out
 
     async def _corrupt(self, stream: Stream, offset: int, body: bytes | str, exc: Exception) -> None:
-        reason = f"{type(exc).__name__}: {exc}"
+        reason = _reason(exc)
         if self.on_corrupt == "raise":
             raise CorruptRecord(stream, offset, reason) from exc
         log.warning("skipping corrupt record %s:%s (%s); see the dead_letters table", stream, offset, reason)
@@ -528,9 +549,8 @@ class SqliteLog:
 
     async def _bound_for_ms(self, conn: aiosqlite.Connection, stream: Stream, until_ms: int) -> int | None:
         """The last offset of the prefix of the stream appended at or before ``until_ms`` (None: no bound)."""
-        async with conn.execute(f"SELECT min(offset) FROM {stream} WHERE at_ms > ?", (until_ms,)) as cur:
-            row = await cur.fetchone()
-        return None if row is None or row[0] is None else int(row[0]) - 1
+        async with conn.execute(_FIRST_AFTER_MS.format(stream=stream), (until_ms,)) as cur:
+            return _bound_before(await cur.fetchone())
 
     async def read(
         self, stream: Stream, *, after: Position | None = None, until_offset: int | None = None,
@@ -544,17 +564,8 @@ class SqliteLog:
         start = (after or {}).get(0, 0)
         async with self._reader() as conn:
             await conn.execute("BEGIN")  # one snapshot for the bound query and the scan
-            bound = until_offset
-            if until_ms is not None:
-                by_time = await self._bound_for_ms(conn, stream, until_ms)
-                if by_time is not None:
-                    bound = by_time if bound is None else min(bound, by_time)
-            sql = f"SELECT offset, CAST(body AS BLOB) FROM {stream} WHERE offset > ?"
-            params: tuple[int, ...] = (start,)
-            if bound is not None:
-                sql += " AND offset <= ?"
-                params += (bound,)
-            async with conn.execute(sql + " ORDER BY offset", params) as cur:
+            by_time = await self._bound_for_ms(conn, stream, until_ms) if until_ms is not None else None
+            async with conn.execute(*_range_query(stream, start, until_offset, by_time)) as cur:
                 # read ahead: SQLite fetches the next batch on aiosqlite's thread (releasing the GIL while it
                 # reads pages) while this one is decoded and used
                 ahead = asyncio.ensure_future(cur.fetchmany(batch_size))
@@ -591,23 +602,15 @@ class SqliteLog:
         Corrupt records are handled as by ``read`` (dead-lettered once the chunk was iterated, or raised)."""
         stream = _check_stream(stream)
         start = (after or {}).get(0, 0)
-        decode: Callable[[bytes], Record] = decode_event if stream == "events" else decode_command
+        decode = _decoder(stream)
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             conn.execute("PRAGMA busy_timeout = 10000")
             conn.execute("PRAGMA mmap_size = 1073741824")  # as _reader
             conn.execute("BEGIN")  # one snapshot for the bound query and the scan
-            bound = until_offset
-            if until_ms is not None:
-                row = conn.execute(f"SELECT min(offset) FROM {stream} WHERE at_ms > ?", (until_ms,)).fetchone()
-                if row is not None and row[0] is not None:  # as _bound_for_ms
-                    bound = int(row[0]) - 1 if bound is None else min(bound, int(row[0]) - 1)
-            sql = f"SELECT offset, CAST(body AS BLOB) FROM {stream} WHERE offset > ?"
-            params: tuple[int, ...] = (start,)
-            if bound is not None:
-                sql += " AND offset <= ?"
-                params += (bound,)
-            cursor = conn.execute(sql + " ORDER BY offset", params)
+            by_time = None if until_ms is None else \
+                _bound_before(conn.execute(_FIRST_AFTER_MS.format(stream=stream), (until_ms,)).fetchone())
+            cursor = conn.execute(*_range_query(stream, start, until_offset, by_time))
             strict = self.on_corrupt == "raise"
             served = 0
             while rows := cursor.fetchmany(chunk):

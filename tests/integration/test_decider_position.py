@@ -18,6 +18,7 @@ import pytest
 
 from tether.adapters import manifests
 from tether.adapters.daemon_testing import eventually
+from tether.adapters.log import Batch
 from tether.adapters.runtime import Runtime
 from tether.adapters.sqlite_log import SqliteLog
 from tether.core.envelope import CommandRecord, EventRecord
@@ -169,3 +170,13 @@ async def test_a_snapshot_is_only_saved_at_a_committed_position(log: SqliteLog) 
 
 async def _at(decider: Decider, offset: int) -> bool:
     return await decider.position() >= offset
+
+
+async def test_recovery_reports_its_progress_as_it_folds_the_committed_events(log: SqliteLog) -> None:
+    await log.append("events", [cluster(f"m{i}") for i in range(600)])
+    await log.commit(Batch(stream="events", records=[], position={0: 550}), consumer="decider")
+    runtime = Runtime(log, executors=[])
+    reports: list[tuple[int, int]] = []
+    await runtime.recover(progress=lambda done, total: reports.append((done, total)))
+    assert reports == [(256, 550), (512, 550), (550, 550)]  # one per chunk read, up to the committed position
+    assert sorted(runtime.world.clusters) == sorted(f"m{i}" for i in range(550))
