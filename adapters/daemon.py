@@ -13,11 +13,21 @@
 * HTTP endpoints (health, readiness, metrics, pushed table-moved notifications);
 * optional leader election: a standby replica waits; the leader runs everything; losing the Lease stops the
   daemon (exit code 1) so that the supervisor restarts it as a standby.
+
+**The startup heap is frozen** (``freeze_heap``, on by default): once the world is recovered, everything alive —
+the modules (kubernetes-asyncio's generated models alone are most of ~80k objects) and the recovered world — is
+collected once and moved to the permanent generation (``gc.freeze()``), so the cyclic GC never scans it again.
+Before, every full collection scanned it: a 30 to 45 ms stop-the-world pause, at random, in the middle of a decision
+or of a request (measured with ``ops/bench/e2e.py``; the slowest claims of a run were exactly those). Frozen
+objects are still freed by reference counting; only a reference cycle among them would never be collected, and
+the module graph and the world's maps are long-lived. What the world gains after the start is scanned as usual
+(a world of ~11k claims is ~47k more objects, ~25 ms per full collection, which happens far more rarely).
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import random
 import socket
@@ -69,6 +79,7 @@ class DaemonConfig:
     refresh_interval: float | None = None  # overrides every plugin's refreshInterval (seconds)
     snapshot_every: int = 50_000
     executor_concurrency: int = 32
+    freeze_heap: bool = True  # gc.freeze() once recovered (module doc); off where the process is not the daemon's
 
 
 async def api_client_for(cfg: DaemonConfig) -> client.ApiClient:
@@ -206,6 +217,8 @@ class Daemon:
             self.started.set()
             log.info("tether running", log=self.cfg.log_url, http_port=self.endpoints.port)
             waiters = [t for t in tasks]
+            if self.cfg.freeze_heap:  # (not a waiter: it ends at once, the daemon does not)
+                tasks.append(asyncio.create_task(self._freeze_heap_once_recovered(), name="freeze-heap"))
             if stop is not None:
                 waiters.append(asyncio.create_task(stop.wait(), name="stop"))
             if self.leader is not None:
@@ -245,6 +258,16 @@ class Daemon:
                 await api.close()
             log.info("tether stopped", exit_code=exit_code)
         return exit_code
+
+    async def _freeze_heap_once_recovered(self) -> None:
+        """Collect, then freeze everything alive, once the world is recovered (module doc)."""
+        assert self.runtime is not None
+        await self.runtime.recovered.wait()
+        gc.collect()
+        gc.freeze()
+        frozen = gc.get_freeze_count()
+        self.metrics.gc_frozen.set(frozen)
+        log.info("froze the startup heap", objects=frozen)
 
     async def initial_lists(self) -> None:
         """List every source once, one after the other, in dependency order, before any watch starts.

@@ -23,6 +23,15 @@ the same setup, in the same run.
     pipeline's ``step`` exactly as the daemon runs it — with every ``LookupDataLocation`` served by the real
     ``CatalogExecutor`` over a ``ResolverSet`` against the sandbox catalog (lookups in flight run concurrently);
     the sandbox counts the HTTP requests. Also reported for (a) through the daemon.
+(d) The floor (``floor_*``): (a) again, same rate, same emulator, in a namespace tether does not watch, served by a
+    relay instead of tether (:func:`relay`: watch the claims, PATCH each one's binding at once; in its own process
+    when the daemon is). No log, no decision, no status writes: the least any controller can take on this setup,
+    so ``p99_ms - floor_p99_ms`` is what tether adds, and ``floor_p99_ms / bare_p99_ms`` is the smallest ratio
+    (a) could reach here.
+
+Every process (this one, the emulator's, the daemon's, the relay's) freezes its startup heap (``gc.freeze()``, as
+``tether run`` does: ``adapters/daemon.py``), so a full collection of the modules' objects is not a 30 to 45 ms
+pause inside a timed request.
 
 The last line printed is one JSON object. Usage: ``python ops/bench/e2e.py [--rate 20] [--seconds 10]
 [--emulator subprocess|in-process] [--daemon subprocess|in-process]``.
@@ -33,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import statistics
@@ -40,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +156,112 @@ async def watch_injected(kube: KubeClient, namespace: str, rv: str, seen: dict[s
                 return
 
 
+async def relay(kube: KubeClient, namespace: str, rv: str) -> None:
+    """The floor (d): the least any controller can do for a claim, with the same client stack — watch the claims,
+    and for each new one PATCH its workload's binding (the annotation the bench waits for), at once, concurrently.
+    No log, no decision, no claim or DataSource status: what tether does on top of this is what it adds."""
+    writes: set[asyncio.Task[Any]] = set()
+    body = {"metadata": {"annotations": {INJECTED_ANNOTATION: "true"}}}
+    async for item in kube.watch(CLAIMS, resource_version=rv, namespace=namespace, timeout_seconds=600):
+        obj = item.get("object") or {}
+        if item.get("type") == "ADDED":
+            binding = f"{obj['spec']['workload']['name']}-deployment"
+            task = asyncio.create_task(kube.patch(BINDINGS, binding, body, namespace=namespace))
+            writes.add(task)
+            task.add_done_callback(writes.discard)
+
+
+async def relay_child(kubeconfig: str, namespace: str, rv: str) -> None:
+    """``e2e.py --relay KUBECONFIG NAMESPACE RV``: :func:`relay` as its own process (as the daemon is)."""
+    from kubernetes_asyncio import config
+    api = await config.new_client_from_config(config_file=kubeconfig)
+    async with api:
+        print("ready", flush=True)
+        await relay(KubeClient(api), namespace, rv)
+
+
+@contextlib.asynccontextmanager
+async def relay_running(kube: KubeClient, namespace: str, rv: str, kubeconfig: str | None) -> AsyncIterator[None]:
+    """The relay in a child process when there is a kubeconfig for it (the daemon's layout), else on this loop."""
+    if kubeconfig is None:
+        task = asyncio.create_task(relay(kube, namespace, rv))
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        return
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = await asyncio.create_subprocess_exec(sys.executable, __file__, "--relay", kubeconfig, namespace, rv,
+                                                cwd=str(ROOT), env=env, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+        if "ready" not in line:
+            raise RuntimeError(f"the relay did not start: {line!r}")
+        yield
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+        await proc.wait()
+
+
+def _index(binding: str) -> int:
+    return int(binding[1:].split("-")[0])  # w{i}-deployment → i
+
+
+class Run:
+    """One measured series: claims POSTed at a steady rate, each timed until its binding shows the annotation."""
+
+    def __init__(self) -> None:
+        self.created: dict[str, float] = {}  # binding name → just before its claim's POST
+        self.created_rv: dict[str, int] = {}
+        self.seen: dict[str, float] = {}  # binding name → its patch seen on the bench's watch
+        self.seen_rv: dict[str, int] = {}
+        self.send_seconds = 0.0
+
+    def latencies(self, keep: Callable[[int], bool] = lambda i: True) -> list[float]:
+        """Milliseconds from just before the POST to the patch seen, of the claims ``keep(i)`` selects."""
+        return [(self.seen[k] - t) * 1000 for k, t in self.created.items() if k in self.seen and keep(_index(k))]
+
+    def server(self, times: dict[int, float]) -> dict[str, float]:
+        """The same claims on the emulator's clock: commit of the claim → commit of the binding's patch."""
+        return {k: (times[self.seen_rv[k]] - times[rv]) * 1000 for k, rv in self.created_rv.items()
+                if k in self.seen_rv and rv in times and self.seen_rv[k] in times}
+
+
+async def drive(kube: KubeClient, namespace: str, rv: str, n: int, rate: float, table_of: Callable[[int], str],
+                run: Run) -> None:
+    """POST ``n`` claims (workload ``w{i}``) at ``rate``/s; wait for every binding's patch (at most 60 s)."""
+    done = asyncio.Event()
+    watcher = asyncio.create_task(watch_injected(kube, namespace, rv, run.seen, run.seen_rv, n, done))
+    await asyncio.sleep(0.1)
+    start = time.perf_counter()
+    for i in range(n):
+        delay = start + i / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        run.created[f"w{i}-deployment"] = time.perf_counter()
+        obj = await kube.create(CLAIMS, manifests.claim(f"c{i}", namespace=namespace, table=table_of(i),
+                                                        workload=f"w{i}"), namespace=namespace)
+        run.created_rv[f"w{i}-deployment"] = int(obj["metadata"]["resourceVersion"])
+    run.send_seconds = time.perf_counter() - start
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(done.wait(), 60)
+    watcher.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await watcher
+
+
+def _ms(value: float | None) -> float | None:
+    return round(value, 2) if value is not None else None
+
+
+def _stats(values: list[float], p: float) -> float | None:
+    return pct(values, p) if values else None
+
+
 async def end_to_end(rate: float, seconds: float, *, emulator: str = "subprocess",
                      daemon: str = "subprocess") -> dict[str, Any]:
     n = int(rate * seconds)
@@ -162,57 +278,53 @@ async def end_to_end(rate: float, seconds: float, *, emulator: str = "subprocess
             bare = await bare_patch(kube, ns, "w0-deployment", BARE_PATCHES)
             await stack.wait_idle(within=30)
             _, rv = await kube.list(BINDINGS, namespace=ns)
-            seen: dict[str, float] = {}
-            seen_rv: dict[str, int] = {}
-            done = asyncio.Event()
-            watcher = asyncio.create_task(watch_injected(kube, ns, rv, seen, seen_rv, n, done))
-            await asyncio.sleep(0.1)
-            created: dict[str, float] = {}
-            created_rv: dict[str, int] = {}
-            start = time.perf_counter()
-            for i in range(n):
-                delay = start + i / rate - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                created[f"w{i}-deployment"] = time.perf_counter()
-                obj = await kube.create(CLAIMS, manifests.claim(f"c{i}", namespace=ns, table=tables[i % TABLES],
-                                                                workload=f"w{i}"), namespace=ns)
-                created_rv[f"w{i}-deployment"] = int(obj["metadata"]["resourceVersion"])
-            send_seconds = time.perf_counter() - start
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done.wait(), 60)
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await watcher
-            latencies = [(seen[k] - t) * 1000 for k, t in created.items() if k in seen]
-            # the first claim of each table is a cache miss (lookup + DataSource creation on the path)
-            hits = [(seen[f"w{i}-deployment"] - created[f"w{i}-deployment"]) * 1000 for i in range(TABLES, n)
-                    if f"w{i}-deployment" in seen]
-            misses = [(seen[f"w{i}-deployment"] - created[f"w{i}-deployment"]) * 1000 for i in range(min(TABLES, n))
-                      if f"w{i}-deployment" in seen]
+            run = Run()
+            await drive(kube, ns, rv, n, rate, lambda i: tables[i % TABLES], run)
             lookups = sum(stack.catalog.requests_for(t) for t in tables)
+            # (d) the floor: the relay, on the same emulator, in a namespace tether does not watch, same rate
+            floor_ns = await env.create_namespace("tether-floor")
+            for i in range(n):
+                await kube.create(BINDINGS, manifests.resource_binding(f"w{i}", namespace=floor_ns),
+                                  namespace=floor_ns)
+            _, floor_rv = await kube.list(CLAIMS, namespace=floor_ns)
+            _, floor_binding_rv = await kube.list(BINDINGS, namespace=floor_ns)
+            floor = Run()
+            # the relay runs where the daemon runs: its own process (with the daemon's kubeconfig) or this loop
+            config = stack.cfg.kubeconfig if daemon == "subprocess" and stack.cfg is not None else None
+            async with relay_running(kube, floor_ns, floor_rv, config):
+                await drive(kube, floor_ns, floor_binding_rv, n, rate, lambda i: "t", floor)
             times = await commit_times(env)
-            server = {k: (times[seen_rv[k]] - times[rv_]) * 1000 for k, rv_ in created_rv.items()
-                      if k in seen_rv and rv_ in times and seen_rv[k] in times}
-            server_hits = [v for k, v in server.items() if int(k[1:].split("-")[0]) >= TABLES]
-            server_misses = [v for k, v in server.items() if int(k[1:].split("-")[0]) < TABLES]
+        latencies = run.latencies()
+        hits = run.latencies(lambda i: i >= TABLES)  # the first claim of each table is a cache miss (lookup + creation)
+        misses = run.latencies(lambda i: i < TABLES)
+        server = run.server(times)
+        server_hits = [v for k, v in server.items() if _index(k) >= TABLES]
+        server_misses = [v for k, v in server.items() if _index(k) < TABLES]
+        floor_latencies = floor.latencies()
+        floor_server = list(floor.server(times).values())
         return {
-            "claims": n, "patched": len(latencies), "send_seconds": round(send_seconds, 2),
-            "p50_ms": round(statistics.median(latencies), 2) if latencies else None,
-            "p99_ms": round(pct(latencies, 99), 2) if latencies else None,
-            "max_ms": round(max(latencies), 2) if latencies else None,
-            "hit_p50_ms": round(statistics.median(hits), 2) if hits else None,
-            "hit_p99_ms": round(pct(hits, 99), 2) if hits else None,
-            "miss_p50_ms": round(statistics.median(misses), 2) if misses else None,
-            "miss_max_ms": round(max(misses), 2) if misses else None,
-            "bare_p50_ms": round(statistics.median(bare), 2), "bare_p99_ms": round(pct(bare, 99), 2),
-            "server_p50_ms": round(statistics.median(server.values()), 2) if server else None,
-            "server_p99_ms": round(pct(list(server.values()), 99), 2) if server else None,
-            "server_hit_p99_ms": round(pct(server_hits, 99), 2) if server_hits else None,
-            "server_miss_max_ms": round(max(server_misses), 2) if server_misses else None,
+            "claims": n, "patched": len(latencies), "send_seconds": round(run.send_seconds, 2),
+            "p50_ms": _ms(statistics.median(latencies)) if latencies else None,
+            "p99_ms": _ms(_stats(latencies, 99)),
+            "max_ms": _ms(max(latencies)) if latencies else None,
+            "hit_p50_ms": _ms(statistics.median(hits)) if hits else None,
+            "hit_p99_ms": _ms(_stats(hits, 99)),
+            "miss_p50_ms": _ms(statistics.median(misses)) if misses else None,
+            "miss_max_ms": _ms(max(misses)) if misses else None,
+            "bare_p50_ms": _ms(statistics.median(bare)), "bare_p99_ms": _ms(pct(bare, 99)),
+            "server_p50_ms": _ms(statistics.median(server.values())) if server else None,
+            "server_p99_ms": _ms(_stats(list(server.values()), 99)),
+            "server_hit_p99_ms": _ms(_stats(server_hits, 99)),
+            "server_miss_max_ms": _ms(max(server_misses)) if server_misses else None,
+            "floor_patched": len(floor_latencies),
+            "floor_p50_ms": _ms(statistics.median(floor_latencies)) if floor_latencies else None,
+            "floor_p99_ms": _ms(_stats(floor_latencies, 99)),
+            "floor_server_p50_ms": _ms(statistics.median(floor_server)) if floor_server else None,
+            "floor_server_p99_ms": _ms(_stats(floor_server, 99)),
             "daemon_lookups_per_table": round(lookups / TABLES, 3), "emulator": emulator, "daemon": daemon,
-            "slowest": [[k.split("-")[0], round((seen[k] - t) * 1000, 1), round(server.get(k, -1), 1)]
-                        for k, t in sorted(created.items(), key=lambda kv: kv[1] - seen.get(kv[0], 1e18))[:5]],
+            "slowest": [[k.split("-")[0], round((run.seen[k] - t) * 1000, 1), round(server.get(k, -1), 1)]
+                        for k, t in sorted(run.created.items(),
+                                           key=lambda kv: kv[1] - run.seen.get(kv[0], 1e18))[:5]],
         }
 
 
@@ -265,7 +377,13 @@ async def main() -> None:
                         help="serve the Kubernetes emulator from a child process (default) or on this event loop")
     parser.add_argument("--daemon", choices=("in-process", "subprocess"), default="subprocess",
                         help="run the tether daemon as its own process (default) or on this event loop")
+    parser.add_argument("--relay", nargs=3, metavar=("KUBECONFIG", "NAMESPACE", "RV"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    gc.collect()  # as the daemon and the emulator do: no 30-45 ms full collection of the modules in the middle
+    gc.freeze()   # of a timed request (adapters/daemon.py, "startup heap")
+    if args.relay:  # the child process of the floor (d)
+        await relay_child(*args.relay)
+        return
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
     e2e = await end_to_end(args.rate, args.seconds, emulator=args.emulator, daemon=args.daemon)
     print(json.dumps({"part": "a+b", **e2e}), file=sys.stderr)

@@ -4,6 +4,7 @@ the same SQLite log that resumes without re-applying effects."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import tempfile
 from pathlib import Path
 
@@ -30,6 +31,7 @@ async def http_get(stack: Stack, path: str) -> tuple[int, str]:
 
 async def test_health_ready_metrics_and_push_auth(kube: KubeEnv) -> None:
     async with tether_stack(kube) as stack:
+        assert stack.cfg is not None and not stack.cfg.freeze_heap  # a daemon in the test process leaves its GC be
         assert await http_get(stack, "/healthz") == (200, "ok\n")
         assert await http_get(stack, "/readyz") == (200, "ready\n")
         table = stack.add_table("metered", "east")
@@ -54,6 +56,24 @@ async def test_health_ready_metrics_and_push_auth(kube: KubeEnv) -> None:
         unknown = {"system": "amoro", "dataSourceName": stack.table("missing")}
         status, answer = await push(stack, unknown)
         assert status == 202 and answer["outcome"] == "DataSourceNotInCatalog"
+
+
+async def test_the_daemon_freezes_its_startup_heap_once_recovered(kube: KubeEnv) -> None:
+    """``freeze_heap`` (on for ``tether run``; tether_stack turns it off in the test process unless asked): once the
+    world is recovered the daemon moves everything alive out of the cyclic GC's reach, and says so in /metrics."""
+    gc.unfreeze()
+    try:
+        async with tether_stack(kube, daemon_options={"freeze_heap": True}) as stack:
+            async def frozen() -> int:
+                return gc.get_freeze_count()
+            count = await stack.eventually(frozen, what="the heap frozen")
+            assert count > 10_000  # the modules alone (kubernetes-asyncio's models) are tens of thousands
+            status, text = await http_get(stack, "/metrics")
+            gauge = next(line for line in text.splitlines() if line.startswith("tether_gc_frozen_objects "))
+            # the count at the freeze; frozen objects freed since (by reference counting) leave the generation
+            assert status == 200 and float(gauge.split()[1]) >= gc.get_freeze_count() > 10_000
+    finally:
+        gc.unfreeze()  # give the test process its collector back
 
 
 async def test_leader_election_one_acts_then_the_other_takes_over(kube: KubeEnv) -> None:
