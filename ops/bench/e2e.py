@@ -88,28 +88,35 @@ EMULATOR_OPTIONS: dict[str, Any] = {"bookmark_interval": 60.0,  # about a real a
 
 
 @contextlib.asynccontextmanager
+async def child(*args: str, ready: str) -> AsyncIterator[None]:
+    """``python ARGS`` with this checkout first on its path, until the block ends; its first line must say ``ready``."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = await asyncio.create_subprocess_exec(sys.executable, *args, cwd=str(ROOT), env=env,
+                                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+        if ready not in line:
+            raise RuntimeError(f"{args[0]} did not start: {line!r}")
+        yield
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+
+
+@contextlib.asynccontextmanager
 async def emulator_process() -> AsyncIterator[str]:
     """Serve the emulator from a child process on a free port; yields the path of its kubeconfig."""
     with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tether.adapters.kube_emulator", "--port", "0", "--kubeconfig-dir", tmp,
-            "--bookmark-interval", str(EMULATOR_OPTIONS["bookmark_interval"]), "--commit-times", cwd=str(ROOT), env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        try:
-            assert proc.stdout is not None
-            line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
-            if "serving on" not in line:
-                raise RuntimeError(f"the emulator did not start: {line!r}")
+        async with child("-m", "tether.adapters.kube_emulator", "--port", "0", "--kubeconfig-dir", tmp,
+                         "--bookmark-interval", str(EMULATOR_OPTIONS["bookmark_interval"]), "--commit-times",
+                         ready="serving on"):
             yield str(Path(tmp) / "kubeconfig")
-        finally:
-            if proc.returncode is None:
-                proc.terminate()
-                try:
-                    await asyncio.wait_for(proc.wait(), 10)
-                except TimeoutError:
-                    proc.kill()
-                    await proc.wait()
 
 
 @contextlib.asynccontextmanager
@@ -192,19 +199,8 @@ async def relay_running(kube: KubeClient, namespace: str, rv: str, kubeconfig: s
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         return
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = await asyncio.create_subprocess_exec(sys.executable, __file__, "--relay", kubeconfig, namespace, rv,
-                                                cwd=str(ROOT), env=env, stdout=subprocess.PIPE)
-    try:
-        assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
-        if "ready" not in line:
-            raise RuntimeError(f"the relay did not start: {line!r}")
+    async with child(__file__, "--relay", kubeconfig, namespace, rv, ready="ready"):
         yield
-    finally:
-        if proc.returncode is None:
-            proc.terminate()
-        await proc.wait()
 
 
 def _index(binding: str) -> int:
