@@ -20,6 +20,7 @@ claim's workload is defaulted here, and nowhere else.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import msgspec
@@ -168,14 +169,26 @@ def _claim_status_of(raw: bytes) -> _ClaimStatus:
                             conditions=parse_conditions(status.get("conditions")))
 
 
+@functools.lru_cache(maxsize=4096)
+def _identity_and_problem(system: str, type_: str, name: str,
+                          attributes: tuple[tuple[str, str], ...]) -> tuple[DataIdentity, str]:
+    """One identity object per distinct identity among the claims seen lately, with its problem ("" when none).
+
+    Thousands of claims name a few hundred tables: sharing the (immutable) identity saves building and checking
+    it per claim, and its key, memoised on the object, is computed once for all the claims that name it. It also
+    lets a re-parsed claim keep the very identity object it had (``world._put_claim`` tests that first)."""
+    identity = DataIdentity(system=system, type=type_, name=name, attributes=attributes)
+    return identity, identity_problem(identity) or ""
+
+
 def _claim_spec_of(obj: KubeObject) -> tuple[DataIdentity | None, str, str]:
     """(identity, problem, workload key) of a claim's spec."""
     try:
         typed = _claim_spec.decode(obj.spec)
     except msgspec.ValidationError:
         return _claim_spec_tolerant(obj.spec_dict(), obj.metadata.namespace)
-    parsed = make_identity(typed.system, typed.data_source_type, typed.data_source_name, typed.attributes)
-    problem = identity_problem(parsed) or ""
+    attributes = tuple(sorted(typed.attributes.items())) if typed.attributes else ()
+    parsed, problem = _identity_and_problem(typed.system, typed.data_source_type, typed.data_source_name, attributes)
     identity = None if problem else parsed
     w = typed.workload
     if w is None or not (w.api_version and w.kind and w.name):
@@ -420,18 +433,30 @@ _binding_placement = msgspec.json.Decoder(_BindingPlacement)
 
 
 def parse_binding(obj: KubeObject, previous: Binding | None = None) -> Binding:
+    """The typed view of a binding. ``previous`` (the view it replaces, at the same key) lets the workload and
+    the scheduled clusters be reused when their part of the spec is unchanged (compared as decoded structs, in
+    C): most writes of a binding change its placement or its annotations, not what it binds or where."""
     meta = obj.metadata
+    typed: _BindingSpec | None = None
     try:
         typed = _binding_spec.decode(obj.spec)
-        resource = typed.resource
-        workload = "" if resource is None else workload_key(resource.api_version, resource.kind,
-                                                            resource.namespace or meta.namespace, resource.name)
-        scheduled = tuple(sorted({c.name for c in typed.clusters})) if typed.clusters else ()
     except msgspec.ValidationError:
         workload, scheduled = _binding_spec_tolerant(obj.spec_dict(), meta.namespace)
+    if typed is not None:
+        resource, clusters = typed.resource, typed.clusters
+        held = previous.__dict__ if previous is not None else _NOTHING_HELD
+        if previous is not None and resource is not None and resource == held.get("resource_spec"):
+            workload = previous.workload  # same key, so the same namespace to default to
+        else:
+            workload = "" if resource is None else workload_key(resource.api_version, resource.kind,
+                                                                resource.namespace or meta.namespace, resource.name)
+        if previous is not None and clusters == held.get("clusters_spec", _NOTHING_HELD):
+            scheduled = previous.scheduled_clusters
+        else:
+            scheduled = tuple(sorted({c.name for c in clusters})) if clusters else ()
     annotations = meta.annotations
     same = previous is not None and previous.ref.uid == meta.uid
-    return Binding(
+    binding = Binding(
         ref=previous.ref if same and previous is not None else ref_of(obj),
         resource_version=meta.resource_version,
         workload=workload,
@@ -440,6 +465,14 @@ def parse_binding(obj: KubeObject, previous: Binding | None = None) -> Binding:
         scheduled_clusters=scheduled,
         spec=bytes(obj.spec),
     )
+    if typed is not None:  # never serialised (not fields), so a view from a snapshot has none: parsed anew
+        binding.__dict__["resource_spec"] = typed.resource
+        binding.__dict__["clusters_spec"] = typed.clusters
+    return binding
+
+
+#: An empty memo (a binding seen for the first time), and the value no decoded spec field equals.
+_NOTHING_HELD: dict[str, Any] = {}
 
 
 def _binding_spec_tolerant(spec: dict[str, Any], namespace: str) -> tuple[str, tuple[str, ...]]:
