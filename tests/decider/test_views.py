@@ -237,6 +237,8 @@ def test_binding_workload_and_clusters_are_reused_while_unchanged_and_parsed_aga
     assert rescheduled.workload is first.workload
     rebound, fresh = step(resource={"apiVersion": "batch/v1", "kind": "Job", "namespace": "", "name": "j"})
     assert rebound == fresh and rebound.workload == "batch/Job/ns1/j"
+    malformed, fresh = step(clusters="east1")  # the tolerant path: nothing reused from the memo
+    assert malformed == fresh and malformed.scheduled_clusters == () and malformed.workload == "batch/Job/ns1/j"
     restored = decode_world(encode_world(_world_with(first)))  # a view from a snapshot has no memo
     assert restored is not None
     again = views.parse_binding(trim(raw), restored.bindings[first.ref.key])
