@@ -1,7 +1,8 @@
 """``tether replay``: rebuild the world from the log, explain one object's decision trail, diff the deciders.
 
 * :func:`replay` folds the events stream (from a stored snapshot when one covers a prefix of the requested
-  range) with :func:`tether.projections.world.fold_batch` and returns the world.
+  range) with :class:`tether.projections.bulk.BulkFold` (each object parsed once, for its last version) and
+  returns the world.
 * :func:`explain` gathers the trail of one object key without folding anything: every event whose key is the
   object's (observations, catalog answers for it, outcomes of commands on it), every command targeting it,
   every command caused by one of those events, and the events that caused the commands targeting it — in log
@@ -37,8 +38,9 @@ from tether.adapters.log import EventLog, Record, Snapshot, Stream, aclosing_ite
 from tether.adapters.render import line, type_name
 from tether.core.envelope import CommandRecord, EventRecord, parse_rfc3339_ms, rfc3339
 from tether.core.pipeline import step
+from tether.projections.bulk import BulkFold
 from tether.projections.snapshot import decode_world, encode_world
-from tether.projections.world import World, fold_batch, initial_world, note_issued
+from tether.projections.world import World, initial_world, note_issued
 
 SNAPSHOT_NAME = "world"
 Progressed = Callable[[int], None]
@@ -141,7 +143,7 @@ async def replay(log: EventLog, *, until_offset: int | None = None, until_ms: in
                  start: tuple[World, int, int | None] | None = None) -> ReplayResult:
     """Fold the events (up to the bounds) into a world.
 
-    By default the events are folded (``fold_batch``) and the recorded commands each caused are noted as issued
+    By default the events are folded (:class:`BulkFold`) and the recorded commands each caused are noted as issued
     (:class:`_Issued`), which rebuilds the daemon's world exactly without running the deciders. ``fold``
     replaces that (``step`` re-decides instead; ``evolve`` alone folds only the events, the fastest).
     ``start`` is ``(world, offset it covers, snapshot offset or None)``; by default the snapshot or nothing."""
@@ -149,17 +151,18 @@ async def replay(log: EventLog, *, until_offset: int | None = None, until_ms: in
     world, offset, snapshot_at = start or await _start(log, use_snapshot, until_offset, until_ms)
     count, last = 0, offset
     issued = _Issued(log, offset) if fold is None else None
+    bulk = BulkFold(world) if fold is None else None
     try:
         async with aclosing_iter(scan(log, "events", after={0: offset} if offset else None,
                                       until_offset=until_offset, until_ms=until_ms)) as chunks:
             async for chunk in chunks:  # records decoded as they are folded (adapters.log.scan)
-                if issued is None:
+                if issued is None or bulk is None:
                     assert fold is not None
                     for record in chunk:
                         fold(world, record)  # type: ignore[arg-type]
                 else:
                     caused = await issued.through(chunk.last_offset)
-                    fold_batch(world, chunk, caused)  # type: ignore[arg-type]
+                    bulk.fold(chunk, caused)  # type: ignore[arg-type]
                     for late in caused.values():  # caused by an event before this chunk (out of order)
                         for command in late:
                             note_issued(world, command.command, command.id)
@@ -171,6 +174,8 @@ async def replay(log: EventLog, *, until_offset: int | None = None, until_ms: in
     finally:
         if issued is not None:
             await issued.aclose()
+    if bulk is not None:
+        bulk.finish()
     return ReplayResult(world=world, events=count, last_offset=last, from_snapshot=snapshot_at,
                         seconds=time.perf_counter() - began)
 

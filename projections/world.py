@@ -27,7 +27,7 @@ the log after the watch reported the deletion cannot bring the object back.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, cast
 
 import msgspec
@@ -41,7 +41,7 @@ from tether.core.commands import (
     command_name,
     command_target,
 )
-from tether.core.envelope import CommandRecord, EventRecord
+from tether.core.envelope import EventRecord
 from tether.core.events import (
     CommandFailed,
     CommandSucceeded,
@@ -519,12 +519,17 @@ def _fold_lookup_failed(world: World, record: EventRecord, event: DataLocationLo
                                           retryable=event.retryable, at_ms=record.at_ms), touched)
 
 
-def _fold_succeeded(world: World, record: EventRecord, event: CommandSucceeded, touched: Touched) -> None:
+def _command_done(world: World, event: CommandSucceeded) -> None:
+    """The command's slot is free: its command is no longer in flight, nor waiting for a retry."""
     if world.inflight or world.retry_wait:  # (both empty in a replay that only rebuilds state)
         s = f"{event.command}:{event.target}"  # slot(), inlined: one in two events of a replay comes here
         if world.inflight.get(s) == event.command_id:
             del world.inflight[s]
         world.retry_wait.pop(s, None)
+
+
+def _fold_succeeded(world: World, record: EventRecord, event: CommandSucceeded, touched: Touched) -> None:
+    _command_done(world, event)
     if event.result is not None:
         if _observe(world, event.result, touched) == event.target:
             return  # the target was put, and so touched as _touch_target would (it is in the world)
@@ -586,37 +591,6 @@ def evolve(world: World, record: EventRecord, touched: Touched | None = None) ->
     return touched
 
 
-def fold_batch(world: World, records: Iterable[EventRecord],
-               issued: dict[int, list[CommandRecord]] | None = None) -> None:
-    """Fold many events when nobody reads what they touched (a replay rebuilding state): with a :class:`Touched`
-    that keeps nothing, instead of four new sets per event.
-
-    ``issued`` (by the offset of the event that caused them) are the commands the deciders issued, as recorded:
-    each is noted right after its event, as ``step`` did, so the world is the daemon's without re-deciding
-    (``tether replay``). Those noted are removed from it; what is left was caused by events outside the batch."""
-    unread = _unread()
-    folds = _FOLDS
-    last: EventRecord | None = None
-    count = 0
-    for last in records:  # evolve, inlined (a call per event is a few percent of a replay)
-        count += 1
-        event = last.event
-        if type(event) is ObjectObserved:  # two events in five: _fold_observed, inlined (a frame less)
-            _observe(world, event.obj, unread)
-        else:
-            fold = folds.get(type(event))
-            if fold is not None:
-                fold(world, last, event, unread)
-        if issued:
-            caused = issued.pop(last.offset, None)
-            if caused:
-                for record in caused:
-                    note_issued(world, record.command, record.id)
-    if last is not None:  # no fold reads these two: they can be set once per batch
-        world.events += count
-        world.last_at_ms = last.at_ms
-
-
 def _forget(world: World, target: str, touched: Touched) -> None:
     """Drop the object ``target`` (an object key) from the world: it no longer exists."""
     kind, _, rest = target.partition("/")
@@ -675,7 +649,6 @@ __all__ = [
     "Touched",
     "World",
     "evolve",
-    "fold_batch",
     "initial_world",
     "note_issued",
     "slot",

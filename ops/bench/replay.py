@@ -47,7 +47,8 @@ from tether.adapters.sqlite_log import SqliteLog
 from tether.adapters.synthetic_log import Simulation, scenario
 from tether.core.envelope import EventRecord, decode_event
 from tether.core.pipeline import step
-from tether.projections.world import fold_batch, initial_world
+from tether.projections.bulk import BulkFold, fold_batch
+from tether.projections.world import initial_world
 
 LAYOUT = 2  # bump when the generated scenario changes, to rebuild cached logs
 JOBS_PER_NAMESPACE = 100
@@ -136,12 +137,12 @@ async def main() -> None:
             return n
 
         async def fold_pass() -> int:
-            world = initial_world()
+            bulk = BulkFold(initial_world())
             n = 0
             async for chunk in log.scan("events"):
-                fold_batch(world, chunk)  # type: ignore[arg-type]
+                bulk.fold(chunk)  # type: ignore[arg-type]
                 n += chunk.decoded
-            BUILT.append(world)
+            BUILT.append(bulk.finish())
             return n
 
         async def read_api_pass() -> int:  # the daemon's reader (decoded batches, read ahead on a thread)

@@ -17,8 +17,9 @@ from tether.core.events import CommandSucceeded, ObjectDeleted, ObjectObserved
 from tether.core.identity import make_identity
 from tether.core.kube import trim
 from tether.projections import views
+from tether.projections.bulk import fold_batch
 from tether.projections.snapshot import decode_world, encode_world
-from tether.projections.world import _stale, evolve, fold_batch, initial_world
+from tether.projections.world import _stale, evolve, initial_world
 
 
 def _claim(**overrides: Any) -> dict[str, Any]:

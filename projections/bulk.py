@@ -1,0 +1,224 @@
+"""The replay's fold: many events at once, parsing each object once for its last version.
+
+:func:`~tether.projections.world.evolve` folds one event and says what it touched, for the deciders to
+reconcile; the daemon needs exactly that. A replay that only rebuilds state (``tether replay``, a restart from a
+snapshot, the benchmark) needs none of it, and it can use what the log is made of: an observation is a **full
+snapshot** of its object (level-triggered, as controller-runtime has it), so the world after a run of
+observations of one object is the world after the last of them. In the bench's log a claim is written about six
+times, a binding four times and a DataSource forty times (each claim bound rewrites its claimRefs); parsing and
+indexing each version is most of what a replay costs. :class:`BulkFold` keeps, per claim, DataSource and
+binding, the latest version it saw — after the same staleness tests ``evolve`` makes, at the same position, so
+tombstones are kept and dropped exactly as they would be — and parses it once, when something needs it:
+
+* at :meth:`BulkFold.finish` (the end of the replay), for everything still held;
+* before a deletion of that object (which buries the resourceVersion the world held), and before any DataSource
+  deletion for every DataSource (dropping the last DataSource of an identity forgets its catalog answer, which
+  depends on the other DataSources of the identity);
+* before a relist (which compares the world's keys with the listed ones), for every object.
+
+Nothing else reads these objects while state is rebuilt: the catalog answers, the command outcomes and the
+timers read only their own maps (and the indexes only to say what they touched, which nobody reads here).
+
+One fact about an object depends on its history rather than its last version: a DataSource's ``released`` (its
+claimRefs went from non-empty to empty: reclaimPolicy Delete applies). It is true after a run exactly when the
+last version's claimRefs are empty and either the world's version said so already or some version of the run had
+claimRefs. So when a version is replaced before it was parsed, its claimRefs are parsed — until one non-empty
+version was seen, which for a DataSource in use is the first.
+
+The result equals :func:`evolve`'s world (a property test checks it on random histories and random batch
+boundaries) except where order carries no meaning: the order in which a map's keys were first inserted, and the
+iteration order of the index sets (the deciders sort every set they iterate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tether.core.envelope import CommandRecord, EventRecord
+from tether.core.events import CommandSucceeded, ObjectDeleted, ObjectObserved, ObjectsListed
+from tether.core.kube import KubeObject
+
+from .views import BINDING, CLAIM, CLUSTER, DATASOURCE, cluster_ready, parse_binding, parse_claim, parse_source
+from .world import (
+    _FOLDS,
+    World,
+    _buried,
+    _command_done,
+    _forget,
+    _observe,
+    _put_binding,
+    _put_claim,
+    _put_source,
+    _stale,
+    _unread,
+    note_issued,
+)
+
+
+def _newer(rv: str, held: str) -> bool:
+    """Whether an observation at ``rv`` replaces the version held at ``held`` (``not _stale``, with the quick
+    test of :func:`~tether.projections.world._ignored` first)."""
+    if rv == held:
+        return False
+    return (len(rv) == len(held) and rv > held) or not _stale(rv, held)
+
+
+class BulkFold:
+    """Folds batches of events into ``world`` (in place); :meth:`finish` completes it. Between the two the world
+    lacks the last versions of some objects: read it after :meth:`finish` only."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.unread = _unread()
+        self.claims: dict[str, KubeObject] = {}  # object key → latest version, not parsed yet
+        self.bindings: dict[str, KubeObject] = {}  # object key → latest version
+        self.sources: dict[str, KubeObject] = {}  # DataSource name → latest version
+        self.sources_had_refs: set[str] = set()  # DataSources a replaced version of which listed claims
+        self.clusters: dict[str, KubeObject] = {}  # Karmada Cluster name → latest observation
+
+    def fold(self, records: Iterable[EventRecord], issued: dict[int, list[CommandRecord]] | None = None) -> None:
+        """Fold ``records``. ``issued`` (by the offset of the event that caused them) are the commands the
+        deciders issued, as recorded: each is noted right after its event, as ``step`` did, so the world is the
+        daemon's without re-deciding (``tether replay``). Those noted are removed from it; what is left was caused
+        by events outside the batch."""
+        world, unread, folds = self.world, self.unread, _FOLDS
+        claims, bindings = self.claims, self.bindings
+        last: EventRecord | None = None
+        count = 0
+        for last in records:
+            count += 1
+            event = last.event
+            obj: KubeObject | None = None
+            if type(event) is ObjectObserved:  # two events in five
+                obj = event.obj
+            elif type(event) is CommandSucceeded:  # one in three: _fold_succeeded, without what only touches
+                if world.inflight or world.retry_wait:  # (both empty in a replay that only rebuilds state)
+                    _command_done(world, event)
+                obj = event.result
+                if obj is None and (event.command == "delete_data_source" or event.command == "remove_finalizer"):
+                    kind, _, rest = event.target.partition("/")
+                    namespace, _, name = rest.partition("/")
+                    self._settle(kind, namespace, name)
+                    _forget(world, event.target, unread)
+            elif type(event) is ObjectDeleted:
+                meta = event.obj.metadata
+                self._settle(event.obj.kind, meta.namespace, meta.name)
+                _observe(world, event.obj, unread, deleted=True)
+            else:
+                if type(event) is ObjectsListed:
+                    self.flush()
+                fold = folds.get(type(event))
+                if fold is not None:
+                    fold(world, last, event, unread)
+            if obj is not None:
+                kind = obj.kind
+                held = claims if kind == CLAIM else bindings if kind == BINDING else None
+                if held is not None:  # a claim or a binding: most events of a replay
+                    meta = obj.metadata
+                    key = f"{kind}/{meta.namespace}/{meta.name}"
+                    previous = held.get(key)
+                    if previous is None:
+                        self._hold_first(held, key, obj)
+                    else:  # _newer, inlined (an echo, the same resourceVersion, is dropped)
+                        rv, old = meta.resource_version, previous.metadata.resource_version
+                        if rv != old and ((len(rv) == len(old) and rv > old) or not _stale(rv, old)):
+                            held[key] = obj
+                else:
+                    self._hold(obj)
+            if issued:
+                caused = issued.pop(last.offset, None)
+                if caused:
+                    for record in caused:
+                        note_issued(world, record.command, record.id)
+        if last is not None:  # no fold reads these two
+            world.events += count
+            world.last_at_ms = last.at_ms
+
+    def finish(self) -> World:
+        """Parse and put every version still held; returns the world, complete."""
+        self.flush()
+        return self.world
+
+    def flush(self) -> None:
+        world, unread = self.world, self.unread
+        for key, obj in self.claims.items():
+            _put_claim(world, key, parse_claim(obj, world.claims.get(key)), unread)
+        self.claims.clear()  # (cleared, not replaced: fold holds the map)
+        for key, obj in self.bindings.items():
+            _put_binding(world, key, parse_binding(obj, world.bindings.get(key)), unread)
+        self.bindings.clear()
+        for name in list(self.sources):
+            self._put_source(name)
+        for name, obj in self.clusters.items():
+            world.clusters[name] = cluster_ready(obj)
+        self.clusters.clear()
+
+    def _put_source(self, name: str) -> None:
+        obj = self.sources.pop(name)
+        source = parse_source(obj, self.world.sources.get(name))
+        _put_source(self.world, name, source, self.unread)
+        if name in self.sources_had_refs:
+            self.sources_had_refs.discard(name)
+            if not source.claim_keys:
+                source.released = True
+
+    def _hold_first(self, held: dict[str, KubeObject], key: str, obj: KubeObject) -> None:
+        """Hold ``obj``, the first version of a claim or binding since the last flush, if ``evolve`` would put it
+        (newer than the world's, or than the object's deletion)."""
+        world = self.world
+        view = world.claims.get(key) if obj.kind == CLAIM else world.bindings.get(key)
+        rv = obj.metadata.resource_version
+        if view is not None:
+            if _newer(rv, view.resource_version):
+                held[key] = obj
+        elif not (world.tombstones and _buried(world, key, rv)):
+            held[key] = obj
+
+    def _hold(self, obj: KubeObject) -> None:
+        """Hold ``obj``, a DataSource, if ``evolve`` would put it, or a Cluster (the last observation wins, as in
+        ``evolve``); fold anything else at once (the plugin ConfigMap: rare)."""
+        if obj.kind == CLUSTER:
+            self.clusters[obj.metadata.name] = obj
+            return
+        if obj.kind != DATASOURCE:
+            _observe(self.world, obj, self.unread)
+            return
+        world, meta = self.world, obj.metadata
+        name, rv = meta.name, meta.resource_version
+        held = self.sources.get(name)
+        if held is not None:
+            if _newer(rv, held.metadata.resource_version):
+                if name not in self.sources_had_refs and parse_source(held, world.sources.get(name)).claim_keys:
+                    self.sources_had_refs.add(name)  # (see the module's docstring: released)
+                self.sources[name] = obj
+            return
+        source = world.sources.get(name)
+        if source is not None:
+            if _newer(rv, source.resource_version):
+                self.sources[name] = obj
+        elif not (world.tombstones and _buried(world, f"{DATASOURCE}//{name}", rv)):
+            self.sources[name] = obj
+
+    def _settle(self, kind: str, namespace: str, name: str) -> None:
+        """Put what a deletion of this object reads: its own latest version (every DataSource's, for a
+        DataSource)."""
+        world, key = self.world, f"{kind}/{namespace}/{name}"
+        if kind == CLAIM:
+            if (claim := self.claims.pop(key, None)) is not None:
+                _put_claim(world, key, parse_claim(claim, world.claims.get(key)), self.unread)
+        elif kind == BINDING:
+            if (binding := self.bindings.pop(key, None)) is not None:
+                _put_binding(world, key, parse_binding(binding, world.bindings.get(key)), self.unread)
+        elif kind == DATASOURCE:
+            for held in list(self.sources):
+                self._put_source(held)
+        elif kind == CLUSTER:
+            self.clusters.pop(name, None)  # (its deletion drops it from the world: nothing to put first)
+
+
+def fold_batch(world: World, records: Iterable[EventRecord],
+               issued: dict[int, list[CommandRecord]] | None = None) -> None:
+    """Fold ``records`` into ``world`` when nobody reads what they touched: :class:`BulkFold` over one batch."""
+    bulk = BulkFold(world)
+    bulk.fold(records, issued)
+    bulk.finish()
