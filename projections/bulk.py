@@ -83,16 +83,16 @@ class BulkFold:
         by events outside the batch."""
         world, unread, folds = self.world, self.unread, _FOLDS
         claims, bindings = self.claims, self.bindings
+        inflight, retry_wait = world.inflight, world.retry_wait  # (never replaced: folds change them in place)
         last: EventRecord | None = None
         count = 0
-        for last in records:
-            count += 1
+        for count, last in enumerate(records, 1):  # noqa: B007 (read after the loop)
             event = last.event
             obj: KubeObject | None = None
             if type(event) is ObjectObserved:  # two events in five
                 obj = event.obj
             elif type(event) is CommandSucceeded:  # one in three: _fold_succeeded, without what only touches
-                if world.inflight or world.retry_wait:  # (both empty in a replay that only rebuilds state)
+                if inflight or retry_wait:  # (both empty in a replay that only rebuilds state)
                     _command_done(world, event)
                 obj = event.result
                 if obj is None and (event.command == "delete_data_source" or event.command == "remove_finalizer"):

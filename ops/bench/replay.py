@@ -6,12 +6,14 @@ ResourceBinding per workload (rescheduled by a Karmada stand-in), 8 Karmada Clus
 the plugin ConfigMap, catalog answers, table migrations (pushed DataLocationResolved with a new location), and
 every write echoed by the watch. Every event went through ``step``, so the commands stream is real too.
 
-Then measures, in the same run and on the same file (median of ``--repeat`` passes each), both through the reader
-``tether replay`` uses (``SqliteLog.scan``: small chunks of rows, each record decoded when the loop reaches it):
+Then measures, in the same run and on the same file (median of ``--repeat`` passes each, the two kinds of pass
+taking turns so that both see the machine's drift alike), both through the reader ``tether replay`` uses
+(``SqliteLog.scan``: small chunks of rows, each record decoded when the loop reaches it):
 
 * ``baseline`` — read + msgspec-decode every record of the events stream, and drop it: nothing else;
-* ``value``    — read + decode + fold (``fold_batch``: ``evolve`` without collecting what each event touched, the
-  loop ``tether replay`` runs): the replay rate of the events;
+* ``value``    — read + decode + fold (``BulkFold``: each object parsed once, for its last version, without
+  collecting what each event touched; the fold ``tether replay`` runs), the world complete at the end: the replay
+  rate of the events;
 * every pass runs with the cyclic GC paused, as ``tether replay`` does (``adapters.replay.gc_paused``);
 * extras: ``faithful`` (``tether replay`` itself: the same fold, plus reading and decoding the commands stream to
   note each recorded command as issued after its event),
@@ -20,7 +22,7 @@ Then measures, in the same run and on the same file (median of ``--repeat`` pass
   ahead on aiosqlite's thread; the baseline before ``scan`` existed) and
   ``decode_only`` (msgspec on bodies already in memory, all kept: memory-bound, unlike the baseline's).
 
-Usage: ``python ops/bench/replay.py [--events 200000] [--repeat 3] [--rebuild] [--profile]``. The last line of
+Usage: ``python ops/bench/replay.py [--events 200000] [--repeat 5] [--rebuild] [--profile]``. The last line of
 output is one JSON object: ``{"bench": "replay", "value": ..., "unit": "events/s", "baseline": ..., "ratio": ...}``.
 """
 
@@ -100,22 +102,33 @@ async def ready(path: Path) -> bool:
 BUILT: list[object] = []
 
 
-async def timed(run: Callable[[], Awaitable[int]], repeat: int) -> tuple[float, int]:
-    """Median events/s over ``repeat`` passes, and the event count."""
-    rates, count = [], 0
+async def rate(run: Callable[[], Awaitable[int]]) -> tuple[float, int]:
+    """Events/s of one pass, and the event count."""
+    with gc_paused():  # as `tether replay` runs (adapters.replay.gc_paused); the same for every pass
+        began = time.perf_counter()
+        count = await run()
+        seconds = time.perf_counter() - began
+        BUILT.clear()
+    return count / seconds, count
+
+
+async def alternated(first: Callable[[], Awaitable[int]], second: Callable[[], Awaitable[int]],
+                     repeat: int) -> tuple[float, float, int, int]:
+    """Median events/s of each of two passes run in turn ``repeat`` times, and their event counts: this machine's
+    speed drifts over seconds, and alternating lets both medians see the same drift."""
+    rates: tuple[list[float], list[float]] = ([], [])
+    counts = [0, 0]
     for _ in range(repeat):
-        with gc_paused():  # as `tether replay` runs (adapters.replay.gc_paused); the same for every pass
-            began = time.perf_counter()
-            count = await run()
-            rates.append(count / (time.perf_counter() - began))
-            BUILT.clear()
-    return statistics.median(rates), count
+        for i, run in enumerate((first, second)):
+            r, counts[i] = await rate(run)
+            rates[i].append(r)
+    return statistics.median(rates[0]), statistics.median(rates[1]), counts[0], counts[1]
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=200_000, help="minimum number of events in the log")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--step-events", type=int, default=20_000)
     parser.add_argument("--rebuild", action="store_true", help="regenerate the cached log")
     parser.add_argument("--profile", action="store_true", help="print cProfile's top entries of a fold pass")
@@ -166,12 +179,11 @@ async def main() -> None:
             return n
 
         await decode_pass()  # warm the page cache and the imports
-        baseline, n_base = await timed(decode_pass, args.repeat)
-        value, n_fold = await timed(fold_pass, args.repeat)
+        baseline, value, n_base, n_fold = await alternated(decode_pass, fold_pass, args.repeat)
         assert n_base == n_fold == total, (n_base, n_fold, total)
-        faithful, _ = await timed(faithful_pass, 1)
-        read_api, _ = await timed(read_api_pass, 1)
-        with_deciders, n_step = await timed(step_pass, 1)
+        faithful, _ = await rate(faithful_pass)
+        read_api, _ = await rate(read_api_pass)
+        with_deciders, n_step = await rate(step_pass)
 
         with sqlite3.connect(path) as db:
             bodies = [row[0] for row in db.execute("SELECT body FROM events")]
