@@ -113,7 +113,7 @@ class Touched(msgspec.Struct):
 
 
 class _Discarded:
-    """A stand-in for a set that keeps nothing, for a :class:`Touched` nobody reads (:func:`fold_batch`).
+    """A stand-in for a set that keeps nothing, for a :class:`Touched` nobody reads (``bulk.BulkFold``, a replay).
 
     ``add`` and ``update`` are the builtin ``bool``: a call straight into C, with no frame and no hashing
     (``bool`` of a set or tuple does not iterate it). Not a descriptor, so it is called with the argument alone."""

@@ -44,8 +44,8 @@ rv_mode = st.sampled_from(["next", "next", "next", "same", "older"])
 actions = st.one_of(
     st.tuples(st.just("claim"), st.sampled_from(CLAIMS), st.sampled_from(TABLES), st.sampled_from(WORKLOADS),
               st.booleans(), rv_mode, st.booleans()),
-    st.tuples(st.just("source"), st.sampled_from(sorted(SOURCES)), st.frozensets(st.sampled_from(CLAIMS)), st.booleans(),
-              rv_mode, st.booleans()),
+    st.tuples(st.just("source"), st.sampled_from(sorted(SOURCES)), st.frozensets(st.sampled_from(CLAIMS)),
+              st.booleans(), rv_mode, st.booleans()),
     st.tuples(st.just("binding"), st.sampled_from(WORKLOADS), st.sampled_from(CLUSTERS), rv_mode, st.booleans()),
     st.tuples(st.just("cluster"), st.sampled_from(CLUSTERS), st.booleans()),
     st.tuples(st.just("delete"), st.sampled_from(["claim", "source", "binding", "cluster"]),
