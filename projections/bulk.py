@@ -1,14 +1,15 @@
 """The replay's fold: many events at once, parsing each object once for its last version.
 
 :func:`~tether.projections.world.evolve` folds one event and says what it touched, for the deciders to
-reconcile; the daemon needs exactly that. A replay that only rebuilds state (``tether replay``, a restart from a
-snapshot, the benchmark) needs none of it, and it can use what the log is made of: an observation is a **full
-snapshot** of its object (level-triggered, as controller-runtime has it), so the world after a run of
+reconcile; the daemon needs exactly that. A replay that only rebuilds state (``tether replay``, from the start or
+from a snapshot; the benchmark) needs none of it, and it can use what the log is made of: an observation is a
+**full snapshot** of its object (level-triggered, as controller-runtime has it), so the world after a run of
 observations of one object is the world after the last of them. In the bench's log a claim is written about six
 times, a binding four times and a DataSource forty times (each claim bound rewrites its claimRefs); parsing and
-indexing each version is most of what a replay costs. :class:`BulkFold` keeps, per claim, DataSource and
-binding, the latest version it saw — after the same staleness tests ``evolve`` makes, at the same position, so
-tombstones are kept and dropped exactly as they would be — and parses it once, when something needs it:
+indexing each version is most of what a replay costs. :class:`BulkFold` keeps, per claim, DataSource, binding
+and Karmada Cluster, the latest version it saw — after the same staleness tests ``evolve`` makes, at the same
+position, so tombstones are kept and dropped exactly as they would be — and parses it once, when something
+needs it:
 
 * at :meth:`BulkFold.finish` (the end of the replay), for everything still held;
 * before a deletion of that object (which buries the resourceVersion the world held), and before any DataSource
@@ -20,10 +21,10 @@ Nothing else reads these objects while state is rebuilt: the catalog answers, th
 timers read only their own maps (and the indexes only to say what they touched, which nobody reads here).
 
 One fact about an object depends on its history rather than its last version: a DataSource's ``released`` (its
-claimRefs went from non-empty to empty: reclaimPolicy Delete applies). It is true after a run exactly when the
-last version's claimRefs are empty and either the world's version said so already or some version of the run had
-claimRefs. So when a version is replaced before it was parsed, its claimRefs are parsed — until one non-empty
-version was seen, which for a DataSource in use is the first.
+claimRefs went from non-empty to empty: reclaimPolicy Delete applies). After a run of versions it is true exactly
+when the last version's claimRefs are empty and the world's version had claimRefs or was released, or a version
+of the run before the last had claimRefs. So when a held version is replaced, its claimRefs are parsed — until one
+non-empty version was seen, which for a DataSource in use is the first.
 
 The result equals :func:`evolve`'s world (a property test checks it on random histories and random batch
 boundaries) except where order carries no meaning: the order in which a map's keys were first inserted, and the
@@ -140,6 +141,7 @@ class BulkFold:
         return self.world
 
     def flush(self) -> None:
+        """Parse and put every version held (a relist compares the world's keys with the listed ones)."""
         world, unread = self.world, self.unread
         for key, obj in self.claims.items():
             _put_claim(world, key, parse_claim(obj, world.claims.get(key)), unread)
