@@ -43,9 +43,10 @@ from .views import BINDING, CLAIM, CLUSTER, DATASOURCE, cluster_ready, parse_bin
 from .world import (
     _FOLDS,
     World,
-    _buried,
     _command_done,
     _forget,
+    _ignored,
+    _newer,
     _observe,
     _put_binding,
     _put_claim,
@@ -54,14 +55,6 @@ from .world import (
     _unread,
     note_issued,
 )
-
-
-def _newer(rv: str, held: str) -> bool:
-    """Whether an observation at ``rv`` replaces the version held at ``held`` (``not _stale``, with the quick
-    test of :func:`~tether.projections.world._ignored` first)."""
-    if rv == held:
-        return False
-    return (len(rv) == len(held) and rv > held) or not _stale(rv, held)
 
 
 class BulkFold:
@@ -120,7 +113,7 @@ class BulkFold:
                     previous = held.get(key)
                     if previous is None:
                         self._hold_first(held, key, obj)
-                    else:  # _newer, inlined (an echo, the same resourceVersion, is dropped)
+                    else:  # world._newer, inlined (an echo, the same resourceVersion, is dropped)
                         rv, old = meta.resource_version, previous.metadata.resource_version
                         if rv != old and ((len(rv) == len(old) and rv > old) or not _stale(rv, old)):
                             held[key] = obj
@@ -169,11 +162,7 @@ class BulkFold:
         (newer than the world's, or than the object's deletion)."""
         world = self.world
         view = world.claims.get(key) if obj.kind == CLAIM else world.bindings.get(key)
-        rv = obj.metadata.resource_version
-        if view is not None:
-            if _newer(rv, view.resource_version):
-                held[key] = obj
-        elif not (world.tombstones and _buried(world, key, rv)):
+        if not _ignored(world, key, view, obj.metadata.resource_version):
             held[key] = obj
 
     def _hold(self, obj: KubeObject) -> None:
@@ -194,11 +183,7 @@ class BulkFold:
                     self.sources_had_refs.add(name)  # (see the module's docstring: released)
                 self.sources[name] = obj
             return
-        source = world.sources.get(name)
-        if source is not None:
-            if _newer(rv, source.resource_version):
-                self.sources[name] = obj
-        elif not (world.tombstones and _buried(world, f"{DATASOURCE}//{name}", rv)):
+        if not _ignored(world, f"{DATASOURCE}//{name}", world.sources.get(name), rv):
             self.sources[name] = obj
 
     def _settle(self, kind: str, namespace: str, name: str) -> None:

@@ -223,14 +223,17 @@ def _buried(world: World, key: str, resource_version: str) -> bool:
     return False
 
 
+def _newer(new: str, old: str) -> bool:
+    """Whether an observation at resourceVersion ``new`` replaces the one held at ``old`` (``not _stale``)."""
+    # the common case first, without _stale: a newer etcd revision with as many digits (as _stale would say:
+    # digit strings of one length compare as numbers, and others are never stale)
+    return (len(new) == len(old) and new > old) or not _stale(new, old)
+
+
 def _ignored(world: World, key: str, held: Claim | Source | Binding | None, resource_version: str) -> bool:
     """Whether an observation tells nothing new: not newer than the object held, or older than its deletion."""
     if held is not None:
-        old = held.resource_version
-        if len(resource_version) == len(old) and resource_version > old:
-            return False  # the common case, without _stale: a newer etcd revision with as many digits (as _stale
-            #               would say: digit strings of one length compare as numbers, and others are never stale)
-        return _stale(resource_version, old)
+        return not _newer(resource_version, held.resource_version)
     return bool(world.tombstones) and _buried(world, key, resource_version)
 
 
