@@ -199,3 +199,26 @@ def test_the_bulk_fold_builds_the_world_evolve_builds(history: list[tuple[Any, .
     one_batch = initial_world()
     fold_batch(one_batch, [record for batch in h.events for record in batch])
     _same(one_batch, evolved)
+
+
+def test_a_malformed_version_folds_as_evolve_folds_it_held_or_last() -> None:
+    # a malformed spec or status is never an error: the claim's view carries the problem (the decider makes it a
+    # condition). Held and replaced, it is never parsed; last, it parses through the same tolerant path
+    good = manifests.claim("k0", namespace=NS, table="db.t0", workload="w0")
+    bad = manifests.claim("k0", namespace=NS, table="db. t0 ", workload="w0")
+    bad["spec"]["attributes"] = ["not", "a", "map"]
+    bad["status"] = {"phase": 7, "conditions": "none"}
+    for versions in ([bad, good], [good, bad], [bad]):
+        events = []
+        for generation, raw in enumerate(versions, 1):
+            raw = dict(raw, metadata=dict(raw["metadata"], uid="u", generation=generation,
+                                          resourceVersion=str(10 + generation)))
+            events.append(EventRecord(at_ms=generation, source="watch", key="k", event=ObjectObserved(obj=trim(raw))))
+        evolved = initial_world()
+        for record in events:
+            evolve(evolved, record)
+        bulk = initial_world()
+        fold_batch(bulk, events)
+        _same(bulk, evolved)
+        claim = bulk.claims[f"DataSourceClaim/{NS}/k0"]
+        assert bool(claim.problem) == (versions[-1] is bad)
