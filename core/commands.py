@@ -2,8 +2,8 @@
 
 A command states a desired result, not a procedure: "this claim's status should be X", "this binding should
 exclude these clusters". The executor that applies it (``adapters/kubernetes.py`` has one function per command,
-named ``apply_<CommandName in snake_case>``; ``adapters/iceberg_rest.py`` serves :class:`LookupDataLocation`,
-``adapters/timers.py`` serves :class:`StartTimer`) reads the current object, changes only what differs, and
+named ``apply_<CommandName in snake_case>``; ``adapters/catalog/iceberg_rest.py`` serves :class:`LookupDataLocation`,
+``adapters/daemon/timers.py`` serves :class:`StartTimer`) reads the current object, changes only what differs, and
 guards the write with the resourceVersion it read — so applying a command twice, or late, is harmless.
 
 Command ids are derived from the command's content (:func:`command_id`), never from a counter or a clock: a

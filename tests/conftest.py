@@ -1,5 +1,5 @@
 """Shared fixtures. ``kube`` runs a test against the tether Kubernetes emulator, or against a real cluster when
-``TETHER_TEST_KUBECONFIG`` is set (see ``tether.adapters.kube_emulator.testing``)."""
+``TETHER_TEST_KUBECONFIG`` is set (see ``tether.adapters.sandbox.kube_emulator.testing``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tether.adapters.kube_emulator import KubeEmulator
-from tether.adapters.kube_emulator.testing import KubeEnv, kube_environment
+from tether.adapters.sandbox.kube_emulator import KubeEmulator
+from tether.adapters.sandbox.kube_emulator.testing import KubeEnv, kube_environment
 
 
 @pytest.fixture

@@ -41,7 +41,7 @@ from typing import Any
 
 import structlog
 
-from tether.adapters.manifests import data_source_manifest
+from tether.adapters.kubernetes.manifests import data_source_manifest
 from tether.core.commands import (
     LOCATION_ANNOTATION,
     AddFinalizer,

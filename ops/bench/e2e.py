@@ -1,7 +1,7 @@
 """End-to-end benchmark: claim created → ResourceBinding patched, through the real daemon, against a bare PATCH.
 
 Process layout (all on loopback). By default, as in production, the Kubernetes emulator is its own process
-(``python -m tether.adapters.kube_emulator``, the API server) and the tether daemon is its own process
+(``python -m tether.adapters.sandbox.kube_emulator``, the API server) and the tether daemon is its own process
 (``daemon_testing.DaemonProcess``: ``Daemon(cfg).run()`` as ``tether run`` runs it, on a temporary SQLite log, with
 its own kubeconfig client); this process holds only the bench's client (the claims' POSTs, the watch that
 timestamps the bindings) and the sandbox Iceberg REST catalog (an outside system too). ``--emulator in-process``
@@ -19,7 +19,7 @@ the same setup, in the same run.
 (b) The baseline: a bare JSON merge PATCH of a binding's annotation, sequentially, through the same client stack
     (``KubeClient`` over kubernetes-asyncio) on the same emulator, measured in the same run before (a), idle.
 (c) Catalog lookups per distinct table for ``BIG_CLAIMS`` claims over ``BIG_TABLES`` tables. All claims are fed
-    before any command runs (the worst case for de-duplication) through ``adapters.fake_cluster.Harness`` — the
+    before any command runs (the worst case for de-duplication) through ``adapters.testing.fake_cluster.Harness`` — the
     pipeline's ``step`` exactly as the daemon runs it — with every ``LookupDataLocation`` served by the real
     ``CatalogExecutor`` over a ``ResolverSet`` against the sandbox catalog (lookups in flight run concurrently);
     the sandbox counts the HTTP requests. Also reported for (a) through the daemon.
@@ -30,7 +30,7 @@ the same setup, in the same run.
     (a) could reach here.
 
 Every process (this one, the emulator's, the daemon's, the relay's) freezes its startup heap (``gc.freeze()``, as
-``tether run`` does: ``adapters/daemon.py``), so a full collection of the modules' objects is not a 30 to 45 ms
+``tether run`` does: ``adapters/daemon/daemon.py``), so a full collection of the modules' objects is not a 30 to 45 ms
 pause inside a timed request.
 
 The last line printed is one JSON object. Usage: ``python ops/bench/e2e.py [--rate 20] [--seconds 10]
@@ -60,14 +60,14 @@ import aiohttp
 import structlog
 from kubernetes_asyncio import client
 
-from tether.adapters import manifests
-from tether.adapters.catalog_sandbox import SandboxCatalog
-from tether.adapters.daemon_testing import INJECTED_ANNOTATION, tether_stack
-from tether.adapters.fake_cluster import Harness
-from tether.adapters.iceberg_rest import ResolverSet
-from tether.adapters.kube_emulator.testing import KubeEnv, kube_environment
+from tether.adapters.catalog.executor import CatalogExecutor
+from tether.adapters.catalog.registry import ResolverSet
+from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, KubeClient
-from tether.adapters.runtime import CatalogExecutor
+from tether.adapters.sandbox.catalog import SandboxCatalog
+from tether.adapters.sandbox.kube_emulator.testing import KubeEnv, kube_environment
+from tether.adapters.testing.daemon import INJECTED_ANNOTATION, tether_stack
+from tether.adapters.testing.fake_cluster import Harness
 from tether.core.commands import LookupDataLocation
 from tether.core.events import ObjectObserved
 
@@ -113,7 +113,7 @@ async def child(*args: str, ready: str) -> AsyncIterator[None]:
 async def emulator_process() -> AsyncIterator[str]:
     """Serve the emulator from a child process on a free port; yields the path of its kubeconfig."""
     with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
-        async with child("-m", "tether.adapters.kube_emulator", "--port", "0", "--kubeconfig-dir", tmp,
+        async with child("-m", "tether.adapters.sandbox.kube_emulator", "--port", "0", "--kubeconfig-dir", tmp,
                          "--bookmark-interval", str(EMULATOR_OPTIONS["bookmark_interval"]), "--commit-times",
                          ready="serving on"):
             yield str(Path(tmp) / "kubeconfig")
@@ -376,7 +376,7 @@ async def main() -> None:
     parser.add_argument("--relay", nargs=3, metavar=("KUBECONFIG", "NAMESPACE", "RV"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     gc.collect()  # as the daemon and the emulator do: no 30-45 ms full collection of the modules in the middle
-    gc.freeze()   # of a timed request (adapters/daemon.py, "startup heap")
+    gc.freeze()   # of a timed request (adapters/daemon/daemon.py, "startup heap")
     if args.relay:  # the child process of the floor (d)
         await relay_child(*args.relay)
         return

@@ -18,7 +18,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tether.adapters.kube_emulator import KubeEmulator
+from tether.adapters.sandbox.kube_emulator import KubeEmulator
 
 CONCURRENCY = 16
 OPS = 1500

@@ -16,7 +16,7 @@ what tether's produce queue does — it is the stricter comparison (``ratio_to_b
 producing costs less CPU than ``send``. Client settings (``--linger-ms``, ``--max-batch-bytes``,
 ``--fetch-max-wait-ms``) are given alike to both paths; their defaults are KafkaLog's.
 
-The workload is a realistic synthetic log (``tether.adapters.synthetic_log``: claims, bindings, lookups,
+The workload is a realistic synthetic log (``tether.adapters.testing.synthetic_log``: claims, bindings, lookups,
 migrations). ``--decider identity`` replaces ``step`` by a placeholder that emits one command per event.
 
     python ops/bench/kafka.py [--namespaces 24] [--repeat 3] [--decider real|identity] [--no-batch-api-baseline]
@@ -50,9 +50,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.partitioner import DefaultPartitioner
 
-from tether.adapters.kafka_log import KafkaLog
-from tether.adapters.kafka_testing import TansuBroker
-from tether.adapters.synthetic_log import Simulation, scenario
+from tether.adapters.log.kafka import KafkaLog
+from tether.adapters.testing.kafka import TansuBroker
+from tether.adapters.testing.synthetic_log import Simulation, scenario
 from tether.core.commands import StartTimer, command_id, command_target
 from tether.core.envelope import CommandRecord, EventRecord, encode
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tether.adapters.catalog_sandbox import SandboxCatalog
+from tether.adapters.sandbox.catalog import SandboxCatalog
 from tether.core.plugin_config import PluginConfig, parse_plugin
 
 

@@ -8,8 +8,8 @@ import ssl
 import pytest
 import trustme
 
-from tether.adapters.catalog_sandbox import SandboxCatalog
-from tether.adapters.iceberg_rest import AmoroResolver
+from tether.adapters.catalog.iceberg_rest import AmoroResolver
+from tether.adapters.sandbox.catalog import SandboxCatalog
 from tether.core.events import DataLocationLookupFailed, DataLocationResolved
 from tether.core.identity import make_identity
 

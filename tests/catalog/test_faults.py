@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from tether.adapters.catalog_http import CircuitBreaker, backoff_delay, parse_retry_after
-from tether.adapters.iceberg_rest import AmoroResolver
+from tether.adapters.catalog.http import CircuitBreaker, backoff_delay, parse_retry_after
+from tether.adapters.catalog.iceberg_rest import AmoroResolver
 from tether.core.events import DataLocationLookupFailed, DataLocationResolved
 from tether.core.identity import make_identity
 from tether.core.plugin_config import CircuitBreakerConfig, RetryConfig

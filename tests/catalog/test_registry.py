@@ -7,15 +7,8 @@ import textwrap
 
 import pytest
 
-from tether.adapters.iceberg_rest import (
-    AmoroResolver,
-    CatalogResolver,
-    IcebergRestResolver,
-    PathResolver,
-    ResolverSet,
-    UnknownCatalogType,
-    load_resolver,
-)
+from tether.adapters.catalog.iceberg_rest import AmoroResolver, CatalogResolver, IcebergRestResolver, PathResolver
+from tether.adapters.catalog.registry import ResolverSet, UnknownCatalogType, load_resolver
 from tether.core.events import DataLocationLookupFailed, DataLocationResolved
 from tether.core.identity import make_identity
 from tether.core.plugin_config import parse_plugin, parse_plugin_configmap

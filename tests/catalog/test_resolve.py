@@ -5,7 +5,8 @@ from __future__ import annotations
 import aiohttp
 import pytest
 
-from tether.adapters.iceberg_rest import AmoroResolver, IcebergRestResolver, PathResolver, ResolverSet
+from tether.adapters.catalog.iceberg_rest import AmoroResolver, IcebergRestResolver, PathResolver
+from tether.adapters.catalog.registry import ResolverSet
 from tether.core.events import DataLocationLookupFailed, DataLocationResolved, DataSourceNotInCatalog
 from tether.core.identity import make_identity
 from tether.core.plugin_config import parse_plugin_configmap

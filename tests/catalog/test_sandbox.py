@@ -9,8 +9,8 @@ import sys
 
 import aiohttp
 
-from tether.adapters.catalog_sandbox import SandboxCatalog
-from tether.adapters.iceberg_rest import ResolverSet
+from tether.adapters.catalog.registry import ResolverSet
+from tether.adapters.sandbox.catalog import SandboxCatalog
 from tether.core.events import DataLocationResolved
 from tether.core.identity import make_identity
 from tether.core.plugin_config import parse_plugin_configmap
@@ -104,7 +104,7 @@ async def test_standalone_server(tmp_path):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tether.adapters.catalog_sandbox", "--port", str(port), "--bearer", "tok",
+        sys.executable, "-m", "tether.adapters.sandbox.catalog", "--port", str(port), "--bearer", "tok",
         stdout=asyncio.subprocess.PIPE,
     )
     try:

@@ -12,9 +12,9 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from tether.adapters.cli import main
-from tether.adapters.cli_log import tail
-from tether.adapters.sqlite_log import SqliteLog
-from tether.adapters.synthetic_log import Simulation, scenario
+from tether.adapters.cli.log import tail
+from tether.adapters.log.sqlite import SqliteLog
+from tether.adapters.testing.synthetic_log import Simulation, scenario
 
 
 def build(path: Path) -> Simulation:

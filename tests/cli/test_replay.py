@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 from tether.adapters.cli import main
-from tether.adapters.render import type_name
-from tether.adapters.replay import diff, explain, replay
-from tether.adapters.sqlite_log import SqliteLog
-from tether.adapters.synthetic_log import Simulation, scenario
+from tether.adapters.cli.render import type_name
+from tether.adapters.cli.replay import diff, explain, replay
+from tether.adapters.log.sqlite import SqliteLog
+from tether.adapters.testing.synthetic_log import Simulation, scenario
 from tether.core.commands import UpdateClaimStatus
 from tether.core.envelope import rfc3339
 from tether.projections.world import evolve

@@ -17,7 +17,7 @@ import msgspec
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tether.adapters import manifests
+from tether.adapters.kubernetes import manifests
 from tether.core.commands import DATA_GROUP_VERSION
 from tether.core.envelope import EventRecord
 from tether.core.events import (

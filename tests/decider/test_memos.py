@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.adapters import manifests as m
-from tether.adapters.fake_cluster import Harness
+from tether.adapters.kubernetes import manifests as m
+from tether.adapters.testing.fake_cluster import Harness
 from tether.core import commands as c
 from tether.core import identity as ident
 from tether.core import pipeline

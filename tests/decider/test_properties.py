@@ -21,8 +21,8 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tether.adapters import manifests as m
-from tether.adapters.fake_cluster import Harness
+from tether.adapters.kubernetes import manifests as m
+from tether.adapters.testing.fake_cluster import Harness
 from tether.core.commands import (
     EXCLUDED_CLUSTERS_ANNOTATION,
     PLACEMENT_INJECTED_ANNOTATION,

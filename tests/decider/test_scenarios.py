@@ -1,7 +1,7 @@
 """The data-dependency decider, scenario by scenario (issue 2 acceptance; VG's own test list and then some).
 
 Each scenario is a function registered in :data:`SCENARIOS` and run by :func:`test_scenario`, whose test id is
-the scenario's name. Most drive the whole loop through :class:`~tether.adapters.fake_cluster.Harness` (the
+the scenario's name. Most drive the whole loop through :class:`~tether.adapters.testing.fake_cluster.Harness` (the
 pipeline against an in-memory cluster until settled); where a single decision is the point, the scenario calls
 ``core.pipeline.step`` on a hand-built World. The mapping and placement arithmetic have their own unit tables at
 the end.
@@ -21,8 +21,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from tether.adapters import manifests as m
-from tether.adapters.fake_cluster import Harness
+from tether.adapters.kubernetes import manifests as m
+from tether.adapters.testing.fake_cluster import Harness
 from tether.core.commands import (
     CLAIM_FINALIZER,
     DATASOURCE_FINALIZER,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.adapters import manifests
+from tether.adapters.kubernetes import manifests
 from tether.core.commands import CreateDataSource
 from tether.core.envelope import EventRecord
 from tether.core.events import CommandSucceeded, ObjectDeleted, ObjectObserved

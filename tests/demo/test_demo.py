@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from tether.adapters.cli import main
-from tether.adapters.demo import EXPLAIN_BINDING, EXPLAIN_CLAIM
+from tether.adapters.sandbox.demo import EXPLAIN_BINDING, EXPLAIN_CLAIM
 
 
 def test_demo_runs_end_to_end_and_leaves_a_replayable_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -51,7 +51,7 @@ async def test_commit_times_are_remembered_per_resource_version_when_asked() -> 
     """``commit_times``: the server-side clock of each commit, served at ``/_emulator/commit-times`` (off: 404)."""
     from kubernetes_asyncio import client
 
-    from tether.adapters.kube_emulator import KubeEmulator
+    from tether.adapters.sandbox.kube_emulator import KubeEmulator
 
     async with KubeEmulator(commit_times=True, history_size=3) as emu, client.ApiClient(emu.configuration()) as api:
         core = client.CoreV1Api(api)

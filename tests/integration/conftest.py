@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tether.adapters.kube_emulator.testing import KubeEnv, kube_environment
+from tether.adapters.sandbox.kube_emulator.testing import KubeEnv, kube_environment
 
 EMULATOR_OPTIONS = {"bookmark_interval": 60.0}
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import aiohttp
 
-from tether.adapters import manifests
-from tether.adapters.daemon_testing import Stack, spawn_daemon, tether_stack
-from tether.adapters.kube_emulator.testing import KubeEnv
+from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import CLAIMS, DATASOURCES, LEASES
-from tether.adapters.sqlite_log import SqliteLog
+from tether.adapters.log.sqlite import SqliteLog
+from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
+from tether.adapters.testing.daemon import Stack, spawn_daemon, tether_stack
 from tether.core.commands import CreateDataSource, LookupDataLocation
 
 from .test_migration import push

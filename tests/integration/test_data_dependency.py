@@ -6,9 +6,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tether.adapters import manifests
-from tether.adapters.daemon_testing import Stack, tether_stack
-from tether.adapters.kube_emulator.testing import KubeEnv
+from tether.adapters.kubernetes import manifests
+from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
+from tether.adapters.testing.daemon import Stack, tether_stack
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The decider loop's position (``adapters/runtime.py``, "Decider loop") on a real SQLite log.
+"""The decider loop's position (``adapters/daemon/runtime.py``, "Decider loop") on a real SQLite log.
 
 Batches that produce no command do not commit their position on their own at once: the next batch that produces
 commands commits it with them, or it is committed by itself a moment later (``position_delay``), or on the way
@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from tether.adapters import manifests
-from tether.adapters.daemon_testing import eventually
+from tether.adapters.daemon.runtime import Runtime
+from tether.adapters.kubernetes import manifests
 from tether.adapters.log import Batch
-from tether.adapters.runtime import Runtime
-from tether.adapters.sqlite_log import SqliteLog
+from tether.adapters.log.sqlite import SqliteLog
+from tether.adapters.testing.daemon import eventually
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import Event, ObjectObserved, event_key
 from tether.core.kube import trim

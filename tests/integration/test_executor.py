@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tether.adapters import manifests
-from tether.adapters.kube_emulator.testing import KubeEnv
+from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import CLAIMS, KubeClient
 from tether.adapters.kubernetes.executor import KubeExecutor, ObjectCache
+from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.core.commands import UpdateClaimStatus, command_id, command_target
 from tether.core.envelope import CommandRecord
 from tether.core.events import CommandSucceeded

@@ -1,4 +1,4 @@
-"""The pipelined executor loop (``adapters/runtime.py``, "Executor loop") on the emulator and a real SQLite log.
+"""The pipelined executor loop (``adapters/daemon/runtime.py``, "Executor loop") on the emulator and a real SQLite log.
 
 Commands are appended straight to the commands stream and applied by the real :class:`KubeExecutor`; a
 :class:`Gated` wrapper holds chosen commands until the test releases them, which is how a slow command (a catalog
@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from tether.adapters import manifests
-from tether.adapters.daemon_testing import eventually
-from tether.adapters.kube_emulator.testing import KubeEnv
+from tether.adapters.daemon.runtime import Runtime
+from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, KubeClient
 from tether.adapters.kubernetes.executor import KubeExecutor
-from tether.adapters.runtime import Runtime
-from tether.adapters.sqlite_log import SqliteLog
+from tether.adapters.log.sqlite import SqliteLog
+from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
+from tether.adapters.testing.daemon import eventually
 from tether.core.commands import (
     AddFinalizer,
     Command,

@@ -15,10 +15,10 @@ from collections.abc import AsyncIterator
 import pytest
 
 import tether.core.datadependency as datadependency
-from tether.adapters import manifests
-from tether.adapters.daemon_testing import Stack, claim_condition, tether_stack
-from tether.adapters.kube_emulator.testing import KubeEnv
+from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import CLAIMS, DATASOURCES
+from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
+from tether.adapters.testing.daemon import Stack, claim_condition, tether_stack
 
 from .test_migration import push
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from tether.adapters.kube_emulator.testing import KubeEnv
 from tether.adapters.kubernetes.client import CONFIGMAPS, KubeClient
+from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "no_proxy",
                    "NO_PROXY")

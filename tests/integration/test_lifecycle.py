@@ -10,8 +10,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tether.adapters import manifests
-from tether.adapters.daemon_testing import (
+from tether.adapters.kubernetes import manifests
+from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, DATASOURCES
+from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
+from tether.adapters.testing.daemon import (
     EXCLUDED_ANNOTATION,
     INJECTED_ANNOTATION,
     Stack,
@@ -19,8 +21,6 @@ from tether.adapters.daemon_testing import (
     excluded,
     tether_stack,
 )
-from tether.adapters.kube_emulator.testing import KubeEnv
-from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, DATASOURCES
 
 pytestmark = pytest.mark.cluster
 

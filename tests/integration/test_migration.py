@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import aiohttp
 
-from tether.adapters import manifests
-from tether.adapters.daemon_testing import Stack, tether_stack
-from tether.adapters.kube_emulator.testing import KubeEnv
+from tether.adapters.kubernetes import manifests
+from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
+from tether.adapters.testing.daemon import Stack, tether_stack
 
 
 def scheduled(rb: dict | None) -> list[str]:

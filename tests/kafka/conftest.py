@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.adapters.kafka_testing import ProxiedBroker, kafka_test_url, tansu_binary
+from tether.adapters.testing.kafka import ProxiedBroker, kafka_test_url, tansu_binary
 
 _HERE = Path(__file__).parent
 _counter = itertools.count()

@@ -11,9 +11,10 @@ from typing import Any
 import msgspec
 from aiokafka import AIOKafkaProducer
 
-from tether.adapters import kafka_handoff, kafka_log
-from tether.adapters.kafka_log import KafkaLog
-from tether.adapters.synthetic_log import Simulation, scenario
+from tether.adapters.log import kafka as kafka_log
+from tether.adapters.log import kafka_handoff
+from tether.adapters.log.kafka import KafkaLog
+from tether.adapters.testing.synthetic_log import Simulation, scenario
 from tether.core.commands import StartTimer, UpdateClaimStatus, command_id, command_target
 from tether.core.envelope import CommandRecord, EventRecord, decode_command, decode_event, encode
 from tether.core.events import ObjectDeleted, ObjectObserved, TimerFired

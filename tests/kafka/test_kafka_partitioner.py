@@ -6,8 +6,8 @@ from aiokafka.partitioner import DefaultPartitioner, murmur2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tether.adapters.kafka_produce import default_partition
-from tether.adapters.kafka_produce import murmur2 as fast_murmur2
+from tether.adapters.log.kafka_produce import default_partition
+from tether.adapters.log.kafka_produce import murmur2 as fast_murmur2
 
 
 @settings(max_examples=500, deadline=None)

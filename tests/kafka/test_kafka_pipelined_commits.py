@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from aiokafka.errors import KafkaError
 
-from tether.adapters.kafka_log import KafkaLog
-from tether.adapters.kafka_testing import ProxiedBroker
+from tether.adapters.log.kafka import KafkaLog
+from tether.adapters.testing.kafka import ProxiedBroker
 from tether.core.commands import StartTimer, command_id, command_target
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import TimerFired
@@ -38,7 +38,7 @@ DECIDER = """
 import asyncio, sys
 sys.path[:0] = [{tests!r}]
 from test_kafka_pipelined_commits import command_for
-from tether.adapters.kafka_log import KafkaLog
+from tether.adapters.log.kafka import KafkaLog
 
 async def main():
     log = KafkaLog({url!r}, commit_pipeline=4)

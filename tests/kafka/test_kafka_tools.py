@@ -8,10 +8,10 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from tether.adapters.cli import main
-from tether.adapters.kafka_log import KafkaLog
-from tether.adapters.kafka_testing import ProxiedBroker, kafka_test_url
 from tether.adapters.log import Snapshot
-from tether.adapters.log_url import open_log
+from tether.adapters.log.kafka import KafkaLog
+from tether.adapters.log.url import open_log
+from tether.adapters.testing.kafka import ProxiedBroker, kafka_test_url
 from tether.core.commands import StartTimer, command_id, command_target
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import TimerFired

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tether.adapters.log import Batch, Snapshot, scan
-from tether.adapters.log_url import open_log, sqlite_path
-from tether.adapters.sqlite_log import CorruptRecord, SqliteLog
+from tether.adapters.log.sqlite import CorruptRecord, SqliteLog
+from tether.adapters.log.url import open_log, sqlite_path
 from tether.core.commands import AddFinalizer, command_id
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import ObjectObserved
@@ -313,7 +313,7 @@ async def test_open_log_urls(tmp_path: Path) -> None:
 
 async def test_open_log_resolves_kafka_lazily_by_name() -> None:
     opened = await open_log("kafka://127.0.0.1:1")  # constructed only: nothing connects before first use
-    assert type(opened).__name__ == "KafkaLog" and type(opened).__module__ == "tether.adapters.kafka_log"
+    assert type(opened).__name__ == "KafkaLog" and type(opened).__module__ == "tether.adapters.log.kafka"
     await opened.close()
 
 
@@ -321,7 +321,7 @@ async def test_a_write_cancelled_while_beginning_leaves_the_log_writable(tmp_pat
     """A task cancelled while its BEGIN runs must not leave the transaction open for every later write."""
     import asyncio
 
-    from tether.adapters.sqlite_log import SqliteLog
+    from tether.adapters.log.sqlite import SqliteLog
     from tether.core.envelope import EventRecord
     from tether.core.events import TimerFired
 
@@ -344,7 +344,7 @@ async def test_a_write_cancelled_while_beginning_leaves_the_log_writable(tmp_pat
         await log.close()
 
 
-# --- in-process hand-off (module doc of adapters/sqlite_log.py) ---------------------------------------------------
+# --- in-process hand-off (module doc of adapters/log/sqlite.py) ---------------------------------------------------
 
 
 class FileReads:
@@ -514,7 +514,7 @@ async def test_a_write_while_the_file_is_locked_waits_on_the_writers_thread_not_
 async def test_rows_written_on_the_event_loop_reach_the_database_file_by_checkpoints(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tether.adapters.sqlite_log as sqlite_log
+    import tether.adapters.log.sqlite as sqlite_log
 
     monkeypatch.setattr(sqlite_log, "CHECKPOINT_BYTES", 1)  # a checkpoint after every write
     path = tmp_path / "log.db"

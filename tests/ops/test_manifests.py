@@ -3,7 +3,7 @@
 The RBAC check is two tables kept next to each other on purpose:
 
 * :data:`CALL_SITES` — every Kubernetes API call tether's daemon makes, found by reading the code (an AST scan of
-  ``adapters/kubernetes/*.py`` and the watch sources in ``adapters/daemon.py``), with the (resource, verb) pairs
+  ``adapters/kubernetes/*.py`` and the watch sources in ``adapters/daemon/daemon.py``), with the (resource, verb) pairs
   each one needs. A new call site that is not in the table fails :func:`test_call_sites_table_matches_the_code`:
   whoever adds a call decides its permission here.
 * the ClusterRole/Roles in ``ops/deploy/rbac.yaml`` must grant exactly the union of those, nothing more (no ``*``,
@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tether.adapters import manifests
-from tether.adapters.kube_emulator.testing import KubeEnv
+from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import CLAIMS, KubeClient
+from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.core.plugin_config import parse_plugin_configmap
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -388,7 +388,7 @@ def code_call_sites() -> set[tuple[str, ...]]:
 
 
 def watched_resources() -> set[str]:
-    tree = ast.parse((ROOT / "adapters" / "daemon.py").read_text())
+    tree = ast.parse((ROOT / "adapters" / "daemon" / "daemon.py").read_text())
     return {ast.unparse(n.args[2]) for n in ast.walk(tree)
             if isinstance(n, ast.Call) and ast.unparse(n.func) == "WatchSource"}
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import yaml
 
-from tether.adapters import manifests as m
-from tether.adapters.fake_cluster import Harness
-from tether.adapters.sqlite_log import SqliteLog
-from tether.adapters.whatif import load_candidate, what_if
+from tether.adapters.cli.whatif import load_candidate, what_if
+from tether.adapters.kubernetes import manifests as m
+from tether.adapters.log.sqlite import SqliteLog
+from tether.adapters.testing.fake_cluster import Harness
 from tether.core.commands import CreateDataSource, SetBindingPlacement, UpdateDataSourceLocality
 
 MAPPING = {"s3://east/": ["c1", "c2"], "s3://west/": ["c3"]}

@@ -1,4 +1,4 @@
-"""Run the emulator standalone: ``python -m tether.adapters.kube_emulator --port 8001 --crds ops/crds``.
+"""Run the emulator standalone: ``python -m tether.adapters.sandbox.kube_emulator --port 8001 --crds ops/crds``.
 
 Prints the URL and writes a kubeconfig (``--kubeconfig``) so kubectl-like tools and tether itself can connect.
 """
@@ -20,7 +20,7 @@ async def _main(args: argparse.Namespace) -> None:
                        karmada_scheduler=args.karmada, history_size=args.history_size,
                        bookmark_interval=args.bookmark_interval, commit_times=args.commit_times)
     await emu.start()
-    # as the daemon does (adapters/daemon.py, "startup heap"): the modules' objects out of the cyclic GC's reach,
+    # as the daemon does (adapters/daemon/daemon.py, "startup heap"): the modules' objects out of the cyclic GC's reach,
     # so a full collection is not a 30 ms pause in the middle of a request
     gc.collect()
     gc.freeze()
@@ -36,7 +36,7 @@ async def _main(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(prog="python -m tether.adapters.kube_emulator")
+    p = argparse.ArgumentParser(prog="python -m tether.adapters.sandbox.kube_emulator")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8001)
     p.add_argument("--crds", action="append", help="CRD file, directory or name under tether/crds (repeatable)")

@@ -19,11 +19,11 @@ import click
 
 #: Modules whose ``register(main)`` adds their subcommands, in help order.
 COMMAND_MODULES: tuple[str, ...] = (
-    "tether.adapters.cli_log",
-    "tether.adapters.log_tools",
-    "tether.adapters.replay",
-    "tether.adapters.cli_run",
-    "tether.adapters.demo",
+    "tether.adapters.cli.log",
+    "tether.adapters.cli.log_transfer",
+    "tether.adapters.cli.replay",
+    "tether.adapters.cli.run",
+    "tether.adapters.cli.demo",
 )
 
 

@@ -1,4 +1,4 @@
-"""``tether run``: the long-running daemon (see ``adapters/daemon.py`` for what it runs)."""
+"""``tether run``: the long-running daemon (see ``adapters/daemon/daemon.py`` for what it runs)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 import click
 import structlog
 
-from tether.adapters.daemon import Daemon, DaemonConfig
+from tether.adapters.daemon.daemon import Daemon, DaemonConfig
 
 
 def configure_logging(level: str, *, json_logs: bool) -> None:

@@ -1,6 +1,6 @@
 """The HTTP machinery under the catalog resolvers: retry policy, circuit breaker, authentication, TLS.
 
-Nothing here knows about Iceberg; :mod:`tether.adapters.iceberg_rest` builds the protocol on top. The pieces
+Nothing here knows about Iceberg; :mod:`tether.adapters.catalog.iceberg_rest` builds the protocol on top. The pieces
 are small, separately testable and deterministic: every one that waits or reads the time takes the clock, the
 sleep and the random source as keyword-only arguments, so the tests run a whole backoff schedule in
 microseconds and assert on the exact delays.

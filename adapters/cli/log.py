@@ -12,9 +12,9 @@ from typing import Literal
 import click
 from rich.console import Console
 
+from tether.adapters.cli.render import line
 from tether.adapters.log import EventLog, Position, Record, Stream, aclosing_iter
-from tether.adapters.log_url import is_sqlite, open_log, sqlite_path
-from tether.adapters.render import line
+from tether.adapters.log.url import is_sqlite, open_log, sqlite_path
 from tether.core.envelope import EventRecord, encode
 
 StreamChoice = Literal["events", "commands", "both"]

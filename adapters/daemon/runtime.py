@@ -62,9 +62,9 @@ from typing import Any, Protocol
 
 import structlog
 
+from tether.adapters.daemon.metrics import Metrics
+from tether.adapters.daemon.timers import TimerService
 from tether.adapters.log import Batch, EventLog, Snapshot, aclosing_iter, scan
-from tether.adapters.metrics import Metrics
-from tether.adapters.timers import TimerService
 from tether.core.commands import (
     Command,
     CreateDataSource,
@@ -77,9 +77,6 @@ from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import (
     CommandFailed,
     CommandSucceeded,
-    DataLocationLookupFailed,
-    DataLocationResolved,
-    DataSourceNotInCatalog,
     Event,
     event_key,
 )
@@ -96,27 +93,6 @@ class Executor(Protocol):
     def handles(self, command: Command) -> bool: ...
 
     async def apply(self, record: CommandRecord) -> list[Event]: ...
-
-
-class CatalogExecutor:
-    """Serves :class:`LookupDataLocation` with a resolver set (``adapters.iceberg_rest.ResolverSet``)."""
-
-    def __init__(self, resolvers: Any, *, metrics: Metrics | None = None) -> None:
-        self.resolvers = resolvers
-        self.metrics = metrics
-
-    def handles(self, command: Command) -> bool:
-        return isinstance(command, LookupDataLocation)
-
-    async def apply(self, record: CommandRecord) -> list[Event]:
-        command = record.command
-        assert isinstance(command, LookupDataLocation)
-        outcome = await self.resolvers.resolve(command.identity, trigger="lookup")
-        if self.metrics is not None:
-            kind = {DataLocationResolved: "resolved", DataSourceNotInCatalog: "not-found",
-                    DataLocationLookupFailed: "failed"}.get(type(outcome), "other")
-            self.metrics.lookups.labels(command.identity.system, kind).inc()
-        return [outcome]
 
 
 def _now_ms() -> int:

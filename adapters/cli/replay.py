@@ -33,9 +33,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from tether.adapters.cli_log import console, open_for_cli
+from tether.adapters.cli.log import console, open_for_cli
+from tether.adapters.cli.render import line, type_name
 from tether.adapters.log import EventLog, Record, Snapshot, Stream, aclosing_iter, scan
-from tether.adapters.render import line, type_name
 from tether.core.envelope import CommandRecord, EventRecord, parse_rfc3339_ms, rfc3339
 from tether.core.pipeline import step
 from tether.projections.bulk import BulkFold
@@ -472,7 +472,7 @@ def replay_cmd(log_url: str, until: str | None, explain_key: str | None, show_di
 
 async def run_what_if(url: str, config_path: str, until: str | None, out: Console) -> int:
     """Print, per recorded event, the commands the candidate configuration would add or drop (exit 0)."""
-    from tether.adapters.whatif import load_candidate, what_if  # keeps ``tether replay`` start-up light
+    from tether.adapters.cli.whatif import load_candidate, what_if  # keeps ``tether replay`` start-up light
 
     until_offset, _ = parse_until(until)
     try:

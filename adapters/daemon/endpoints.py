@@ -21,7 +21,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from tether.adapters.metrics import Metrics
+from tether.adapters.daemon.metrics import Metrics
 from tether.core.events import DataLocationResolved, Event
 from tether.core.identity import DataIdentity, make_identity
 

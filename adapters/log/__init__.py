@@ -73,7 +73,7 @@ class EventLog(Protocol):
         backend can (SQLite), or produce-then-commit (Kafka).
 
         Returns the produced records. SQLite returns them with their offsets, committed. Kafka's commits are
-        pipelined (``adapters.kafka_log``): the call hands the records to the producer and returns with their
+        pipelined (``adapters.log.kafka``): the call hands the records to the producer and returns with their
         offsets still 0; the position is committed later, in call order, once they are acknowledged — a failure
         surfaces on the next call. Nobody may rely on those offsets; ``position`` settles what is pending."""
         ...

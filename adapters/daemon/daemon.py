@@ -38,22 +38,22 @@ from typing import Any
 import structlog
 from kubernetes_asyncio import client, config
 
-from tether.adapters.http import Endpoints
-from tether.adapters.iceberg_rest import ResolverSet
+from tether.adapters.catalog.executor import CatalogExecutor
+from tether.adapters.catalog.registry import ResolverSet
+from tether.adapters.daemon.endpoints import Endpoints
+from tether.adapters.daemon.metrics import Metrics
+from tether.adapters.daemon.runtime import Runtime
+from tether.adapters.daemon.timers import TimerService
+from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, CLUSTERS, CONFIGMAPS, DATASOURCES, KubeClient
+from tether.adapters.kubernetes.executor import KubeExecutor, ObjectCache
+from tether.adapters.kubernetes.leader import LeaderElector
+from tether.adapters.kubernetes.watch import WatchSource
 from tether.adapters.log import EventLog
-from tether.adapters.log_url import open_log
-from tether.adapters.metrics import Metrics
-from tether.adapters.runtime import CatalogExecutor, Runtime
-from tether.adapters.timers import TimerService
+from tether.adapters.log.url import open_log
 from tether.core.envelope import EventRecord
 from tether.core.events import DataLocationResolved, Event, event_key
 from tether.core.identity import DataIdentity
 from tether.projections.world import Settings, World
-
-from .kubernetes.client import BINDINGS, CLAIMS, CLUSTERS, CONFIGMAPS, DATASOURCES, KubeClient
-from .kubernetes.executor import KubeExecutor, ObjectCache
-from .kubernetes.leader import LeaderElector
-from .kubernetes.watch import WatchSource
 
 log = structlog.get_logger("tether.daemon")
 

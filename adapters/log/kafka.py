@@ -67,7 +67,7 @@ Pipelined commits
 -----------------
 
 (The ordered produce queue behind ``append``, ``commit``, ``dead_letter`` and ``save_snapshot`` lives in
-:mod:`tether.adapters.kafka_produce`, with its design and trade-offs.)
+:mod:`tether.adapters.log.kafka_produce`, with its design and trade-offs.)
 ``commit(batch, produced=…)`` hands the produced records to the producer and returns; it does not wait for their
 acknowledgement. A background task awaits the acknowledgements in queue order and only then has the consumer's
 offsets past ``batch`` committed, by a second task, in the order of the ``commit`` calls (pending commits of one
@@ -101,7 +101,7 @@ In-process hand-off
 
 A consumer of this process that fetches a record this process produced takes the record it was encoded from
 instead of decoding the fetched bytes again, if the bytes fetched are exactly those produced (``handoff_bytes``
-bounds what is kept). How, and why it is exact: :mod:`tether.adapters.kafka_handoff`.
+bounds what is kept). How, and why it is exact: :mod:`tether.adapters.log.kafka_handoff`.
 
 Offsets: a record's ``offset`` is its Kafka offset **plus one**, so that offsets start at 1 in both backends (the
 SQLite log's rule, "0 = nothing yet"), and a :data:`~tether.adapters.log.Position` ``{partition: last processed
@@ -130,9 +130,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import CommitFailedError, KafkaError, TopicAlreadyExistsError
 
-from tether.adapters.kafka_handoff import HandOff, handoff_for
-from tether.adapters.kafka_produce import PendingOffsets, ProduceItem, ProduceQueue
 from tether.adapters.log import Batch, Position, Record, Snapshot, Stream
+from tether.adapters.log.kafka_handoff import HandOff, handoff_for
+from tether.adapters.log.kafka_produce import PendingOffsets, ProduceItem, ProduceQueue
 from tether.core.envelope import (
     CommandRecord,
     EventRecord,
@@ -287,7 +287,7 @@ class KafkaLog:
         self._closed = False
         # records this process produced, for its own consumers instead of decoding them again
         self._handoff = handoff_for(bootstrap=self.config.bootstrap, limit=self.config.handoff_bytes)
-        # every produce goes through one ordered queue; commits are pipelined (adapters/kafka_produce.py)
+        # every produce goes through one ordered queue; commits are pipelined (adapters/log/kafka_produce.py)
         self._produce_queue = ProduceQueue(append_timeout_s=self.config.append_timeout_s,
                                            commit_pipeline=self.config.commit_pipeline,
                                            commit_offsets=self._commit_offsets,
@@ -430,7 +430,7 @@ class KafkaLog:
         with contextlib.suppress(Exception):
             await consumer.stop()
 
-    # -- producing (the ordered, pipelined queue: adapters/kafka_produce.py) ------------------------------------
+    # -- producing (the ordered, pipelined queue: adapters/log/kafka_produce.py) ------------------------------------
 
     async def _produce(self, topic: str, items: Sequence[ProduceItem]) -> list[Any]:
         """Produce (key, value, timestamp, headers) items with acks=all, in order after every earlier produce of this
@@ -548,7 +548,7 @@ class KafkaLog:
         if stream == "events" and self._partitions["events"] > 1 and not self.config.unordered_events:
             raise UnorderedStreamError(
                 f"{self.config.topic('events')} has {self._partitions['events']} partitions: the decider needs one "
-                "total order of events (see tether.adapters.kafka_log); use one partition, or open the log with "
+                "total order of events (see tether.adapters.log.kafka); use one partition, or open the log with "
                 "unordered_events=true if this consumer only needs per-key order"
             )
         topic = self.config.topic(stream)

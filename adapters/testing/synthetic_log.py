@@ -7,8 +7,9 @@ migrations) and tether's executors (applying each command and appending its outc
 through :func:`tether.core.pipeline.step`, exactly as in the daemon, so the commands stream is the one the
 decider would have written and ``tether replay --diff`` finds no difference on an untouched log.
 
-What each command does to the objects is :class:`~tether.adapters.fake_cluster.FakeCluster`'s (the same semantics
-the decider's scenario tests run against); this module adds the scenario, the randomness and Karmada's scheduler.
+What each command does to the objects is
+:class:`~tether.adapters.testing.fake_cluster.FakeCluster`'s (the same semantics the decider's scenario tests run
+against); this module adds the scenario, the randomness and Karmada's scheduler.
 
 Offsets are assigned here, in order, from 1 (so causations are known before writing); :meth:`Simulation.write`
 appends everything to an *empty* log, which assigns the same offsets. Deterministic for a given seed.
@@ -23,8 +24,8 @@ from typing import Any
 
 import msgspec
 
-from tether.adapters.fake_cluster import FakeCluster
 from tether.adapters.log import EventLog
+from tether.adapters.testing.fake_cluster import FakeCluster
 from tether.core.commands import DATA_GROUP_VERSION, SetBindingPlacement
 from tether.core.envelope import CommandRecord, EventRecord, rfc3339
 from tether.core.events import CommandSucceeded, DataLocationResolved, Event, ObjectDeleted, ObjectObserved, event_key

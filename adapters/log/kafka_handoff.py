@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from tether.adapters.kafka_produce import ProduceItem
+from tether.adapters.log.kafka_produce import ProduceItem
 from tether.core.envelope import COMMAND_SCHEMA_VERSION, CommandRecord, EventRecord
 from tether.core.events import EVENT_SCHEMA_VERSION
 

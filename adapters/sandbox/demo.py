@@ -1,4 +1,4 @@
-"""``tether demo``: the whole story in a sandbox, in about fifteen seconds, with nothing to install.
+"""The demo's world (``tether demo`` runs it): the whole story in a sandbox, in seconds, with nothing to install.
 
 Everything runs in this process, on loopback:
 
@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import secrets
 import signal
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -33,19 +32,17 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import click
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from tether.adapters import manifests
-from tether.adapters.catalog_sandbox import SandboxCatalog
-from tether.adapters.cli_run import configure_logging
-from tether.adapters.daemon import Daemon, DaemonConfig
-from tether.adapters.kube_emulator import KubeEmulator
-from tether.adapters.kube_emulator.crds import crd_dir
+from tether.adapters.daemon.daemon import Daemon, DaemonConfig
+from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, CLUSTERS, CONFIGMAPS, DATASOURCES, KubeClient, Resource
+from tether.adapters.sandbox.catalog import SandboxCatalog
+from tether.adapters.sandbox.kube_emulator import KubeEmulator
+from tether.adapters.sandbox.kube_emulator.crds import crd_dir
 
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", True)
@@ -427,28 +424,4 @@ async def run_demo(*, log_path: str | Path = "tether-demo.db", console: Console 
     return await demo.run()
 
 
-@click.command("demo")
-@click.option("--log", "log_path", default="tether-demo.db", show_default=True, type=click.Path(dir_okay=False),
-              help="SQLite file for the event log (overwritten on each run).")
-@click.option("--live/--no-live", default=True, show_default=True,
-              help="Refresh a live table (only on a terminal; otherwise snapshots are printed).")
-@click.option("--speed", default=1.0, show_default=True, type=float,
-              help="Divide the pauses between steps by this (the work itself is not slowed down).")
-@click.option("--keep-running", is_flag=True,
-              help="Leave the sandbox up at the end; prints the API URL and a kubeconfig for kubectl.")
-@click.option("--log-level", default="warning", show_default=True, help="Level of the daemon's own log lines.")
-def demo_cmd(log_path: str, live: bool, speed: float, keep_running: bool, log_level: str) -> None:
-    """Run tether end to end in a sandbox: claims bound, bindings placed, one table moved and followed."""
-    configure_logging(log_level, json_logs=False)
-    try:
-        asyncio.run(run_demo(log_path=log_path, live=live, speed=speed, keep_running=keep_running))
-    except DemoFailed as exc:
-        click.echo(f"demo failed: {exc}", err=True)
-        sys.exit(1)
-
-
-def register(main: click.Group) -> None:
-    main.add_command(demo_cmd)
-
-
-__all__ = ["DemoResult", "run_demo"]
+__all__ = ["DemoFailed", "DemoResult", "run_demo"]

@@ -28,7 +28,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from tether.adapters.cli_log import console, open_for_cli
+from tether.adapters.cli.log import console, open_for_cli
 from tether.adapters.log import EventLog, Stream, aclosing_iter
 
 STREAMS: tuple[Stream, ...] = ("events", "commands")

@@ -6,7 +6,7 @@ and runs a :class:`Daemon` on an embedded SQLite log in a temporary directory. E
 on exit. Works on the emulator and, with ``TETHER_TEST_KUBECONFIG``, on a real cluster.
 
 With ``daemon_process=True`` the daemon is its own process instead of a task on the caller's event loop, as
-``tether run`` is in production: ``python -m tether.adapters.daemon_testing CONFIG`` runs ``Daemon(cfg).run()``
+``tether run`` is in production: ``python -m tether.adapters.testing.daemon CONFIG`` runs ``Daemon(cfg).run()``
 exactly as ``tether run`` does (its own kubeconfig client, its own log connection), plus a control channel on
 its stdin/stdout that only answers "ready" and "idle" (for the caller's setup; nothing else runs on it).
 """
@@ -29,12 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tether.adapters import manifests
-from tether.adapters.catalog_sandbox import SandboxCatalog
-from tether.adapters.daemon import Daemon, DaemonConfig
-from tether.adapters.kube_emulator.testing import KUBECONFIG_ENV, KubeEnv
+from tether.adapters.daemon.daemon import Daemon, DaemonConfig
+from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, CLUSTERS, CONFIGMAPS, DATASOURCES, EVENTS, KubeClient
-from tether.adapters.sqlite_log import SqliteLog
+from tether.adapters.log.sqlite import SqliteLog
+from tether.adapters.sandbox.catalog import SandboxCatalog
+from tether.adapters.sandbox.kube_emulator.testing import KUBECONFIG_ENV, KubeEnv
 
 CRDS = ("datadependency.volcano.sh_datasourceclaims", "datadependency.volcano.sh_datasources",
         "work.karmada.io_resourcebindings", "cluster.karmada.io_clusters.standin")
@@ -56,7 +56,7 @@ _ROOT = Path(__file__).resolve().parents[1]  # the checkout (tether/ is a symlin
 
 
 class DaemonProcess:
-    """A daemon in a child process (``python -m tether.adapters.daemon_testing``): see the module doc."""
+    """A daemon in a child process (``python -m tether.adapters.testing.daemon``): see the module doc."""
 
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
@@ -68,7 +68,7 @@ class DaemonProcess:
         if (_ROOT / "tether").is_dir():  # a checkout: the child imports this one, not whatever tether is installed
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tether.adapters.daemon_testing", json.dumps(dataclasses.asdict(cfg)),
+            sys.executable, "-m", "tether.adapters.testing.daemon", json.dumps(dataclasses.asdict(cfg)),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self = cls(proc)
         try:
@@ -384,5 +384,5 @@ async def _cleanup(kube: KubeClient, namespace: str, clusters: dict[str, str]) -
             await kube.delete(CLUSTERS, name)
 
 
-if __name__ == "__main__":  # the daemon process of DaemonProcess: ``python -m tether.adapters.daemon_testing CFG``
+if __name__ == "__main__":  # the daemon process of DaemonProcess: ``python -m tether.adapters.testing.daemon CFG``
     sys.exit(asyncio.run(_serve_daemon(DaemonConfig(**json.loads(sys.argv[1])))))

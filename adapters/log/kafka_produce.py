@@ -1,4 +1,4 @@
-"""The ordered, pipelined produce queue under :class:`~tether.adapters.kafka_log.KafkaLog`.
+"""The ordered, pipelined produce queue under :class:`~tether.adapters.log.kafka.KafkaLog`.
 
 Every produce of a log — an awaited ``append``, a dead letter, a snapshot, and the produce-then-commit of
 ``KafkaLog.commit`` — is one :class:`_Group` in **one queue, in call order**. This module owns that queue: it

@@ -20,7 +20,7 @@ import copy
 from collections import deque
 from typing import Any
 
-from tether.adapters.manifests import data_source_manifest
+from tether.adapters.kubernetes.manifests import data_source_manifest
 from tether.core.commands import (
     LOCATION_ANNOTATION,
     AddFinalizer,

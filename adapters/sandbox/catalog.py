@@ -21,7 +21,7 @@ Latency sleeps end early when the server stops, so tests never wait on an abando
 The server counts table loads per table (arrivals, faulted or not) and the maximum number in flight, so
 tests and benchmarks can assert "50 claims on one table → 1 lookup" and "never more than N at once".
 
-Standalone: ``python -m tether.adapters.catalog_sandbox --port 8181`` (``--help`` for auth options).
+Standalone: ``python -m tether.adapters.sandbox.catalog --port 8181`` (``--help`` for auth options).
 """
 
 from __future__ import annotations
@@ -467,7 +467,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m tether.adapters.catalog_sandbox", description="A sandbox Iceberg REST catalog (Amoro paths)."
+        prog="python -m tether.adapters.sandbox.catalog", description="A sandbox Iceberg REST catalog (Amoro paths)."
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8181)

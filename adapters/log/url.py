@@ -1,11 +1,11 @@
 """``open_log(url)``: one string selects and configures the event log backend.
 
-* ``sqlite:///abs/path/tether.db`` — :class:`~tether.adapters.sqlite_log.SqliteLog` on an absolute path
+* ``sqlite:///abs/path/tether.db`` — :class:`~tether.adapters.log.sqlite.SqliteLog` on an absolute path
   (the URL's path); ``sqlite:relative/tether.db`` or ``sqlite://./tether.db`` for a relative one, and a bare
   filesystem path (``./tether.db``) means SQLite too (convenient on the command line). Query options:
   ``poll_interval`` (seconds, cross-process follow), ``on_corrupt`` (``dead_letter`` | ``raise``),
   ``synchronous`` (``FULL`` | ``NORMAL``).
-* ``kafka://broker:9092/...`` — ``KafkaLog`` from ``tether.adapters.kafka_log``, imported only when used
+* ``kafka://broker:9092/...`` — ``KafkaLog`` from ``tether.adapters.log.kafka``, imported only when used
   (aiokafka stays out of the SQLite path). Its factory is ``KafkaLog.from_url(url)``, which may be a plain
   or an async function.
 
@@ -20,10 +20,10 @@ from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
 from tether.adapters.log import EventLog
-from tether.adapters.sqlite_log import SqliteLog
+from tether.adapters.log.sqlite import SqliteLog
 
 #: scheme → "module:Class" whose ``from_url(url)`` opens the log (sync or async).
-BACKENDS: dict[str, str] = {"kafka": "tether.adapters.kafka_log:KafkaLog"}
+BACKENDS: dict[str, str] = {"kafka": "tether.adapters.log.kafka:KafkaLog"}
 
 
 def sqlite_path(url: str) -> tuple[str, dict[str, str]]:
