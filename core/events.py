@@ -8,7 +8,9 @@ generated from these classes).
 Three families:
 
 * **Observations** of Kubernetes objects (:class:`ObjectObserved`, :class:`ObjectDeleted`,
-  :class:`ObjectsListed`) recorded by the watch adapters as trimmed snapshots — nothing else is needed to replay.
+  :class:`ObjectsListed`) recorded by the watch adapters as trimmed snapshots — nothing else is needed to replay —
+  and :class:`ListsStarted`, which says that lists are under way: until each of them has ended, the world is a
+  half-listed one and nothing is decided from it.
 * **Catalog answers** (:class:`DataLocationResolved`, :class:`DataSourceNotInCatalog`,
   :class:`DataLocationLookupFailed`): the outcome of a lookup, a periodic re-resolution or a pushed
   "table moved" notification. The mapping from location to clusters is *not* done here but by the decider,
@@ -51,6 +53,25 @@ class ObjectsListed(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
     kind: str
     keys: tuple[str, ...]
     namespace: str = ""  # set when the list was namespace-scoped
+
+
+class ListsStarted(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
+    """The watch sources named in ``sources`` (see :func:`list_source`) are listing; each list ends with its
+    :class:`ObjectsListed`.
+
+    The daemon appends one naming every source before its first lists (a start, a takeover by a standby), and a
+    source appends one naming itself before it relists (410 Gone, a watch gap). While any of them is still
+    listing, the world may hold bindings without the claims that constrain them, or claims that were deleted in
+    the gap: the pipeline decides nothing until the last list has ended, then reconciles every object once,
+    as controller-runtime waits for its caches to sync before it reconciles.
+    """
+
+    sources: tuple[str, ...]
+
+
+def list_source(kind: str, namespace: str = "") -> str:
+    """The name of a list in :class:`ListsStarted`: what its :class:`ObjectsListed` carries, ``kind/namespace``."""
+    return f"{kind}/{namespace}"
 
 
 class DataLocationResolved(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
@@ -109,6 +130,7 @@ Event = (
     ObjectObserved
     | ObjectDeleted
     | ObjectsListed
+    | ListsStarted
     | DataLocationResolved
     | DataSourceNotInCatalog
     | DataLocationLookupFailed
@@ -121,6 +143,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     ObjectObserved,
     ObjectDeleted,
     ObjectsListed,
+    ListsStarted,
     DataLocationResolved,
     DataSourceNotInCatalog,
     DataLocationLookupFailed,
@@ -137,6 +160,8 @@ def event_key(event: Event) -> str:
             return obj.key
         case ObjectsListed(kind=kind, namespace=ns):
             return f"{kind}/{ns}/*"
+        case ListsStarted():
+            return "*/lists"
         case DataLocationResolved(identity=i) | DataSourceNotInCatalog(identity=i) | DataLocationLookupFailed(
             identity=i
         ):

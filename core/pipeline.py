@@ -2,8 +2,12 @@
 
 ``step`` is the whole of tether's logic as a pure function of (world, event) — the daemon, ``tether replay
 --diff``, the Kafka benchmark and the property tests all call it, so what runs in production is exactly what
-is replayed. It adds to the deciders two things that belong to no single decider:
+is replayed. It adds to the deciders three things that belong to no single decider:
 
+* **no decision from a half-listed world** — between a :class:`~tether.core.events.ListsStarted` and the last
+  of its lists' ends, the world may hold bindings whose claims are not listed yet (a cold start, a takeover) or
+  objects deleted during a watch gap (a relist): nothing is decided then, and every object is reconciled once
+  when the lists have all ended;
 * **in-flight suppression** — a command identical to one still in flight (same content-derived id, no outcome
   yet) is not issued again; a *different* request for the same object replaces it;
 * **retries of failed commands** — a retryable failure (the executor already retried briefly) parks the
@@ -41,7 +45,9 @@ def _retry_failed(world: World, record: EventRecord) -> list[Decision]:
 def step(world: World, record: EventRecord) -> list[CommandRecord]:
     """Fold ``record`` into ``world`` and return the commands it leads to (deterministic)."""
     touched = evolve(world, record)
-    decisions = decide(world, record, touched)  # reads the world only: the retry may be computed after it
+    # Nothing is decided from a half-listed world (events.ListsStarted): what the lists touch is reconciled once
+    # they have all ended. A failed command's retry timer is still started, so that its slot is not left parked.
+    decisions = [] if world.lists_pending else decide(world, record, touched)  # (the retry may be computed after it)
     if isinstance(record.event, CommandFailed):
         decisions = _retry_failed(world, record) + decisions
     if not decisions:

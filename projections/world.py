@@ -48,10 +48,12 @@ from tether.core.events import (
     DataLocationLookupFailed,
     DataLocationResolved,
     DataSourceNotInCatalog,
+    ListsStarted,
     ObjectDeleted,
     ObjectObserved,
     ObjectsListed,
     TimerFired,
+    list_source,
 )
 from tether.core.identity import DataIdentity, data_source_name
 from tether.core.kube import KubeObject
@@ -151,6 +153,7 @@ class World(msgspec.Struct):
     rejected: dict[str, str] = {}  # command id → why the API rejected it for good
     timers: dict[str, Timer] = {}  # timer id → timer, until it fires
     tombstones: dict[str, str] = {}  # object key → resourceVersion it was deleted at (the latest TOMBSTONES)
+    lists_pending: set[str] = set()  # lists started and not ended (ListsStarted): nothing is decided until it is empty
     events: int = 0
     last_at_ms: int = 0
 
@@ -504,6 +507,17 @@ def _fold_deleted(world: World, record: EventRecord, event: ObjectDeleted, touch
 
 def _fold_listed(world: World, record: EventRecord, event: ObjectsListed, touched: Touched) -> None:
     _forget_missing(world, event, touched)
+    pending = world.lists_pending
+    if pending:
+        pending.discard(list_source(event.kind, event.namespace))
+        if not pending:  # the picture is complete again: every object is reconciled once, from all of it
+            touched.all_claims = True
+            touched.all_bindings = True
+            touched.sources.update(world.sources)
+
+
+def _fold_lists_started(world: World, record: EventRecord, event: ListsStarted, touched: Touched) -> None:
+    world.lists_pending.update(event.sources)
 
 
 def _fold_resolved(world: World, record: EventRecord, event: DataLocationResolved, touched: Touched) -> None:
@@ -572,6 +586,7 @@ _FOLDS: dict[type, Callable[[World, EventRecord, Any, Touched], None]] = {
     ObjectObserved: _fold_observed,
     ObjectDeleted: _fold_deleted,
     ObjectsListed: _fold_listed,
+    ListsStarted: _fold_lists_started,
     DataLocationResolved: _fold_resolved,
     DataSourceNotInCatalog: _fold_not_found,
     DataLocationLookupFailed: _fold_lookup_failed,

@@ -51,7 +51,7 @@ from tether.adapters.kubernetes.watch import WatchSource
 from tether.adapters.log import EventLog
 from tether.adapters.log.url import open_log
 from tether.core.envelope import EventRecord
-from tether.core.events import DataLocationResolved, Event, event_key
+from tether.core.events import DataLocationResolved, Event, ListsStarted, event_key
 from tether.core.identity import DataIdentity
 from tether.projections.world import Settings, World
 
@@ -276,10 +276,18 @@ class Daemon:
         that serves it, and be decided as a cache miss (a needless catalog lookup) — on the first start and on
         every leader takeover. The sources are ordered: plugin ConfigMap, Clusters, DataSources, bindings, claims.
         A list that fails is left to the watch loop, which relists with backoff.
+
+        One :class:`~tether.core.events.ListsStarted` naming every source goes first: until the last list has
+        ended, the decider decides nothing (a world that holds the bindings but not yet their claims would strip
+        every placement tether injected: a cold start, a takeover, a switch from Volcano Global).
         """
+        assert self._log is not None
+        started = ListsStarted(sources=tuple(s.list_source for s in self.sources))
+        await self._log.append("events", [EventRecord(at_ms=int(time.time() * 1000), source="daemon",
+                                                      key=event_key(started), event=started)])
         for source in self.sources:
             try:
-                await source.relist()
+                await source.relist(announce=False)
             except Exception as exc:
                 log.warning("initial list failed; the watch will relist", resource=source.name, error=repr(exc)[:200])
 

@@ -35,7 +35,7 @@ import structlog
 
 from tether.adapters.log import EventLog
 from tether.core.envelope import EventRecord
-from tether.core.events import Event, ObjectDeleted, ObjectObserved, ObjectsListed, event_key
+from tether.core.events import Event, ListsStarted, ObjectDeleted, ObjectObserved, ObjectsListed, event_key, list_source
 from tether.core.kube import KubeObject, trim
 
 from .client import KubeClient, KubeError, Resource
@@ -77,6 +77,11 @@ class WatchSource:
     def name(self) -> str:
         return f"{self.resource.plural}" + (f"@{self.namespace}" if self.namespace else "")
 
+    @property
+    def list_source(self) -> str:
+        """This source's name in :class:`~tether.core.events.ListsStarted` (what its ObjectsListed carries)."""
+        return list_source(self.resource.kind, self.namespace)
+
     async def _append(self, events: list[Event]) -> None:
         if not events:
             return
@@ -100,9 +105,12 @@ class WatchSource:
             self.on_object(obj, kind == "DELETED")
         return ObjectDeleted(obj=obj) if kind == "DELETED" else ObjectObserved(obj=obj)
 
-    async def relist(self) -> None:
+    async def relist(self, *, announce: bool = True) -> None:
+        """List the resource into the log. With ``announce``, a :class:`ListsStarted` naming this source goes
+        first, so nothing is decided until the list has ended; the daemon announces its first lists all at once
+        (``announce=False`` here) because the world is incomplete until every one of them has ended."""
         items, rv = await self.kube.list(self.resource, namespace=self.namespace, field_selector=self.field_selector)
-        events: list[Event] = []
+        events: list[Event] = [ListsStarted(sources=(self.list_source,))] if announce else []
         keys: list[str] = []
         for raw in items:
             event = self._event_for("ADDED", raw)

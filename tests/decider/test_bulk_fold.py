@@ -24,9 +24,11 @@ from tether.core.events import (
     CommandSucceeded,
     DataLocationResolved,
     Event,
+    ListsStarted,
     ObjectDeleted,
     ObjectObserved,
     ObjectsListed,
+    list_source,
 )
 from tether.core.identity import make_identity
 from tether.core.kube import trim
@@ -54,6 +56,8 @@ actions = st.one_of(
     st.tuples(st.just("listed"), st.sampled_from(["DataSourceClaim", "DataSource", "ResourceBinding", "Cluster"]),
               st.frozensets(st.sampled_from(CLAIMS + tuple(SOURCES) + WORKLOADS + CLUSTERS))),
     st.tuples(st.just("resolved"), st.sampled_from(TABLES)),
+    st.tuples(st.just("lists-started"),
+              st.frozensets(st.sampled_from(["DataSourceClaim", "DataSource", "ResourceBinding", "Cluster"]))),
     st.tuples(st.just("batch")),
 )
 
@@ -146,6 +150,8 @@ class History:
             case ("listed", kind, names):
                 keys = tuple(sorted(_listed_key(kind, n) for n in names))
                 self.add(ObjectsListed(kind=kind, keys=keys))
+            case ("lists-started", kinds):
+                self.add(ListsStarted(sources=tuple(sorted(list_source(k) for k in kinds))))
             case ("resolved", table):
                 identity = make_identity("amoro", "table", f"db.{table}", None)
                 self.add(DataLocationResolved(identity=identity, location=f"s3://east/{table}"))
