@@ -1,0 +1,596 @@
+"""Fluid DataFlow affinity inheritance (seed 001): a data operation runs where the operation before it ran.
+
+Fluid chains its data operations (``data.fluid.io/v1alpha1`` DataLoad, DataMigrate, DataProcess, DataBackup) with
+``spec.runAfter``; ``runAfter.affinityStrategy`` asks that an operation's pod land on the node (zone, region, any
+node label) of its predecessor's — required (``Require``) or preferred with a weight (``Prefer``). Fluid does it in
+its controllers while rendering each operation; tether does it from outside, on the pods Fluid creates: a webhook
+gates them, the decider asks this module what their node affinity becomes, an executor tightens it and removes the
+gate. This module is the pure part: objects in, decisions out; no I/O, no clock (time is an argument), no randomness.
+
+* **Recording** (:func:`record_placement`): when a single-pod operation completes, its succeeded pod's node gives
+  ``kubernetes.io/hostname``, ``topology.kubernetes.io/{region,zone}`` and the labels named in the pod annotation
+  ``affinity.dataflow.fluid.io/labels``. All four kinds record (Fluid misses DataProcess and DataBackup). A
+  distributed (``parallelism > 1``) or cron operation ran on many nodes: it records "distributed", no node term.
+  What Fluid wrote in ``status.nodeAffinity`` is read as a fallback (:func:`placement_from_status`).
+* **Inheritance** (:func:`decide_inheritance`): source = ``dependOn``, else the runAfter reference, in the
+  operation's namespace unless one is given. Default keys ``[kubernetes.io/hostname]`` (Require) and
+  ``[{kubernetes.io/hostname, 100}]`` (Prefer); one ``In [value]`` expression per key. A key the predecessor's node
+  lacks is skipped, as Fluid skips it — zone, region and custom labels are optional on nodes, and refusing to run
+  for want of a ``rack`` label would turn a locality hint into an outage — but it is reported in the outcome.
+  Fluid may drop the operation's own required terms; tether ANDs the inherited expressions into **every** one of
+  them (terms are ORed, so that is the merge that keeps both), and rejects (``AffinityConflict``) a Require that
+  every own term excludes, which would leave the pod unschedulable.
+* **Outcomes**, a tagged union: :class:`Unchanged` (release as is), :class:`Wait` (keep gated), :class:`Inject`
+  (tighten, then release), :class:`Reject` (release as is, Warning condition and Event). Fluid errors and requeues
+  while the predecessor is not Complete — a wait, said as such here; a ``Failed`` predecessor never completes, so
+  it is a Reject. A distributed or cron predecessor gives no node term whatever its phase, so nothing waits for
+  it. The policy is checked first (spelled ``Require`` / ``Prefer`` as Fluid's code does; other spellings,
+  including the design document's lower case, are rejected as Fluid rejects them).
+* **Release** (:func:`gate_decision`): pods are never gated for ever. Every outcome but Wait releases at once; a
+  Wait holds until ``gated_since_ms + timeout_ms`` (default :data:`DEFAULT_WAIT_TIMEOUT_MS`, 10 minutes; the
+  decider arms a timer for :attr:`Hold.until_ms`), then releases unchanged with a Warning. An operation that does
+  not parse (:class:`DataFlowSpecError`, with the field path) is released the same way (:func:`invalid_spec`).
+* **Tightening** (:func:`merge_node_affinity`, general enough for topology placement): a gated pod may gain
+  required terms only if it has none, otherwise only expressions appended to its terms; preferred terms are free.
+  The merge keeps what is there verbatim and in order, appends what is new in the strategy's order and skips what
+  is present, so a second application changes nothing (idempotent executors) and replays give the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import msgspec
+
+from .kube import ObjectKey, object_key
+
+FLUID_GROUP = "data.fluid.io"
+FLUID_GROUP_VERSION = "data.fluid.io/v1alpha1"
+OPERATION_KINDS = ("DataLoad", "DataMigrate", "DataProcess", "DataBackup")
+LABELS_ANNOTATION = "affinity.dataflow.fluid.io/labels"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+REGION_LABEL = "topology.kubernetes.io/region"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+RECORDED_LABELS = (HOSTNAME_LABEL, REGION_LABEL, ZONE_LABEL)
+PHASE_COMPLETE = "Complete"
+PHASE_FAILED = "Failed"
+POLICY_DEFAULT, POLICY_REQUIRE, POLICY_PREFER = "", "Require", "Prefer"
+DEFAULT_PREFER_WEIGHT = 100
+DEFAULT_WAIT_TIMEOUT_MS = 10 * 60 * 1000
+
+# Condition / Event reasons of the outcomes.
+REASON_INHERITED = "AffinityInherited"
+REASON_NOT_INHERITED = "NoAffinityInherited"
+REASON_WAITING = "WaitingForPrecedingOperation"
+REASON_WAIT_TIMEOUT = "PrecedingOperationTimeout"
+REASON_MISSING = "PrecedingOperationNotFound"
+REASON_FAILED = "PrecedingOperationFailed"
+REASON_UNKNOWN_POLICY = "UnknownAffinityPolicy"
+REASON_CONFLICT = "AffinityConflict"
+REASON_INVALID = "InvalidSpec"
+
+
+class DataFlowSpecError(ValueError):
+    """A Fluid object tether cannot read; ``path`` is the offending field (``spec.runAfter.kind``)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+# --- node affinity ---------------------------------------------------------------------------------------
+
+
+class MatchExpression(msgspec.Struct, frozen=True):
+    """A NodeSelectorRequirement."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"key": self.key, "operator": self.operator}
+        if self.values:
+            out["values"] = list(self.values)
+        return out
+
+
+class NodeSelectorTerm(msgspec.Struct, frozen=True):
+    match_expressions: tuple[MatchExpression, ...] = ()
+    match_fields: tuple[MatchExpression, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.match_expressions:
+            out["matchExpressions"] = [e.as_dict() for e in self.match_expressions]
+        if self.match_fields:
+            out["matchFields"] = [e.as_dict() for e in self.match_fields]
+        return out
+
+
+class PreferredTerm(msgspec.Struct, frozen=True):
+    weight: int
+    preference: NodeSelectorTerm
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"weight": self.weight, "preference": self.preference.as_dict()}
+
+
+class NodeAffinity(msgspec.Struct, frozen=True):
+    required: tuple[NodeSelectorTerm, ...] = ()  # ORed; none and an empty list mean the same to the scheduler
+    preferred: tuple[PreferredTerm, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """The Kubernetes form; a section appears only when it has terms."""
+        out: dict[str, Any] = {}
+        if self.required:
+            out["requiredDuringSchedulingIgnoredDuringExecution"] = {
+                "nodeSelectorTerms": [t.as_dict() for t in self.required]}
+        if self.preferred:
+            out["preferredDuringSchedulingIgnoredDuringExecution"] = [t.as_dict() for t in self.preferred]
+        return out
+
+
+def _mapping(value: Any, path: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise DataFlowSpecError(path, f"expected an object, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, path: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise DataFlowSpecError(path, f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _string(value: Any, path: str, *, required: bool = False) -> str:
+    if value is None:
+        value = ""
+    if not isinstance(value, str):
+        raise DataFlowSpecError(path, f"expected a string, got {type(value).__name__}")
+    if required and not value:
+        raise DataFlowSpecError(path, "is required")
+    return value
+
+
+def _int(value: Any, path: str, *, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):  # bool is an int to Python, not to the API
+        raise DataFlowSpecError(path, f"expected an integer, got {value!r}")
+    return value
+
+
+def _expressions(raw: Any, path: str) -> tuple[MatchExpression, ...]:
+    out = []
+    for i, item in enumerate(_list(raw, path)):
+        at = f"{path}[{i}]"
+        fields = _mapping(item, at)
+        values = tuple(_string(v, f"{at}.values[{j}]") for j, v in enumerate(_list(fields.get("values"), at)))
+        out.append(MatchExpression(key=_string(fields.get("key"), f"{at}.key", required=True),
+                                   operator=_string(fields.get("operator"), f"{at}.operator", required=True),
+                                   values=values))
+    return tuple(out)
+
+
+def _term(raw: Any, path: str) -> NodeSelectorTerm:
+    fields = _mapping(raw, path)
+    return NodeSelectorTerm(match_expressions=_expressions(fields.get("matchExpressions"), f"{path}.matchExpressions"),
+                            match_fields=_expressions(fields.get("matchFields"), f"{path}.matchFields"))
+
+
+def parse_node_affinity(raw: Any, *, path: str = "nodeAffinity") -> NodeAffinity:
+    """A Kubernetes NodeAffinity dict (or None) as a :class:`NodeAffinity`; raises :class:`DataFlowSpecError`."""
+    fields = _mapping(raw, path)
+    req_path = f"{path}.requiredDuringSchedulingIgnoredDuringExecution"
+    required = _mapping(fields.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path)
+    req_path += ".nodeSelectorTerms"
+    terms = tuple(_term(t, f"{req_path}[{i}]") for i, t in enumerate(_list(required.get("nodeSelectorTerms"),
+                                                                             req_path)))
+    pref_path = f"{path}.preferredDuringSchedulingIgnoredDuringExecution"
+    preferred = []
+    for i, item in enumerate(_list(fields.get("preferredDuringSchedulingIgnoredDuringExecution"), pref_path)):
+        at = f"{pref_path}[{i}]"
+        entry = _mapping(item, at)
+        preferred.append(PreferredTerm(weight=_int(entry.get("weight"), f"{at}.weight", default=0),
+                                       preference=_term(entry.get("preference"), f"{at}.preference")))
+    return NodeAffinity(required=terms, preferred=tuple(preferred))
+
+
+def merge_node_affinity(*, existing: NodeAffinity | Mapping[str, Any] | None,
+                        required: Sequence[MatchExpression] = (),
+                        preferred: Sequence[PreferredTerm] = ()) -> dict[str, Any]:
+    """``existing`` (a pod's ``spec.affinity.nodeAffinity``, as a dict or a :class:`NodeAffinity`) tightened by
+    ``required`` expressions (ANDed into every required term, or one new term when there is none) and ``preferred``
+    terms (appended), as a Kubernetes NodeAffinity dict. Obeys the rules for changing a gated pod; what is already
+    present is not added again, so the merge is idempotent."""
+    base = existing if isinstance(existing, NodeAffinity) else parse_node_affinity(existing)
+    terms = base.required
+    if required and not terms:
+        terms = (NodeSelectorTerm(match_expressions=_unique(required)),)
+    elif required:
+        terms = tuple(msgspec.structs.replace(t, match_expressions=_append_new(t.match_expressions, required))
+                      for t in terms)
+    return NodeAffinity(required=terms, preferred=_append_new(base.preferred, preferred)).as_dict()
+
+
+_T = TypeVar("_T")
+
+
+def _unique(items: Iterable[_T]) -> tuple[_T, ...]:
+    """``items`` without repeats, first occurrence kept (dict keys keep insertion order)."""
+    return tuple(dict.fromkeys(items))
+
+
+def _append_new(existing: tuple[_T, ...], new: Iterable[_T]) -> tuple[_T, ...]:
+    """``existing`` verbatim (a gated pod's existing expressions may not change, not even lose a duplicate), then
+    the items of ``new`` it does not hold yet."""
+    return existing + tuple(item for item in _unique(new) if item not in existing)
+
+
+def _admits(term: NodeSelectorTerm, expression: MatchExpression) -> bool:
+    """Whether a node whose label ``expression.key`` is ``expression.values[0]`` can still satisfy ``term``."""
+    value = expression.values[0]
+    for own in term.match_expressions:
+        if own.key != expression.key:
+            continue
+        if own.operator in ("Gt", "Lt"):
+            try:
+                wanted, actual = int(own.values[0]), int(value)
+            except (IndexError, ValueError):
+                return False  # the scheduler does not match a non-integer label with Gt / Lt either
+            ok = actual > wanted if own.operator == "Gt" else actual < wanted
+        else:
+            ok = {"In": value in own.values, "NotIn": value not in own.values,
+                  "Exists": True, "DoesNotExist": False}.get(own.operator, True)  # unknown: assume no conflict
+        if not ok:
+            return False
+    return True
+
+
+# --- Fluid operations ------------------------------------------------------------------------------------
+
+
+class OperationRef(msgspec.Struct, frozen=True):
+    """A reference to a Fluid data operation; the namespace is always filled in (defaulted by the parser)."""
+
+    kind: str
+    name: str
+    namespace: str
+    api_version: str = FLUID_GROUP_VERSION
+
+    @property
+    def key(self) -> ObjectKey:
+        return object_key(self.kind, self.namespace, self.name)
+
+
+class Prefer(msgspec.Struct, frozen=True):
+    name: str
+    weight: int
+
+
+class AffinityStrategy(msgspec.Struct, frozen=True):
+    policy: str = POLICY_DEFAULT
+    requires: tuple[str, ...] = ()
+    prefers: tuple[Prefer, ...] = ()
+    depend_on: OperationRef | None = None
+
+
+class RunAfter(msgspec.Struct, frozen=True):
+    ref: OperationRef
+    strategy: AffinityStrategy = AffinityStrategy()
+
+
+class RecordedPlacement(msgspec.Struct, frozen=True):
+    """Where a completed operation ran: node labels (single-pod), or only that it ran on many nodes."""
+
+    labels: dict[str, str] = {}
+    distributed: bool = False
+
+    def as_node_affinity(self) -> NodeAffinity:
+        """As Fluid records it in ``status.nodeAffinity``: one required term, one ``In`` per label (sorted)."""
+        if self.distributed or not self.labels:
+            return NodeAffinity()
+        return NodeAffinity(required=(NodeSelectorTerm(match_expressions=tuple(
+            MatchExpression(key=k, operator="In", values=(self.labels[k],)) for k in sorted(self.labels))),))
+
+
+class DataOperation(msgspec.Struct, frozen=True):
+    """What tether reads of a Fluid data operation."""
+
+    ref: OperationRef
+    run_after: RunAfter | None
+    node_affinity: NodeAffinity  # its own (spec.affinity, or the DataProcess job's pod spec; none for DataBackup)
+    phase: str
+    distributed: bool  # parallelism > 1
+    cron: bool  # policy Cron or a schedule
+    recorded: RecordedPlacement | None  # read from status.nodeAffinity, where Fluid recorded one
+
+    @property
+    def key(self) -> ObjectKey:
+        return self.ref.key
+
+
+#: Where each kind keeps its pods' affinity (DataBackup has none; a DataProcess script processor has none).
+_AFFINITY_PATH: dict[str, tuple[str, ...]] = {
+    "DataLoad": ("affinity",), "DataMigrate": ("affinity",), "DataProcess": ("processor", "job", "podSpec", "affinity"),
+}
+
+
+def _ref(raw: Any, path: str, *, namespace: str) -> OperationRef:
+    fields = _mapping(raw, path)
+    kind = _string(fields.get("kind"), f"{path}.kind", required=True)
+    if kind not in OPERATION_KINDS:
+        raise DataFlowSpecError(f"{path}.kind", f"{kind!r} is not one of {', '.join(OPERATION_KINDS)}")
+    return OperationRef(kind=kind, name=_string(fields.get("name"), f"{path}.name", required=True),
+                        namespace=_string(fields.get("namespace"), f"{path}.namespace") or namespace,
+                        api_version=_string(fields.get("apiVersion"), f"{path}.apiVersion") or FLUID_GROUP_VERSION)
+
+
+def _run_after(raw: Any, *, namespace: str) -> RunAfter | None:
+    if raw is None:
+        return None
+    ref = _ref(raw, "spec.runAfter", namespace=namespace)
+    path = "spec.runAfter.affinityStrategy"
+    fields = _mapping(_mapping(raw, "spec.runAfter").get("affinityStrategy"), path)
+    requires = tuple(_string(_mapping(r, f"{path}.requires[{i}]").get("name"), f"{path}.requires[{i}].name",
+                             required=True) for i, r in enumerate(_list(fields.get("requires"), f"{path}.requires")))
+    prefers = []
+    for i, item in enumerate(_list(fields.get("prefers"), f"{path}.prefers")):
+        at = f"{path}.prefers[{i}]"
+        entry = _mapping(item, at)
+        if entry.get("weight") is None:
+            raise DataFlowSpecError(f"{at}.weight", "is required")
+        weight = _int(entry.get("weight"), f"{at}.weight", default=0)
+        if not 1 <= weight <= 100:  # the API refuses such a preferred term on the pod: say so here, with the path
+            raise DataFlowSpecError(f"{at}.weight", f"{weight} is not within 1..100")
+        prefers.append(Prefer(name=_string(entry.get("name"), f"{at}.name", required=True), weight=weight))
+    depend_on = fields.get("dependOn")
+    return RunAfter(ref=ref, strategy=AffinityStrategy(
+        policy=_string(fields.get("policy"), f"{path}.policy"), requires=requires, prefers=tuple(prefers),
+        depend_on=None if depend_on is None else _ref(depend_on, f"{path}.dependOn", namespace=namespace)))
+
+
+def parse_operation(obj: Mapping[str, Any]) -> DataOperation:
+    """A Fluid data operation object (as the API returns it) → :class:`DataOperation`.
+
+    Raises :class:`DataFlowSpecError` naming the field when the object is not one tether can decide on."""
+    api_version = _string(obj.get("apiVersion"), "apiVersion", required=True)
+    if api_version.split("/", 1)[0] != FLUID_GROUP:
+        raise DataFlowSpecError("apiVersion", f"{api_version!r} is not in group {FLUID_GROUP}")
+    kind = _string(obj.get("kind"), "kind", required=True)
+    if kind not in OPERATION_KINDS:
+        raise DataFlowSpecError("kind", f"{kind!r} is not one of {', '.join(OPERATION_KINDS)}")
+    meta = _mapping(obj.get("metadata"), "metadata")
+    namespace = _string(meta.get("namespace"), "metadata.namespace", required=True)  # the ops are namespaced
+    name = _string(meta.get("name"), "metadata.name", required=True)
+    spec = _mapping(obj.get("spec"), "spec")
+    status = _mapping(obj.get("status"), "status")
+    path, holder = "spec", spec
+    for step in _AFFINITY_PATH.get(kind, ()):
+        path += f".{step}"
+        holder = _mapping(holder.get(step), path)
+    own = parse_node_affinity(holder.get("nodeAffinity"), path=f"{path}.nodeAffinity") if kind in _AFFINITY_PATH \
+        else NodeAffinity()
+    parallelism = _int(spec.get("parallelism"), "spec.parallelism", default=1)
+    if parallelism < 1:
+        raise DataFlowSpecError("spec.parallelism", f"{parallelism} is below 1")
+    cron = _string(spec.get("policy"), "spec.policy") == "Cron" or bool(_string(spec.get("schedule"), "spec.schedule"))
+    status_affinity = status.get("nodeAffinity")
+    return DataOperation(
+        ref=OperationRef(kind=kind, name=name, namespace=namespace, api_version=api_version),
+        run_after=_run_after(spec.get("runAfter"), namespace=namespace), node_affinity=own,
+        phase=_string(status.get("phase"), "status.phase"), distributed=parallelism > 1, cron=cron,
+        recorded=None if status_affinity is None else placement_from_status(status_affinity))
+
+
+# --- recording -------------------------------------------------------------------------------------------
+
+
+def label_keys(annotation: str | None) -> tuple[str, ...]:
+    """The label names of an ``affinity.dataflow.fluid.io/labels`` value: comma-separated, blanks ignored."""
+    return _unique(k for k in (part.strip() for part in (annotation or "").split(",")) if k)
+
+
+def succeeded_pod(pods: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The operation's pod whose placement is recorded: the earliest-created ``Succeeded`` one (name breaks
+    ties, so the answer does not depend on the order the pods were listed in)."""
+    done = [p for p in pods if _mapping(p.get("status"), "status").get("phase") == "Succeeded"]
+    if not done:
+        return None
+
+    def created(pod: Mapping[str, Any]) -> tuple[str, str]:
+        meta = _mapping(pod.get("metadata"), "metadata")
+        return str(meta.get("creationTimestamp") or ""), str(meta.get("name") or "")
+
+    return min(done, key=created)
+
+
+def record_placement(*, operation: DataOperation, pod_annotations: Mapping[str, str],
+                     node_labels: Mapping[str, str]) -> RecordedPlacement:
+    """The placement of a completed operation, from its succeeded pod's annotations and its node's labels."""
+    if operation.distributed or operation.cron:
+        return RecordedPlacement(distributed=True)
+    keys = _unique((*RECORDED_LABELS, *label_keys(pod_annotations.get(LABELS_ANNOTATION))))
+    return RecordedPlacement(labels={k: node_labels[k] for k in keys if k in node_labels})
+
+
+def placement_from_status(raw: Any) -> RecordedPlacement | None:
+    """A placement Fluid recorded in ``status.nodeAffinity``: the single-valued ``In`` expressions of its first
+    required term (Fluid writes exactly one). None when it holds no such term."""
+    affinity = parse_node_affinity(raw, path="status.nodeAffinity")
+    if not affinity.required:
+        return None
+    return RecordedPlacement(labels={e.key: e.values[0] for e in affinity.required[0].match_expressions
+                                     if e.operator == "In" and len(e.values) == 1})
+
+
+# --- inheritance -----------------------------------------------------------------------------------------
+
+
+class Unchanged(msgspec.Struct, frozen=True, tag="unchanged"):
+    """Nothing to inherit: release the pods as they are."""
+
+    reason: str
+    message: str
+
+
+class Wait(msgspec.Struct, frozen=True, tag="wait"):
+    """The predecessor has not completed: keep the pods gated (see :func:`gate_decision` for how long)."""
+
+    reason: str
+    message: str
+
+
+class Inject(msgspec.Struct, frozen=True, tag="inject"):
+    """Tighten the pods' node affinity, then release them. ``node_affinity`` is the operation's own affinity
+    merged with the inherited terms; ``missing_keys`` the strategy's keys the predecessor's node did not carry."""
+
+    reason: str
+    message: str
+    required: tuple[MatchExpression, ...]
+    preferred: tuple[PreferredTerm, ...]
+    node_affinity: dict[str, Any]
+    missing_keys: tuple[str, ...] = ()
+
+
+class Reject(msgspec.Struct, frozen=True, tag="reject"):
+    """Inheritance is impossible: release the pods as they are, with a Warning condition and Event."""
+
+    reason: str
+    message: str
+
+
+InheritanceResult = Unchanged | Wait | Inject | Reject
+
+
+def inheritance_source(operation: DataOperation) -> OperationRef | None:
+    """The operation whose placement ``operation`` inherits: ``dependOn``, else the runAfter reference; None when
+    the operation inherits nothing (no runAfter, or the default policy)."""
+    run_after = operation.run_after
+    if run_after is None or run_after.strategy.policy == POLICY_DEFAULT:
+        return None
+    return run_after.strategy.depend_on or run_after.ref
+
+
+def invalid_spec(error: DataFlowSpecError) -> Reject:
+    """The outcome for an operation whose spec does not parse: its pods are released, and the condition says why."""
+    return Reject(reason=REASON_INVALID, message=str(error))
+
+
+def decide_inheritance(*, operation: DataOperation, predecessor: DataOperation | None,
+                       placement: RecordedPlacement | None = None) -> InheritanceResult:
+    """What ``operation``'s pods inherit from ``predecessor`` (the object :func:`inheritance_source` names, None
+    when it does not exist). ``placement`` is tether's record of the predecessor; without one, the placement
+    Fluid recorded in the predecessor's status is used."""
+    source = inheritance_source(operation)
+    if source is None:
+        return Unchanged(reason=REASON_NOT_INHERITED, message=f"{operation.key} has no affinity strategy")
+    assert operation.run_after is not None  # (inheritance_source returned a source)
+    strategy = operation.run_after.strategy
+    if strategy.policy not in (POLICY_REQUIRE, POLICY_PREFER):
+        return Reject(reason=REASON_UNKNOWN_POLICY, message=f"unknown affinity policy {strategy.policy!r} "
+                      f"(one of {POLICY_REQUIRE!r}, {POLICY_PREFER!r}, or empty)")
+    if predecessor is None:
+        return Reject(reason=REASON_MISSING, message=f"preceding operation {source.key} does not exist")
+    if predecessor.distributed or predecessor.cron:
+        return Unchanged(reason=REASON_NOT_INHERITED,
+                         message=f"preceding operation {source.key} is distributed or cron: no single node to follow")
+    if predecessor.phase == PHASE_FAILED:
+        return Reject(reason=REASON_FAILED, message=f"preceding operation {source.key} failed")
+    if predecessor.phase != PHASE_COMPLETE:
+        return Wait(reason=REASON_WAITING,
+                    message=f"preceding operation {source.key} is {predecessor.phase or 'not started'}, not Complete")
+    recorded = placement if placement is not None else predecessor.recorded
+    if recorded is None or recorded.distributed or not recorded.labels:
+        return Unchanged(reason=REASON_NOT_INHERITED,
+                         message=f"preceding operation {source.key} has no recorded single-node placement")
+    labels = recorded.labels
+    if strategy.policy == POLICY_REQUIRE:
+        keys = _unique(strategy.requires or (HOSTNAME_LABEL,))
+        missing = tuple(k for k in keys if k not in labels)
+        required = tuple(MatchExpression(key=k, operator="In", values=(labels[k],)) for k in keys if k in labels)
+        preferred: tuple[PreferredTerm, ...] = ()
+        own = operation.node_affinity.required
+        if required and own and not any(all(_admits(t, e) for e in required) for t in own):
+            return Reject(reason=REASON_CONFLICT, message=f"every required node term of {operation.key} excludes "
+                          f"the node of {source.key} ({_describe(required)})")
+    else:
+        prefers = _unique(strategy.prefers or (Prefer(name=HOSTNAME_LABEL, weight=DEFAULT_PREFER_WEIGHT),))
+        missing = tuple(_unique(p.name for p in prefers if p.name not in labels))
+        required = ()
+        preferred = tuple(PreferredTerm(weight=p.weight, preference=NodeSelectorTerm(match_expressions=(
+            MatchExpression(key=p.name, operator="In", values=(labels[p.name],)),))) for p in prefers
+            if p.name in labels)
+    skipped = f"; skipped (not on the node): {', '.join(missing)}" if missing else ""
+    if not required and not preferred:
+        return Unchanged(reason=REASON_NOT_INHERITED,
+                         message=f"the node of preceding operation {source.key} has none of the labels{skipped}")
+    inherited = _describe(required) if required else ", ".join(
+        f"{_describe(t.preference.match_expressions)} (weight {t.weight})" for t in preferred)
+    how = "required" if required else "preferred"
+    return Inject(reason=REASON_INHERITED, message=f"inherited from {source.key} ({how}): {inherited}{skipped}",
+                  required=required, preferred=preferred, missing_keys=missing,
+                  node_affinity=merge_node_affinity(existing=operation.node_affinity, required=required,
+                                                    preferred=preferred))
+
+
+def _describe(expressions: Iterable[MatchExpression]) -> str:
+    return ", ".join(f"{e.key}={','.join(e.values)}" for e in expressions)
+
+
+# --- release policy --------------------------------------------------------------------------------------
+
+
+class Hold(msgspec.Struct, frozen=True, tag="hold"):
+    """Keep the pods gated; decide again at ``until_ms`` at the latest (the decider arms a timer)."""
+
+    until_ms: int
+    reason: str
+    message: str
+
+
+class Release(msgspec.Struct, frozen=True, tag="release"):
+    """Remove the gate, after setting ``node_affinity`` when it is not None. ``warning``: the condition and Event
+    are Warnings (something kept the inheritance from happening)."""
+
+    node_affinity: dict[str, Any] | None
+    reason: str
+    message: str
+    warning: bool = False
+
+
+def gate_decision(*, result: InheritanceResult, gated_since_ms: int, now_ms: int,
+                  timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS) -> Hold | Release:
+    """What to do with gated pods given the inheritance outcome and the time (all times in epoch milliseconds)."""
+    if timeout_ms < 0:
+        raise ValueError(f"timeout_ms must not be negative, got {timeout_ms}")
+    if isinstance(result, Inject):
+        return Release(node_affinity=result.node_affinity, reason=result.reason, message=result.message,
+                       warning=bool(result.missing_keys and result.required))  # a requirement came out weaker
+    if isinstance(result, Unchanged):
+        return Release(node_affinity=None, reason=result.reason, message=result.message)
+    if isinstance(result, Reject):
+        return Release(node_affinity=None, reason=result.reason, message=result.message, warning=True)
+    deadline = gated_since_ms + timeout_ms
+    if now_ms < deadline:
+        return Hold(until_ms=deadline, reason=result.reason, message=result.message)
+    return Release(node_affinity=None, reason=REASON_WAIT_TIMEOUT, warning=True,
+                   message=f"released without inherited affinity after waiting {timeout_ms // 1000}s: "
+                           f"{result.message}")
+
+
+__all__ = [
+    "DEFAULT_WAIT_TIMEOUT_MS", "FLUID_GROUP_VERSION", "LABELS_ANNOTATION", "OPERATION_KINDS", "AffinityStrategy",
+    "DataFlowSpecError", "DataOperation", "Hold", "InheritanceResult", "Inject", "MatchExpression", "NodeAffinity",
+    "NodeSelectorTerm", "OperationRef", "Prefer", "PreferredTerm", "RecordedPlacement", "Reject", "Release",
+    "RunAfter", "Unchanged", "Wait", "decide_inheritance", "gate_decision", "inheritance_source", "invalid_spec",
+    "label_keys", "merge_node_affinity", "parse_node_affinity", "parse_operation", "placement_from_status",
+    "record_placement", "succeeded_pod",
+]
