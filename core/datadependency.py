@@ -80,6 +80,7 @@ BOUND = "Bound"
 PENDING = "Pending"
 COND_BOUND = "Bound"
 COND_PLACEMENT = "PlacementInjected"
+_INJECTING = "Injecting"  # the PlacementInjected reason while a binding's placement is being changed
 
 #: Lookup retry backoff: 5 s doubling up to 5 min (deterministic: the decider has no randomness; the timer
 #: adapter may add jitter when it arms the timer, which does not change the decision).
@@ -250,6 +251,8 @@ class _Decide:
         conditions = set_condition(claim.conditions, cond)
         placement = self.placement_condition(claim, source)
         if placement is not None:
+            if placement.reason == _INJECTING and self.placement_underway(claim):
+                return  # one status write per transition: Bound and Injected go together when the placement is in
             conditions = set_condition(conditions, placement)
         else:
             conditions = tuple(c for c in conditions if c.type != COND_PLACEMENT)
@@ -281,13 +284,34 @@ class _Decide:
         all_bindings = self.world.bindings
         pending = [b for b in bindings if self.plan(b, all_bindings[b])[0].changed]
         if pending:
-            return Condition(type=COND_PLACEMENT, status="False", reason="Injecting",
+            return Condition(type=COND_PLACEMENT, status="False", reason=_INJECTING,
                              message=f"updating the placement of {', '.join(pending)}",
                              last_transition_time=self.now, observed_generation=claim.generation)
         excluded = ",".join(sorted(self.plan(bindings[0], all_bindings[bindings[0]])[1] or ())) or "<none>"
         return Condition(type=COND_PLACEMENT, status="True", reason="Injected",
                          message=f"{', '.join(bindings)} exclude clusters: {excluded}",
                          last_transition_time=self.now, observed_generation=claim.generation)
+
+    def placement_underway(self, claim: Claim) -> bool:
+        """Whether every binding of the claim's workload whose placement must change is being written: its
+        write in flight, or decided in this very pass (a decided claim's bindings are decided after it, and
+        nothing stops their write: no retry is waiting, the API did not refuse it).
+
+        Then the claim's status waits for the outcome, which brings the claim back (a binding's outcome touches
+        its workload's claims), and Bound goes out with PlacementInjected in one write instead of two. A
+        binding whose write failed is not under way: the claim then says so at once (``Injecting``)."""
+        world = self.world
+        for key in sorted(world.bindings_by_workload.get(claim.workload, ())):
+            binding = world.bindings[key]
+            plan, desired = self.plan(key, binding)
+            if not plan.changed:
+                continue
+            _, cid, _, at = self.placing(binding, desired)
+            if world.retry_wait and at in world.retry_wait:
+                return False
+            if world.rejected and cid in world.rejected:
+                return False
+        return True
 
     def why_pending(self, claim: Claim) -> _Missing:
         if claim.identity is None:
@@ -509,17 +533,13 @@ class _Decide:
             cached = self.plans[key] = (plan, desired)
         return cached
 
-    def binding(self, key: str) -> None:
-        binding = self.world.bindings.get(key)
-        if binding is None:
-            return
-        plan, desired = self.plan(key, binding)
-        if not plan.changed:
-            return
+    def placing(self, binding: Binding,
+                desired: frozenset[str] | None) -> tuple[SetBindingPlacement, str, str, str]:
+        """The binding's SetBindingPlacement for ``desired``, with its id, target and slot — memoised on this
+        observation of the binding (the view's __dict__, as the plan) for the last (desired, reschedule) it was
+        decided with."""
         scheduled = binding.scheduled_clusters
         reschedule = self.now if desired and scheduled and not desired.isdisjoint(scheduled) else ""
-        # the command, its id, target and slot, memoised on this observation of the binding (the view's
-        # __dict__, as the plan) for the last (desired, reschedule) it was decided with
         placing = binding.__dict__.get("placing") if self.shortcuts else None
         if placing is None or placing[0] != desired or placing[1] != reschedule:
             if desired is None:
@@ -530,7 +550,17 @@ class _Decide:
             target = command_target(command)
             placing = binding.__dict__["placing"] = (desired, reschedule, command, command_id(command), target,
                                                      f"{_SET_BINDING_PLACEMENT}:{target}")
-        _, _, command, cid, target, at = placing
+        return placing[2], placing[3], placing[4], placing[5]
+
+    def binding(self, key: str) -> None:
+        binding = self.world.bindings.get(key)
+        if binding is None:
+            return
+        plan, desired = self.plan(key, binding)
+        if not plan.changed:
+            return
+        scheduled = binding.scheduled_clusters
+        command, cid, target, at = self.placing(binding, desired)
         if self.shortcuts and self.world.inflight.get(at) == cid:
             return  # the same request is in flight: step would drop it (one decision per binding in a pass)
         if desired is None:
