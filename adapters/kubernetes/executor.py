@@ -373,7 +373,26 @@ class KubeExecutor:
         try:
             await self.kube.create(EVENTS, event, namespace=namespace)
         except KubeError as exc:
-            if exc.status != 409:  # the same event was already recorded: at-least-once, harmless
+            if exc.status != 409:
                 raise
-            return None, True
+            # The same event (object, reason, message) is on record: a repeat. As client-go's recorder does, the
+            # existing Event counts it (count + 1, lastTimestamp) instead of a new Event per occurrence. A command
+            # run twice (at-least-once) counts twice: the count is a hint for humans, not a ledger.
+            return None, not await self._count_repeat(event["metadata"]["name"], namespace, now)
         return None, False
+
+    async def _count_repeat(self, name: str, namespace: str, now: str) -> bool:
+        """Add one occurrence to the Event ``name``; False when it vanished meanwhile (Events expire)."""
+        for _ in range(3):  # a concurrent count moved the resourceVersion: read again
+            current = await self.kube.get(EVENTS, name, namespace=namespace)
+            if current is None:
+                return False
+            patch = {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
+                     "count": int(current.get("count") or 1) + 1, "lastTimestamp": now}
+            try:
+                await self.kube.patch(EVENTS, name, patch, namespace=namespace)
+                return True
+            except KubeError as exc:
+                if exc.status != 409:
+                    raise
+        return False

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from tether.adapters.kubernetes import manifests
-from tether.adapters.kubernetes.client import CLAIMS, KubeClient
+from tether.adapters.kubernetes.client import CLAIMS, EVENTS, KubeClient
 from tether.adapters.kubernetes.executor import KubeExecutor, ObjectCache
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.core.commands import UpdateClaimStatus, command_id, command_target
+from tether.core.commands import EmitKubernetesEvent, UpdateClaimStatus, command_id, command_target
 from tether.core.envelope import CommandRecord
 from tether.core.events import CommandSucceeded
 from tether.core.kube import Condition, ObjectRef, trim
@@ -114,3 +114,22 @@ async def test_nothing_to_do_is_only_concluded_from_a_fresh_read(kube: KubeEnv) 
     reads = client.gets
     done, = await executor.apply(_status(ref, "A"))
     assert isinstance(done, CommandSucceeded) and done.noop and client.gets == reads + 1
+
+
+async def test_a_repeated_event_is_counted_on_the_one_event_on_record(kube: KubeEnv) -> None:
+    """As client-go's recorder: the same (object, reason, message) again bumps ``count`` and ``lastTimestamp``
+    of the Event already recorded instead of being dropped, or recorded anew."""
+    client = KubeClient(kube.api_client)
+    ref = ObjectRef(api_version="v1", kind="ConfigMap", name="noted", namespace=kube.namespace, uid="u-1")
+    command = EmitKubernetesEvent(involved=ref, event_type="Warning", reason="LookupFailed", message="catalog down")
+    record = CommandRecord(id=command_id(command), at_ms=0, key=command_target(command), command=command,
+                           causation="0:1")
+    executor = KubeExecutor(client)
+    for _ in range(3):
+        outcome, = await executor.apply(record)
+        assert isinstance(outcome, CommandSucceeded) and not outcome.noop
+    events, _ = await client.list(EVENTS, namespace=kube.namespace)
+    mine = [e for e in events if (e.get("involvedObject") or {}).get("uid") == "u-1"]
+    assert len(mine) == 1
+    assert mine[0]["count"] == 3
+    assert mine[0]["reason"] == "LookupFailed" and mine[0]["type"] == "Warning"
