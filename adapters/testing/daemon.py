@@ -37,7 +37,7 @@ from tether.adapters.sandbox.catalog import SandboxCatalog
 from tether.adapters.sandbox.kube_emulator.testing import KUBECONFIG_ENV, KubeEnv
 
 CRDS = ("datadependency.volcano.sh_datasourceclaims", "datadependency.volcano.sh_datasources",
-        "work.karmada.io_resourcebindings", "cluster.karmada.io_clusters.standin")
+        "work.karmada.io_resourcebindings", "cluster.karmada.io_clusters")
 
 
 async def eventually(probe: Callable[[], Awaitable[Any]], what: str = "condition", *, within: float = 15.0) -> Any:

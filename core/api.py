@@ -1,0 +1,179 @@
+"""tether's Kubernetes API: the DataSourceClaim and DataSource kinds, as types.
+
+These structs are the single description of the two kinds tether serves (``datadependency.volcano.sh/v1alpha1``,
+the group Volcano Global defined, so that a cluster running Volcano Global's data-dependency controller can switch
+to tether without touching its objects). ``ops/crds/generate.py`` turns them into the CustomResourceDefinitions in
+``ops/crds`` (``python ops/crds/generate.py``; a test fails when the committed files drift from these types), so a
+field is added here, once, and the CRD follows.
+
+Conventions the generator relies on — they keep the published schema exactly as strict as intended:
+
+* A field without a default is **required**; a field whose default is a zero value (``""``, ``0``, ``[]``, ``{}``)
+  is optional and simply absent when unset (tether writes objects with ``omit_defaults``); any other default (the
+  claim's ``phase: Pending``) is published as the CRD's default, which the API server fills in.
+* Descriptions come from ``Meta(description=...)`` on the fields (they are what ``kubectl explain`` shows). Struct
+  docstrings are for readers of this module and are not published.
+* ``x-kubernetes-*`` markers that describe merge semantics ride along in ``Meta(extra_json_schema=...)``.
+
+Compatibility with Volcano Global is a rule, not an accident: every field, type and enum of its CRDs must be
+accepted here and tether may require nothing it does not (``tests/ops/test_crd_compat.py`` checks it path by path
+against Volcano Global's published CRDs). That is why, for instance, ``phase`` and ``reclaimPolicy`` carry no enum
+although only two values mean anything, and why a claim reference requires none of its fields.
+
+Conditions reuse :class:`~tether.core.kube.Condition`, the type tether writes; only ``type``, ``status`` and
+``reason`` are required there, because tether omits an empty ``message``.
+
+Pure data: no I/O, nothing here talks to an API server.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta
+
+from .commands import DATA_GROUP_VERSION
+from .kube import Condition
+
+GROUP, VERSION = DATA_GROUP_VERSION.split("/")
+
+
+def _doc(text: str) -> Meta:
+    return Meta(description=text)
+
+
+class WorkloadReference(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True, rename="camel"):
+    """The workload a claim moves; its ResourceBinding is the one tether edits."""
+
+    api_version: Annotated[str, _doc("API version of the workload, e.g. apps/v1 or batch.volcano.sh/v1alpha1.")]
+    kind: Annotated[str, _doc("Kind of the workload, e.g. Deployment or Job.")]
+    name: Annotated[str, _doc("Name of the workload.")]
+    namespace: Annotated[str, _doc("Namespace of the workload; empty means the claim's own namespace.")] = ""
+
+
+ConditionItem = Annotated[
+    Condition, _doc("A Kubernetes condition (metav1.Condition): type, status (True, False or Unknown), reason, "
+                    "message, lastTransitionTime, observedGeneration.")]
+
+Attributes = Annotated[
+    dict[str, str],
+    _doc("Further key/value qualifiers of the data. They are part of its identity: a claim and a DataSource "
+         "match only when their attributes are equal, and they contribute a hash to the DataSource's name."),
+]
+
+
+class DataSourceClaimSpec(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True, rename="camel"):
+    """What a workload reads: system + type + name (+ attributes) identify the data."""
+
+    system: Annotated[str, _doc("The data system that holds the data and is asked where it lives, e.g. amoro.")]
+    data_source_type: Annotated[str, _doc("What dataSourceName names inside the system, e.g. table.")]
+    data_source_name: Annotated[
+        str, _doc("The data's name inside the system, e.g. a table as namespace.table. A DataSource caching the "
+                  "same system, type, name and attributes is shared by every claim on that data.")]
+    attributes: Attributes = {}
+    workload: Annotated[
+        WorkloadReference,
+        _doc("The workload that reads the data. tether keeps its Karmada ResourceBinding on the clusters "
+             "next to the data, and moves it when the data moves."),
+    ]
+
+
+class DataSourceClaimStatus(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True, rename="camel"):
+    """Where the claim stands; written by tether on the status subresource."""
+
+    phase: Annotated[
+        str, _doc("Pending until the claim is bound to a DataSource, then Bound. The Bound condition says why a "
+                  "claim is still Pending.")] = "Pending"
+    bound_data_source: Annotated[str, _doc("Name of the DataSource the claim is bound to.")] = ""
+    conditions: Annotated[list[ConditionItem], _doc("Observations of the claim's state (type Bound).")] = []
+
+
+class Locality(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True, rename="camel"):
+    """Where the data is, in Karmada's terms."""
+
+    cluster_names: Annotated[
+        list[str], _doc("The Karmada clusters next to the data. The bindings of claiming workloads exclude every "
+                        "other cluster.")]
+
+
+class DataSourceSpec(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True, rename="camel"):
+    """A cached answer to "where does this data live?", shared by the claims on the same data."""
+
+    system: Annotated[str, _doc("The data system that holds the data, e.g. amoro.")]
+    type: Annotated[str, _doc("What name names inside the system, e.g. table.")]
+    name: Annotated[str, _doc("The data's name inside the system, e.g. namespace.table.")]
+    attributes: Attributes = {}
+    locality: Annotated[Locality, _doc("Where the data is, as last learnt from the catalog.")]
+    reclaim_policy: Annotated[
+        str, _doc("What happens when the last claim bound to this DataSource is deleted: Retain (also when "
+                  "empty) keeps it as a cache entry, Delete removes it.")] = ""
+
+
+class ClaimReference(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True, rename="camel"):
+    """A reference to a bound claim, shaped like Kubernetes' ObjectReference (every field optional, replaced
+    as a whole on merge)."""
+
+    api_version: Annotated[str, _doc("API version of the claim.")] = ""
+    kind: Annotated[str, _doc("Kind of the referent, DataSourceClaim.")] = ""
+    namespace: Annotated[str, _doc("Namespace of the claim.")] = ""
+    name: Annotated[str, _doc("Name of the claim.")] = ""
+    uid: Annotated[str, _doc("UID of the claim, telling a recreated claim of the same name apart.")] = ""
+    resource_version: Annotated[str, _doc("The claim's resourceVersion when referenced, if recorded.")] = ""
+    field_path: Annotated[str, _doc("A part of the referent, if the reference is to one (unused by tether).")] = ""
+
+
+AtomicClaimReference = Annotated[ClaimReference, Meta(extra_json_schema={"x-kubernetes-map-type": "atomic"})]
+
+
+class DataSourceStatus(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True, rename="camel"):
+    """Which claims use the DataSource; written by tether on the status subresource."""
+
+    claim_refs: Annotated[list[AtomicClaimReference], _doc("The claims bound to this DataSource.")] = []
+    bound_claims: Annotated[
+        int, Meta(description="How many claims are bound: the length of claimRefs.",
+                  extra_json_schema={"format": "int32"})] = 0
+    conditions: Annotated[list[ConditionItem], _doc("Observations of the DataSource's state.")] = []
+
+
+class ApiKind(msgspec.Struct, kw_only=True, frozen=True):
+    """One kind of the API: its names, its scope and the types of its spec and status."""
+
+    kind: str
+    plural: str
+    singular: str
+    scope: Literal["Namespaced", "Cluster"]
+    spec: type[msgspec.Struct]
+    status: type[msgspec.Struct]
+    description: str
+    spec_description: str
+    status_description: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{GROUP}/{VERSION}"
+
+    @property
+    def crd_name(self) -> str:
+        return f"{self.plural}.{GROUP}"
+
+
+DATASOURCECLAIM = ApiKind(
+    kind="DataSourceClaim", plural="datasourceclaims", singular="datasourceclaim", scope="Namespaced",
+    spec=DataSourceClaimSpec, status=DataSourceClaimStatus,
+    description="A workload's claim on the data it reads. tether binds it to the DataSource caching where that "
+                "data lives and keeps the workload's Karmada ResourceBinding on the clusters next to it.",
+    spec_description="The data a workload reads, and that workload. Written by the workload's owner.",
+    status_description="Whether and to which DataSource the claim is bound. Written by tether.",
+)
+
+DATASOURCE = ApiKind(
+    kind="DataSource", plural="datasources", singular="datasource", scope="Cluster",
+    spec=DataSourceSpec, status=DataSourceStatus,
+    description="Where a piece of data lives, cached from its catalog and shared by every claim on that data. "
+                "Created and kept current by tether.",
+    spec_description="The data and the clusters next to it. Written by tether from the catalog's answers.",
+    status_description="The claims bound to this DataSource. Written by tether.",
+)
+
+KINDS: tuple[ApiKind, ...] = (DATASOURCECLAIM, DATASOURCE)
