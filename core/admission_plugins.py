@@ -1,0 +1,302 @@
+"""The admission plugins (``priority``, ``gang``, ``capacity``, ``proportion``, ``drf``, ``datadependency``).
+
+A plugin is opened on a :class:`~tether.core.admission.Session` and contributes any of: a queue order key, a
+binding order key (lower sorts first; :func:`open_plugins` lays the keys out in tier order, so the first plugin
+that tells two items apart decides), a validity check (a hold that does not depend on what the session admits)
+and a predicate (a fit check against what it has admitted so far). A check returns the reason it holds, or ``""``.
+
+Keys are numbers on purpose: ``-priority`` and shares are ints and floats, which compare in C. A share is a ratio
+of integers, and IEEE division is correctly rounded, so it is the same on every machine; two shares that differ
+by less than a float's precision tie and fall through to the next key — deterministically.
+
+This module imports nothing from :mod:`.admission` at run time (the types only for the type checker): the
+session module imports the plugins to build its default configuration when it is imported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from .quantity import format_milli
+
+if TYPE_CHECKING:
+    from .admission import AdmissionConfig, Binding, PluginOption, QueueState, Session
+
+QueueKey = Callable[["QueueState"], Any]
+BindingKeyFn = Callable[["Binding"], Any]
+Validity = Callable[["Binding"], str]
+Predicate = Callable[["QueueState", Mapping[str, int]], str]
+
+
+class AdmissionPlugin:
+    """The base plugin: contributes nothing. ``arguments``: the argument names it accepts and their types."""
+
+    name: ClassVar[str] = ""
+    arguments: ClassVar[Mapping[str, type]] = {}
+    orders_queues: ClassVar[bool] = False
+    orders_bindings: ClassVar[bool] = False
+    validates: ClassVar[bool] = False
+    fits: ClassVar[bool] = False
+
+    def __init__(self, session: Session, option: PluginOption) -> None:
+        self.session = session
+        self.option = option
+
+    def session_opened(self) -> None:
+        """Called once every eligible binding is in its queue's pending list (before any admission)."""
+
+    def queue_key(self, state: QueueState) -> float:
+        raise NotImplementedError
+
+    def binding_key(self, binding: Binding) -> float:
+        raise NotImplementedError
+
+    def valid(self, binding: Binding) -> str:
+        raise NotImplementedError
+
+    def fit(self, state: QueueState, demand: Mapping[str, int]) -> str:
+        raise NotImplementedError
+
+
+class PriorityPlugin(AdmissionPlugin):
+    """Higher ``Queue.spec.priority`` first; higher binding priority first (see ``binding_priority``)."""
+
+    name = "priority"
+    orders_queues = True
+    orders_bindings = True
+
+    def queue_key(self, state: QueueState) -> float:
+        return -state.queue.priority
+
+    def binding_key(self, binding: Binding) -> float:
+        return -binding.priority
+
+
+class GangPlugin(AdmissionPlugin):
+    """All or nothing: the predicates check the whole request (request * replicas * copies), not one replica."""
+
+    name = "gang"
+
+    def __init__(self, session: Session, option: PluginOption) -> None:
+        super().__init__(session, option)
+        if option.enable_predicate:
+            session.whole_request = True
+
+
+def capability_overrun(state: QueueState, demand: Mapping[str, int]) -> str:
+    """``queue q1: cpu 10/8`` when ``demand`` on top of what the queue's subtree — or an ancestor's — already
+    uses passes its capability; ``""`` when it fits. A resource a capability does not name is not capped."""
+    for holder in state.chain:
+        capability = holder.queue.capability
+        if not capability:
+            continue
+        used = holder.subtree
+        for name, amount in demand.items():
+            limit = capability.get(name)
+            if limit is not None and amount and used.get(name, 0) + amount > limit:
+                whose = "" if holder is state else f" (ancestor of {state.queue.name})"
+                return (f"queue {holder.queue.name}{whose}: {name} "
+                        f"{format_milli(used.get(name, 0) + amount)}/{format_milli(limit)}")
+    return ""
+
+
+class CapacityPlugin(AdmissionPlugin):
+    """Hard limits: the queue's ``spec.capability`` and every ancestor's (through ``spec.parent``), and — unless
+    ``arguments: {clusters: false}`` — what the ready clusters have free (allocatable - allocated, less what this
+    session admitted). A resource no ready cluster reports has no room at all."""
+
+    name = "capacity"
+    arguments = {"clusters": bool}
+    fits = True
+
+    def __init__(self, session: Session, option: PluginOption) -> None:
+        super().__init__(session, option)
+        self.clusters = bool(option.arguments.get("clusters", True))
+
+    def fit(self, state: QueueState, demand: Mapping[str, int]) -> str:
+        reason = capability_overrun(state, demand)
+        if reason or not self.clusters:
+            return reason
+        session = self.session
+        if not session.ready_clusters:
+            return "no ready cluster"
+        headroom = session.headroom
+        for name, amount in demand.items():
+            free = headroom.get(name, 0)
+            if amount > free:
+                return f"clusters: {name} {format_milli(amount)}/{format_milli(max(free, 0))} free"
+        return ""
+
+
+class ProportionPlugin(AdmissionPlugin):
+    """Weighted fair share. Each queue *deserves* a share of the ready clusters' total, per resource, by
+    water-filling: every queue that still wants more gets ``remaining * weight / Σ weights`` of what is left,
+    never more than it asks for (its allocated plus its eligible pending requests) nor than its capability (and
+    its ancestors'); what a satisfied queue does not take is shared again among the others. A queue starts from its
+    ``guarantee`` (reserved, so never below it); an explicit ``spec.deserved`` replaces the computed amount for the
+    resources it names. Because the amount asked for caps the share, a queue may use what no one else wants:
+    "over its share" only ever means "taking what another queue that wants it deserves".
+
+    Queues are ordered by share = max over resources of allocated / deserved, lowest first; a binding is held
+    when its queue's allocated plus the binding's demand would pass what the queue deserves."""
+
+    name = "proportion"
+    orders_queues = True
+    fits = True
+
+    def session_opened(self) -> None:
+        states = list(self.session.states.values())
+        for resource, total in sorted(self.session.total.items()):
+            self._water_fill(states, resource, total)
+
+    @staticmethod
+    def _water_fill(states: list[QueueState], resource: str, total: int) -> None:
+        deserved: dict[str, int] = {}
+        cap: dict[str, int] = {}
+        for state in states:
+            queue = state.queue
+            capabilities = [c for c in (h.queue.capability.get(resource) for h in state.chain) if c is not None]
+            capability = min(capabilities) if capabilities else None
+            guarantee = queue.guarantee.get(resource, 0)
+            explicit = queue.deserved.get(resource)
+            if explicit is not None:  # fixed: takes no part in the filling
+                deserved[queue.name] = cap[queue.name] = max(
+                    explicit if capability is None else min(explicit, capability), guarantee)
+            else:
+                wanted = state.request.get(resource, 0)
+                deserved[queue.name] = guarantee
+                cap[queue.name] = max(wanted if capability is None else min(wanted, capability), guarantee)
+        remaining = max(total - sum(deserved.values()), 0)
+        active = [s for s in states if deserved[s.queue.name] < cap[s.queue.name]]
+        while remaining > 0 and active:
+            weights = sum(max(s.queue.weight, 1) for s in active)
+            given = 0
+            for state in active:  # by name: the integer remainders fall the same way on every run
+                name = state.queue.name
+                add = min(remaining * max(state.queue.weight, 1) // weights, cap[name] - deserved[name])
+                deserved[name] += add
+                given += add
+            if not given:
+                break  # what is left is less than one milli-unit per queue
+            remaining -= given
+            active = [s for s in active if deserved[s.queue.name] < cap[s.queue.name]]
+        for state in states:
+            state.deserved[resource] = deserved[state.queue.name]
+
+    def queue_key(self, state: QueueState) -> float:
+        share = 0.0
+        allocated = state.allocated
+        for resource, deserved in state.deserved.items():
+            used = allocated.get(resource, 0)
+            if used:
+                share = max(share, used / deserved if deserved else float("inf"))
+        return share
+
+    def within_share(self, state: QueueState, demand: Mapping[str, int]) -> bool:
+        """:meth:`fit` without its reason (the session asks it of bindings another plugin held)."""
+        deserved = state.deserved
+        allocated = state.allocated
+        for resource, amount in demand.items():
+            limit = deserved.get(resource)
+            if limit is not None and amount and allocated.get(resource, 0) + amount > limit:
+                return False
+        return True
+
+    def fit(self, state: QueueState, demand: Mapping[str, int]) -> str:
+        deserved = state.deserved
+        allocated = state.allocated
+        for resource, amount in demand.items():
+            limit = deserved.get(resource)
+            if limit is not None and amount and allocated.get(resource, 0) + amount > limit:
+                return (f"queue {state.queue.name}: {resource} {format_milli(allocated.get(resource, 0) + amount)}/"
+                        f"{format_milli(limit)} over its fair share")
+        return ""
+
+
+class DrfPlugin(AdmissionPlugin):
+    """Dominant resource fairness: queues ordered by their dominant share — the largest, over resources, of
+    allocated / the ready clusters' total — lowest first."""
+
+    name = "drf"
+    orders_queues = True
+
+    def queue_key(self, state: QueueState) -> float:
+        share = 0.0
+        allocated = state.allocated
+        for resource, total in self.session.total.items():
+            used = allocated.get(resource, 0)
+            if used and total:
+                share = max(share, used / total)
+        return share
+
+
+class DataDependencyPlugin(AdmissionPlugin):
+    """A workload that reads data tether places is held until tether's placement is on its binding: resumed
+    earlier, karmada-scheduler would place it anywhere, and the first placement already propagates it."""
+
+    name = "datadependency"
+    validates = True
+
+    def valid(self, binding: Binding) -> str:
+        return "waiting for data placement" if binding.data_dependent and not binding.placement_injected else ""
+
+
+PLUGINS: dict[str, type[AdmissionPlugin]] = {
+    plugin.name: plugin
+    for plugin in (PriorityPlugin, GangPlugin, CapacityPlugin, ProportionPlugin, DrfPlugin, DataDependencyPlugin)
+}
+
+
+class PluginSet:
+    """The opened plugins of one session and what they contribute, in tier order."""
+
+    def __init__(self, plugins: list[AdmissionPlugin]) -> None:
+        self.plugins = plugins
+        options = [(p, p.option) for p in plugins]
+        self.validators: list[tuple[str, Validity]] = [
+            (p.name, p.valid) for p, o in options if p.validates and o.enable_predicate]
+        self.predicates: list[tuple[str, Predicate]] = [
+            (p.name, p.fit) for p, o in options if p.fits and o.enable_predicate]
+        queue_keys = [p.queue_key for p, o in options if p.orders_queues and o.enable_queue_order]
+        binding_keys = [p.binding_key for p, o in options if p.orders_bindings and o.enable_binding_order]
+        #: the plugin whose holds mean "over its fair share" (a backfill may lift them); None without one
+        self.fair_share: ProportionPlugin | None = next(
+            (p for p, o in options if isinstance(p, ProportionPlugin) and o.enable_predicate), None)
+        self.queue_sort_key = _queue_sort_key(queue_keys)
+        self.binding_sort_key = _binding_sort_key(binding_keys)
+
+    def session_opened(self) -> None:
+        for plugin in self.plugins:
+            plugin.session_opened()
+
+
+def _queue_sort_key(keys: Sequence[Callable[[QueueState], float]]) -> QueueKey:
+    # ties end in the queue's creation time, UID and name (QueueState.tiebreak): a total order
+    if not keys:
+        return lambda state: state.tiebreak
+    if len(keys) == 1:
+        only = keys[0]
+        return lambda state: (only(state), state.tiebreak)
+    return lambda state: (*[key(state) for key in keys], state.tiebreak)
+
+
+def _binding_sort_key(keys: Sequence[Callable[[Binding], float]]) -> BindingKeyFn:
+    # ties end in the binding's creation time, UID and key: a total order
+    if not keys:
+        return lambda b: (b.creation_ms, b.uid, b.key)
+    if len(keys) == 1:
+        only = keys[0]
+        return lambda b: (only(b), b.creation_ms, b.uid, b.key)
+    return lambda b: (*[key(b) for key in keys], b.creation_ms, b.uid, b.key)
+
+
+def open_plugins(session: Session, config: AdmissionConfig) -> PluginSet:
+    """Open every configured plugin on ``session``, in tier order."""
+    return PluginSet([PLUGINS[option.name](session, option) for tier in config.tiers for option in tier.plugins])
+
+
+__all__ = [
+    "PLUGINS", "AdmissionPlugin", "CapacityPlugin", "DataDependencyPlugin", "DrfPlugin", "GangPlugin", "PluginSet",
+    "PriorityPlugin", "ProportionPlugin", "capability_overrun", "open_plugins",
+]
