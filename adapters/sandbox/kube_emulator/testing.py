@@ -2,8 +2,26 @@
 
 ``kube_environment()`` yields a :class:`KubeEnv`: a kubernetes-asyncio ``ApiClient``, a fresh namespace (random
 suffix) and ``register_crds()``. Without ``TETHER_TEST_KUBECONFIG`` it starts a private :class:`KubeEmulator` on
-loopback (milliseconds); with it, it talks to that cluster, creates the namespace there, registers CRDs through the
-API (waiting for ``Established``) and deletes what it created on exit — CRDs that already existed are left alone.
+loopback (milliseconds); with it, it talks to that cluster, creates the namespace there and registers CRDs through
+the API (waiting for ``Established``).
+
+A real cluster is shared — with other test runs, with its users, with Karmada — so the environment is careful about
+what it leaves and what it takes away:
+
+- **CRDs are installed at most once per test run and never deleted.** Deleting a CRD deletes every object of its
+  kind, including other people's; and while objects still carry finalizers their owner no longer serves, the CRD
+  stays Terminating for ever and every later create fails ("create not allowed while custom resource definition
+  is terminating"). A CRD that already exists is used as it is (it may be Karmada's own); one that is Terminating
+  is reported at once rather than through a confusing failure later.
+- **Before deleting its namespaces, the environment releases the suite's own finalizers** (tether's two, and the
+  ``test.tether.io/`` ones conformance tests use to hold objects) on what the test left there: the daemon that would
+  have released them is gone, and a held object keeps the namespace Terminating. Other finalizers are left alone.
+- Cluster-scoped objects are the test's business: name them with :data:`RUN_ID` or another unique suffix and delete
+  them (``tether_stack`` does this for its Clusters and DataSources).
+
+The same clean-up runs on the emulator, so the emulator runs exercise it. ``foreign_objects=True`` seeds the
+emulator with what a real Karmada always has and the test does not own (:class:`ForeignObjects`): a test that
+assumes it owns every Cluster fails on the emulator too, and one that touches foreign objects is reported.
 
 Tests that need emulator-only features call ``env.require_emulator()`` which skips with a clear reason on a real
 cluster. The pytest fixtures ``kube`` / ``emulator`` in ``tests/conftest.py`` are thin wrappers around this.
@@ -33,6 +51,33 @@ from . import KubeEmulator
 from .crds import clean_for_create, load_crd_documents
 
 KUBECONFIG_ENV = "TETHER_TEST_KUBECONFIG"
+# Distinguishes this test run's cluster-scoped objects from other runs' on a shared cluster.
+RUN_ID = secrets.token_hex(3)
+TETHER_FINALIZERS = ("datadependency.volcano.sh/finalizer", "datadependency.volcano.sh/datasource-finalizer")
+# Conformance tests hold objects with finalizers of this domain; the environment releases them should a test fail.
+TEST_FINALIZER = "test.tether.io/hold"
+_TEST_FINALIZER_DOMAIN = TEST_FINALIZER.split("/")[0] + "/"
+MERGE = "application/merge-patch+json"
+
+# CRDs Established on a real cluster during this run, by (API server, CRD name): registered once per run. (Each
+# emulator is new, so emulator registrations are not remembered.)
+_established: set[tuple[str, str]] = set()
+
+
+def suite_finalizer(name: str) -> bool:
+    """Whether the test suite may release this finalizer (tether's own, or a conformance test's hold)."""
+    return name in TETHER_FINALIZERS or name.startswith(_TEST_FINALIZER_DOMAIN)
+
+
+@dataclass
+class ForeignObjects:
+    """What the environment seeded on the emulator that the test does not own, with each object's
+    resourceVersion at the start: nobody in the test may write to them."""
+
+    clusters: list[str]
+    binding: tuple[str, str]  # (namespace, name) of a ResourceBinding in a namespace that is not the test's
+    data_source: str
+    versions: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -41,8 +86,10 @@ class KubeEnv:
     configuration: client.Configuration
     namespace: str
     emulator: KubeEmulator | None
-    _created_crds: list[str] = field(default_factory=list)
+    foreign: ForeignObjects | None = None
     _created_namespaces: list[str] = field(default_factory=list)
+    # Namespaced custom kinds registered through this environment: (group, version, plural), for the clean-up.
+    _custom_kinds: set[tuple[str, str, str]] = field(default_factory=set)
 
     @property
     def is_emulated(self) -> bool:
@@ -72,41 +119,149 @@ class KubeEnv:
         return name
 
     async def register_crds(self, *refs: str | Path, wait_seconds: float = 30.0) -> list[str]:
-        """Register CRDs (files, directories or names under ``tether/crds``) via the API; wait for Established."""
+        """Register CRDs (files, directories or names under ``tether/crds``) via the API; wait for Established.
+        On a real cluster each CRD is registered once per run and never deleted (module doc)."""
         ext = client.ApiextensionsV1Api(self.api_client)
         names = []
         for doc in load_crd_documents(*refs):
             body = clean_for_create(doc)
             name = body["metadata"]["name"]
+            names.append(name)
+            spec = body.get("spec") or {}
+            if spec.get("scope") == "Namespaced":
+                storage = next((v["name"] for v in spec.get("versions") or [] if v.get("storage")), "")
+                self._custom_kinds.add((spec.get("group", ""), storage, (spec.get("names") or {}).get("plural", "")))
+            if self._remembered(name):
+                continue
             try:
                 await ext.create_custom_resource_definition(body)
-                self._created_crds.append(name)
             except ApiException as e:
                 if e.status != 409:
                     raise
-            names.append(name)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_seconds
         for name in names:
-            while True:
+            while not self._remembered(name):
                 resp = await ext.read_custom_resource_definition(name, _preload_content=False)
                 crd = json.loads(await resp.read())
+                if crd["metadata"].get("deletionTimestamp"):
+                    raise RuntimeError(
+                        f"CRD {name} is being deleted on this cluster (Terminating): objects of its kind still carry "
+                        f"finalizers that nobody serves. Remove those finalizers (kubectl get {name} -A) and let the "
+                        f"deletion finish before running the tests.")
                 conds = {c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []}
                 if conds.get("Established") == "True":
+                    if self.emulator is None:
+                        _established.add((self.configuration.host, name))
                     break
                 if loop.time() > deadline:
                     raise TimeoutError(f"CRD {name} not Established after {wait_seconds}s")
                 await asyncio.sleep(0.2)
         return names
 
+    def _remembered(self, name: str) -> bool:
+        return self.emulator is None and (self.configuration.host, name) in _established
+
+    async def release_finalizers(self, namespace: str) -> None:
+        """Remove the suite's finalizers (:func:`suite_finalizer`) from what is left in ``namespace``: custom
+        objects of the kinds registered here, ConfigMaps and Deployments (the kinds conformance tests hold).
+        Other finalizers stay. A write that loses a race is retried on the fresh object."""
+        apps = client.AppsV1Api(self.api_client)
+        kinds: list[tuple[Any, Any]] = [
+            (lambda: self.core.list_namespaced_config_map(namespace, _preload_content=False),
+             lambda n, b: self.core.patch_namespaced_config_map(n, namespace, b, _content_type=MERGE)),
+            (lambda: apps.list_namespaced_deployment(namespace, _preload_content=False),
+             lambda n, b: apps.patch_namespaced_deployment(n, namespace, b, _content_type=MERGE)),
+        ]
+        for group, version, plural in sorted(self._custom_kinds):
+            kinds.append((
+                lambda g=group, v=version, p=plural: self.custom.list_namespaced_custom_object(
+                    g, v, namespace, p, _preload_content=False),
+                lambda n, b, g=group, v=version, p=plural: self.custom.patch_namespaced_custom_object(
+                    g, v, namespace, p, n, b, _content_type=MERGE)))
+        for list_, patch in kinds:
+            for _attempt in range(3):
+                try:
+                    resp = await list_()
+                except ApiException as e:
+                    if e.status == 404:
+                        break  # the kind is not served here
+                    raise
+                try:
+                    for obj in json.loads(await resp.read()).get("items") or []:
+                        meta = obj["metadata"]
+                        held = meta.get("finalizers") or []
+                        keep = [f for f in held if not suite_finalizer(f)]
+                        if keep != held:
+                            await patch(meta["name"], {"metadata": {"finalizers": keep or None,
+                                                                    "resourceVersion": meta["resourceVersion"]}})
+                    break
+                except ApiException as e:
+                    if e.status not in (404, 409):  # gone or changed since listed: list again
+                        raise
+
     async def _cleanup(self) -> None:
-        ext = client.ApiextensionsV1Api(self.api_client)
+        """Release the suite's finalizers in the test's namespaces, then delete the namespaces. CRDs stay."""
         for ns in [*self._created_namespaces, self.namespace]:
             with contextlib.suppress(ApiException):
-                await self.core.delete_namespace(ns)
-        for name in self._created_crds:
+                await self.release_finalizers(ns)
             with contextlib.suppress(ApiException):
-                await ext.delete_custom_resource_definition(name)
+                await self.core.delete_namespace(ns)
+
+
+async def _seed_foreign(emulator: KubeEmulator) -> ForeignObjects:
+    """Pre-create what every real Karmada has and the test does not own: ready member Clusters, a scheduled
+    ResourceBinding in someone else's namespace, and a DataSource of another tether installation (holding its
+    finalizer, referenced by no claim — exactly what a careless clean-up would take for its own)."""
+    await emulator.register_crds("cluster.karmada.io_clusters", "work.karmada.io_resourcebindings",
+                                 "datadependency.volcano.sh_datasources")
+    foreign = ForeignObjects(clusters=[f"foreign-member-{i}" for i in (1, 2, 3)],
+                             binding=("foreign-tenant", "web-deployment"), data_source="amoro-table-foreign.db.web")
+    capacity = {"cpu": "64", "memory": "256Gi", "pods": "110"}
+    for i, name in enumerate(foreign.clusters, 1):
+        obj = await emulator.apply({
+            "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": name, "labels": {"tenant": "foreign"}},
+            "spec": {"syncMode": "Push", "region": f"foreign-{i}"},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "ClusterReady",
+                                       "message": "cluster is healthy and ready to accept workloads",
+                                       "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                       "apiEnablements": [{"groupVersion": "apps/v1",
+                                           "resources": [{"name": "deployments", "kind": "Deployment"}]}],
+                       "resourceSummary": {"allocatable": capacity}}})
+        foreign.versions[f"Cluster/{name}"] = obj["metadata"]["resourceVersion"]
+    ns, name = foreign.binding
+    # No scheduler label: the emulator's Karmada stand-in leaves it as it is, so any write to it is someone else's.
+    obj = await emulator.apply({
+        "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": ns, "name": "web"},
+                 "replicas": 1,
+                 "placement": {"clusterAffinity": {"clusterNames": [foreign.clusters[0]]}},
+                 "clusters": [{"name": foreign.clusters[0], "replicas": 1}]}})
+    foreign.versions[f"ResourceBinding/{ns}/{name}"] = obj["metadata"]["resourceVersion"]
+    obj = await emulator.apply({
+        "apiVersion": "datadependency.volcano.sh/v1alpha1", "kind": "DataSource",
+        "metadata": {"name": foreign.data_source, "finalizers": [TETHER_FINALIZERS[1]]},
+        "spec": {"system": "amoro", "type": "table", "name": "foreign.db.web", "reclaimPolicy": "Retain",
+                 "locality": {"clusterNames": [foreign.clusters[0]]}}})
+    foreign.versions[f"DataSource/{foreign.data_source}"] = obj["metadata"]["resourceVersion"]
+    return foreign
+
+
+def _foreign_changes(emulator: KubeEmulator, foreign: ForeignObjects) -> list[str]:
+    """The foreign objects that were changed or deleted since they were seeded."""
+    now: dict[str, str | None] = {}
+    for name in foreign.clusters:
+        obj = emulator.get("cluster.karmada.io/v1alpha1", "Cluster", name)
+        now[f"Cluster/{name}"] = obj and obj["metadata"]["resourceVersion"]
+    ns, name = foreign.binding
+    obj = emulator.get("work.karmada.io/v1alpha2", "ResourceBinding", name, ns)
+    now[f"ResourceBinding/{ns}/{name}"] = obj and obj["metadata"]["resourceVersion"]
+    obj = emulator.get("datadependency.volcano.sh/v1alpha1", "DataSource", foreign.data_source)
+    now[f"DataSource/{foreign.data_source}"] = obj and obj["metadata"]["resourceVersion"]
+    return [f"{key} ({'deleted' if now[key] is None else 'modified'})"
+            for key, rv in foreign.versions.items() if now[key] != rv]
 
 
 @contextlib.asynccontextmanager
@@ -115,8 +270,11 @@ async def kube_environment(
     kubeconfig: str | None = None,
     namespace_prefix: str = "tether-test",
     emulator_options: dict[str, Any] | None = None,
+    foreign_objects: bool = False,
 ) -> AsyncIterator[KubeEnv]:
-    """Yield a :class:`KubeEnv` on a fresh namespace (emulator unless a kubeconfig is given or in the env)."""
+    """Yield a :class:`KubeEnv` on a fresh namespace (emulator unless a kubeconfig is given or in the env).
+    ``foreign_objects``: seed the emulator with objects the test does not own (:func:`_seed_foreign`) and fail at
+    the end if the test wrote to any of them; a real cluster has its own."""
     kubeconfig = kubeconfig or os.environ.get(KUBECONFIG_ENV) or None
     emulator: KubeEmulator | None = None
     if kubeconfig:
@@ -130,12 +288,17 @@ async def kube_environment(
     env = KubeEnv(api_client=api, configuration=cfg, namespace=f"{namespace_prefix}-{secrets.token_hex(4)}",
                   emulator=emulator)
     try:
+        if emulator is not None and foreign_objects:
+            env.foreign = await _seed_foreign(emulator)
         await env.core.create_namespace({"metadata": {"name": env.namespace}})
         yield env
+        if emulator is not None and env.foreign is not None:
+            touched = _foreign_changes(emulator, env.foreign)
+            if touched:
+                raise AssertionError(f"the test wrote to objects it does not own: {', '.join(touched)}")
     finally:
         try:
-            if emulator is None:
-                await env._cleanup()
+            await env._cleanup()  # on the emulator too, so that emulator runs exercise the clean-up
         finally:
             await api.close()
             if emulator is not None:
