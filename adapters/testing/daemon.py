@@ -34,7 +34,7 @@ from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, CLUSTERS, CONFIGMAPS, DATASOURCES, EVENTS, KubeClient
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.catalog import SandboxCatalog
-from tether.adapters.sandbox.kube_emulator.testing import KUBECONFIG_ENV, KubeEnv
+from tether.adapters.sandbox.kube_emulator.testing import KUBECONFIG_ENV, TETHER_FINALIZERS, KubeEnv
 
 CRDS = ("datadependency.volcano.sh_datasourceclaims", "datadependency.volcano.sh_datasources",
         "work.karmada.io_resourcebindings", "cluster.karmada.io_clusters")
@@ -232,14 +232,23 @@ class Stack:
                                                        what=f"claim {name} phase={phase} reason={reason}")
         return result
 
+    def known(self, rb: dict[str, Any] | None, clusters: list[str] | set[str] = ()) -> set[str]:
+        """The exclusions of ``rb`` that this test can speak for: its own clusters and the names it mentions."""
+        return set(excluded(rb)) & (set(self.clusters.values()) | set(clusters))
+
     async def wait_excluded(self, binding: str, clusters: list[str] | set[str], *,
                             within: float = 15.0) -> dict[str, Any]:
-        """The binding once tether's exclusions are exactly ``clusters`` and the gate annotation says so (set
-        when there are exclusions, gone when there are none)."""
+        """The binding once its exclusions, among the clusters this test owns (and any other names in
+        ``clusters``, such as a user's own exclusion), are exactly ``clusters``, and the gate annotation agrees:
+        set when ``clusters`` is not empty, gone when it is (tether holds no exclusion at all then).
+
+        Only what the test owns is compared: a shared cluster has Karmada Clusters the test did not create, and
+        tether rightly excludes every one of them that lacks the data, so the full list is not the test's to
+        predict (``kube_environment(foreign_objects=True)`` gives the emulator runs such Clusters too)."""
 
         async def probe() -> dict[str, Any] | None:
             rb = await self.get("ResourceBinding", binding)
-            if rb is None or sorted(excluded(rb)) != sorted(clusters):
+            if rb is None or self.known(rb, clusters) != set(clusters):
                 return None
             injected = (rb["metadata"].get("annotations") or {}).get(INJECTED_ANNOTATION)
             return rb if injected == ("true" if clusters else None) else None
@@ -362,26 +371,40 @@ async def tether_stack(env: KubeEnv, *, refresh_interval: float | None = None, p
                     await stack.stop_daemon()
                 if stack.log is not None:
                     await stack.log.close()
-                await _cleanup(kube, env.namespace, clusters)
+                await _cleanup(kube, env.namespace, clusters, suffix)
 
 
-async def _cleanup(kube: KubeClient, namespace: str, clusters: dict[str, str]) -> None:
-    """Remove what a stack created outside its namespace (DataSources and Clusters are cluster-scoped)."""
+async def _cleanup(kube: KubeClient, namespace: str, clusters: dict[str, str], suffix: str) -> None:
+    """Remove what a stack created outside its namespace (DataSources and Clusters are cluster-scoped), after
+    releasing tether's finalizers on its claims (the daemon that would have is gone; the namespace's deletion
+    would wait on them for ever). Only the stack's own objects: its claims, the DataSources of its tables (their
+    names carry the stack's unique suffix) and its Clusters — a shared cluster holds other DataSources, even
+    unreferenced ones, that are not ours to delete. Other finalizers are left to their owners."""
     claims, _ = await kube.list(CLAIMS, namespace=namespace)
-    for claim in claims:  # the daemon is gone: release our finalizers ourselves
+    for claim in claims:
         with contextlib.suppress(Exception):
-            await kube.patch(CLAIMS, claim["metadata"]["name"], {"metadata": {"finalizers": None}}, namespace=namespace)
+            await _release(kube, CLAIMS, claim, namespace=namespace)
     sources, _ = await kube.list(DATASOURCES)
     for source in sources:
-        refs = (source.get("status") or {}).get("claimRefs") or []
-        if any(r.get("namespace") == namespace for r in refs) or not refs:
-            name = source["metadata"]["name"]
-            with contextlib.suppress(Exception):
-                await kube.patch(DATASOURCES, name, {"metadata": {"finalizers": None}})
-                await kube.delete(DATASOURCES, name)
+        if f".{suffix}." not in str((source.get("spec") or {}).get("name") or ""):
+            continue
+        with contextlib.suppress(Exception):
+            await _release(kube, DATASOURCES, source)
+            await kube.delete(DATASOURCES, source["metadata"]["name"])
     for name in clusters.values():
         with contextlib.suppress(Exception):
             await kube.delete(CLUSTERS, name)
+
+
+async def _release(kube: KubeClient, res: Any, obj: dict[str, Any], *, namespace: str = "") -> None:
+    """Drop tether's finalizers from ``obj`` (guarded by its resourceVersion), keeping any other."""
+    meta = obj["metadata"]
+    held = meta.get("finalizers") or []
+    keep = [f for f in held if f not in TETHER_FINALIZERS]
+    if keep != held:
+        await kube.patch(res, meta["name"], {"metadata": {"finalizers": keep or None,
+                                                          "resourceVersion": meta["resourceVersion"]}},
+                         namespace=namespace)
 
 
 if __name__ == "__main__":  # the daemon process of DaemonProcess: ``python -m tether.adapters.testing.daemon CFG``

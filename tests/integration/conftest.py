@@ -5,6 +5,11 @@ instead of its 1 s default: with the default, a watch handler that falls behind 
 bench) spins in the emulator's bookmark wait (``wait_for(queue.get(), 0)`` never succeeds while events are queued
 and a bookmark is due), burning the CPU the daemon needs and holding the emulator's shutdown for 60 s. Reported to
 the emulator's owner; the override is harmless on a real cluster (the options only apply to the emulator).
+
+Both fixtures seed the emulator with **foreign objects** (``foreign_objects=True``): ready Karmada Clusters, a
+ResourceBinding in another namespace and another installation's DataSource, none of them the test's. Every real
+Karmada has Clusters a test did not create, so an assertion that presumes it owns them all fails here too, and a
+test (or clean-up) that writes to a foreign object fails at its end.
 """
 
 from __future__ import annotations
@@ -20,13 +25,14 @@ EMULATOR_OPTIONS = {"bookmark_interval": 60.0}
 
 @pytest.fixture
 async def kube() -> AsyncIterator[KubeEnv]:
-    async with kube_environment(emulator_options=EMULATOR_OPTIONS) as env:
+    async with kube_environment(emulator_options=EMULATOR_OPTIONS, foreign_objects=True) as env:
         yield env
 
 
 @pytest.fixture
 async def karmada_kube() -> AsyncIterator[KubeEnv]:
     """``kube`` with the emulator's Karmada scheduler stand-in running (skips on a real cluster: no Karmada)."""
-    async with kube_environment(emulator_options={**EMULATOR_OPTIONS, "karmada_scheduler": True}) as env:
+    async with kube_environment(emulator_options={**EMULATOR_OPTIONS, "karmada_scheduler": True},
+                                foreign_objects=True) as env:
         env.require_emulator("needs the emulator's Karmada scheduler stand-in")
         yield env

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tether.adapters.kubernetes import manifests
-from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, DATASOURCES
+from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, CLUSTERS, DATASOURCES
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.daemon import (
     EXCLUDED_ANNOTATION,
@@ -50,7 +50,10 @@ async def test_claim_after_binding_injects(stack: Stack) -> None:
     got = await stack.wait_excluded(rb, [stack.clusters["east1"], stack.clusters["east2"]])
     annotations = got["metadata"]["annotations"]
     assert annotations[INJECTED_ANNOTATION] == "true"
-    assert annotations[EXCLUDED_ANNOTATION] == ",".join(sorted([stack.clusters["east1"], stack.clusters["east2"]]))
+    # the annotation lists every exclusion tether added, sorted: of ours, exactly the clusters without the data
+    added = annotations[EXCLUDED_ANNOTATION].split(",")
+    assert added == sorted(added) and set(added) == set(excluded(got))
+    assert set(added) & set(stack.clusters.values()) == {stack.clusters["east1"], stack.clusters["east2"]}
     claim = await stack.wait_claim("late", phase="Bound")
     assert claim_condition(claim, "PlacementInjected").get("status") == "True" or (
         await stack.eventually(lambda: _placement_injected(stack, "late"), what="PlacementInjected=True"))
@@ -192,6 +195,26 @@ async def test_placement_reverted_by_detector_is_reinjected(stack: Stack) -> Non
     await stack.kube.patch(BINDINGS, rb, {"spec": {"placement": policy}}, namespace=stack.namespace)
     await stack.wait_excluded(rb, want)
     assert stack.catalog.requests_for(table) == 1
+
+
+async def test_clusters_the_test_does_not_own_are_excluded_and_left_alone(stack: Stack) -> None:
+    """On a shared cluster (and on the emulator's foreign objects) tether excludes every Cluster that lacks the
+    data, not only the test's, and never writes to a binding outside its namespace."""
+    listed, _ = await stack.kube.list(CLUSTERS)
+    foreign = {c["metadata"]["name"] for c in listed} - set(stack.clusters.values())
+    if stack.env.foreign is not None:
+        assert set(stack.env.foreign.clusters) <= foreign
+    table = stack.add_table("everywhere", "east")
+    rb = await _binding(stack, "ev-app")
+    await _claim(stack, "ev", table, workload="ev-app")
+    await stack.wait_excluded(rb, [stack.clusters["west1"]])
+
+    async def foreign_excluded() -> dict | None:
+        current = await stack.get("ResourceBinding", rb)
+        return current if foreign <= set(excluded(current)) else None
+
+    got = await stack.eventually(foreign_excluded, what="the foreign clusters excluded")
+    assert not set(excluded(got)) & {stack.clusters["east1"], stack.clusters["east2"]}
 
 
 async def test_user_exclusions_are_kept(stack: Stack) -> None:
