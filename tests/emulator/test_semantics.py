@@ -9,9 +9,12 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from tether.adapters.sandbox.kube_emulator.testing import TEST_FINALIZER
+
 GROUP, VERSION, DSC, DS = "datadependency.volcano.sh", "v1alpha1", "datasourceclaims", "datasources"
 MERGE = "application/merge-patch+json"
 FINALIZER = "datadependency.volcano.sh/finalizer"
+HOLD = TEST_FINALIZER  # released by the test environment should a test fail while holding an object
 
 
 def claim(name: str, **extra: object) -> dict:
@@ -117,11 +120,14 @@ async def test_finalizers_and_deletion_timestamp(kube, crs):
     deleted = await crs.delete_namespaced_custom_object(GROUP, VERSION, ns, DSC, "f")
     assert deleted["metadata"]["deletionTimestamp"]
     assert deleted["metadata"]["deletionGracePeriodSeconds"] == 0
+    # the registry's markAsDeleting bumps generation: a controller must see that the object is going
+    assert deleted["metadata"]["generation"] == 2
     still = await crs.get_namespaced_custom_object(GROUP, VERSION, ns, DSC, "f")
     assert still["metadata"]["finalizers"] == [FINALIZER]
-    # deleting again is accepted and changes nothing
+    # deleting again is accepted and changes nothing (no second bump either)
     again = await crs.delete_namespaced_custom_object(GROUP, VERSION, ns, DSC, "f")
     assert again["metadata"]["resourceVersion"] == still["metadata"]["resourceVersion"]
+    assert again["metadata"]["generation"] == 2
     with pytest.raises(ApiException) as ei:
         await crs.patch_namespaced_custom_object(GROUP, VERSION, ns, DSC, "f",
                                                  {"metadata": {"finalizers": [FINALIZER, "x.io/other"]}},
@@ -154,14 +160,60 @@ async def test_deployment_generation_and_validation(kube):
     assert d.metadata.generation == 1
     d = await apps.patch_namespaced_deployment("web", kube.namespace, {"spec": {"replicas": 3}})
     assert d.metadata.generation == 2 and d.spec.replicas == 3
+    # apps/v1: annotations are copied onto ReplicaSets, so changing them is a new generation (measured: 3)
     d = await apps.patch_namespaced_deployment("web", kube.namespace, {"metadata": {"annotations": {"a": "b"}}})
-    assert d.metadata.generation == 2
+    assert d.metadata.generation == 3
+    # labels are not, and neither is the status subresource
+    d = await apps.patch_namespaced_deployment("web", kube.namespace, {"metadata": {"labels": {"l": "1"}}})
+    assert d.metadata.generation == 3
+    d = await apps.patch_namespaced_deployment_status("web", kube.namespace, {"status": {"observedGeneration": 3}})
+    assert d.metadata.generation == 3
+    # annotations written through /status (as the deployment controller writes its revision) do not bump either
+    d = await apps.patch_namespaced_deployment_status("web", kube.namespace,
+                                                      {"metadata": {"annotations": {"tether.test/via": "status"}}})
+    assert d.metadata.generation == 3 and d.metadata.annotations["tether.test/via"] == "status"
     bad = json.loads(json.dumps(dep))
     bad["metadata"]["name"] = "bad"
     bad["spec"]["template"]["metadata"]["labels"] = {"app": "other"}
     with pytest.raises(ApiException) as ei:
         await apps.create_namespaced_deployment(kube.namespace, bad)
     assert ei.value.status == 422
+
+
+async def test_kinds_without_generation_never_get_one(kube):
+    """ConfigMaps and Namespaces have no generation semantics: none on create, none after writes or a delete
+    held by a finalizer (the registry bumps only a generation that is already set)."""
+    core, ns = kube.core, kube.namespace
+    cm = await core.create_namespaced_config_map(ns, {"metadata": {"name": "g", "finalizers": [HOLD]},
+                                                      "data": {"k": "v"}})
+    assert cm.metadata.generation is None
+    cm = await core.patch_namespaced_config_map("g", ns, {"data": {"k": "w"}, "metadata": {"annotations": {"a": "b"}}})
+    assert cm.metadata.generation is None
+    resp = await core.delete_namespaced_config_map("g", ns, _preload_content=False)  # the object, not a Status
+    deleted = json.loads(await resp.read())["metadata"]
+    assert deleted["deletionTimestamp"] and "generation" not in deleted
+    await core.patch_namespaced_config_map("g", ns, {"metadata": {"finalizers": None}}, _content_type=MERGE)
+    assert (await core.read_namespace(ns)).metadata.generation is None
+
+
+async def test_generation_bump_on_delete_for_deployments(kube):
+    """A Deployment held by a finalizer: the DELETE bumps generation once, like any kind that has one."""
+    apps = client.AppsV1Api(kube.api_client)
+    dep = {"metadata": {"name": "held", "finalizers": [HOLD]},
+           "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "held"}},
+                    "template": {"metadata": {"labels": {"app": "held"}},
+                                 "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+    await apps.create_namespaced_deployment(kube.namespace, dep)
+    await apps.delete_namespaced_deployment("held", kube.namespace)
+    d = await apps.read_namespaced_deployment("held", kube.namespace)
+    assert d.metadata.deletion_timestamp is not None and d.metadata.generation == 2
+    await apps.delete_namespaced_deployment("held", kube.namespace)
+    assert (await apps.read_namespaced_deployment("held", kube.namespace)).metadata.generation == 2
+    await apps.patch_namespaced_deployment("held", kube.namespace, {"metadata": {"finalizers": None}},
+                                           _content_type=MERGE)
+    with pytest.raises(ApiException) as ei:
+        await apps.read_namespaced_deployment("held", kube.namespace)
+    assert ei.value.status == 404
 
 
 async def test_crd_deletion_removes_the_api(kube):

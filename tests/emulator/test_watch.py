@@ -8,7 +8,10 @@ import pytest
 from kubernetes_asyncio import watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from tether.adapters.sandbox.kube_emulator.testing import TEST_FINALIZER
+
 MERGE = "application/merge-patch+json"
+OTHER_HOLD = TEST_FINALIZER + "-2"
 
 
 async def collect(stream, n: int, *, seconds: float = 10.0) -> list[tuple[str, str]]:
@@ -18,6 +21,19 @@ async def collect(stream, n: int, *, seconds: float = 10.0) -> list[tuple[str, s
         async for ev in stream:
             obj = ev["raw_object"]
             out.append((ev["type"], obj.get("metadata", {}).get("name", "")))
+            if len(out) >= n:
+                break
+    return out
+
+
+async def collect_raw(stream, n: int, *, seconds: float = 10.0) -> list[tuple[str, dict]]:
+    """First ``n`` (type, raw object) pairs, skipping the ``kube-root-ca.crt`` a real cluster publishes."""
+    out: list[tuple[str, dict]] = []
+    async with asyncio.timeout(seconds):
+        async for ev in stream:
+            if ev["raw_object"].get("metadata", {}).get("name") == "kube-root-ca.crt":
+                continue
+            out.append((ev["type"], ev["raw_object"]))
             if len(out) >= n:
                 break
     return out
@@ -81,16 +97,82 @@ async def test_noop_write_emits_no_event(kube):
     assert (await core.read_namespaced_config_map("a", ns)).data == {"k": "w"}
 
 
-async def test_finalized_delete_is_modified_then_deleted(kube):
+async def test_removing_the_last_finalizer_yields_only_deleted(kube):
+    """Around finalizers, a watcher sees: the DELETE as MODIFIED (deletionTimestamp set); removing one of two
+    finalizers as MODIFIED; a second DELETE as nothing; removing the last finalizer as a single DELETED — the
+    registry deletes instead of storing the emptied list — whose object is the last stored state (deletionTimestamp
+    and that finalizer still on it). The sentinel proves nothing else came in between."""
     core, ns = kube.core, kube.namespace
-    cm = await core.create_namespaced_config_map(ns, {"metadata": {"name": "f", "finalizers": ["x.io/hold"]}})
+    cm = await core.create_namespaced_config_map(ns, {"metadata": {"name": "f",
+                                                                   "finalizers": [TEST_FINALIZER, OTHER_HOLD]}})
     await core.delete_namespaced_config_map("f", ns)
+    await core.patch_namespaced_config_map("f", ns, {"metadata": {"finalizers": [TEST_FINALIZER]}},
+                                           _content_type=MERGE)
+    await core.delete_namespaced_config_map("f", ns)  # already being deleted: no write
     await core.patch_namespaced_config_map("f", ns, {"metadata": {"finalizers": None}}, _content_type=MERGE)
+    with pytest.raises(ApiException) as ei:
+        await core.read_namespaced_config_map("f", ns)
+    assert ei.value.status == 404
+    await core.create_namespaced_config_map(ns, {"metadata": {"name": "sentinel"}})
     async with watch.Watch() as w:
         stream = w.stream(core.list_namespaced_config_map, ns, resource_version=cm.metadata.resource_version,
                           timeout_seconds=10)
-        events = await collect(stream, 3)
-    assert events[0] == ("MODIFIED", "f") and events[-1] == ("DELETED", "f")
+        events = await collect_raw(stream, 4)
+    assert [(t, o["metadata"]["name"]) for t, o in events] == [
+        ("MODIFIED", "f"), ("MODIFIED", "f"), ("DELETED", "f"), ("ADDED", "sentinel")]
+    marked, released, gone = (o["metadata"] for _, o in events[:3])
+    assert marked["deletionTimestamp"] and marked["finalizers"] == [TEST_FINALIZER, OTHER_HOLD]
+    assert released["finalizers"] == [TEST_FINALIZER]
+    assert gone["deletionTimestamp"] and gone["finalizers"] == [TEST_FINALIZER]
+    assert int(gone["resourceVersion"]) > int(released["resourceVersion"])
+
+
+async def test_delete_without_finalizers_is_a_single_deleted(kube):
+    core, ns = kube.core, kube.namespace
+    cm = await core.create_namespaced_config_map(ns, {"metadata": {"name": "plain"}})
+    await core.delete_namespaced_config_map("plain", ns)
+    await core.create_namespaced_config_map(ns, {"metadata": {"name": "sentinel"}})
+    async with watch.Watch() as w:
+        events = await collect(w.stream(core.list_namespaced_config_map, ns,
+                                        resource_version=cm.metadata.resource_version, timeout_seconds=10), 2)
+    assert events == [("DELETED", "plain"), ("ADDED", "sentinel")]
+
+
+async def test_pod_deletion_is_graceful_even_when_immediate(kube):
+    """Pods have graceful deletion: the registry always writes the Terminating state first. An unscheduled pod
+    has nothing to stop, so its grace is 0 and the DELETED follows at once: MODIFIED (deletionTimestamp,
+    deletionGracePeriodSeconds 0), then DELETED. (The pod names a scheduler that does not exist, so a real
+    cluster leaves it unscheduled.)"""
+    core, ns = kube.core, kube.namespace
+    body = {"metadata": {"name": "p"}, "spec": {"schedulerName": "none-such", "containers": [
+        {"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}
+    pod = await core.create_namespaced_pod(ns, body)
+    await core.delete_namespaced_pod("p", ns)
+    await core.create_namespaced_pod(ns, {**body, "metadata": {"name": "sentinel"}})
+    async with watch.Watch() as w:
+        events = await collect_raw(w.stream(core.list_namespaced_pod, ns,
+                                            resource_version=pod.metadata.resource_version, timeout_seconds=10), 3)
+    assert [(t, o["metadata"]["name"]) for t, o in events] == [
+        ("MODIFIED", "p"), ("DELETED", "p"), ("ADDED", "sentinel")]
+    marked = events[0][1]["metadata"]
+    assert marked["deletionTimestamp"] and marked["deletionGracePeriodSeconds"] == 0
+
+
+async def test_bound_pod_deletion_waits_for_the_kubelet(kube, emulator):
+    """A bound pod gets its grace period (MODIFIED with deletionTimestamp in the future and the pod's
+    terminationGracePeriodSeconds); the kubelet ends it with a grace-0 delete (MODIFIED, then DELETED). A real
+    cluster needs a real node for that, hence emulator-only (the emulator's kubelet stand-in acts at once)."""
+    core, ns = kube.core, kube.namespace
+    body = {"metadata": {"name": "b"}, "spec": {"nodeName": "n1", "terminationGracePeriodSeconds": 30,
+                                                 "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}
+    pod = await core.create_namespaced_pod(ns, body)
+    await core.delete_namespaced_pod("b", ns)
+    async with watch.Watch() as w:
+        events = await collect_raw(w.stream(core.list_namespaced_pod, ns,
+                                            resource_version=pod.metadata.resource_version, timeout_seconds=10), 3)
+    assert [t for t, _ in events] == ["MODIFIED", "MODIFIED", "DELETED"]
+    assert events[0][1]["metadata"]["deletionGracePeriodSeconds"] == 30
+    assert events[1][1]["metadata"]["deletionGracePeriodSeconds"] == 0
 
 
 async def test_timeout_seconds_ends_the_stream_cleanly(kube):

@@ -36,6 +36,8 @@ class ResourceType:
     # What DELETE answers when the object is gone at once: the object (CRDs, pods) or a Status.
     returns_deleted_object: bool = False
     tracks_generation: bool = False
+    # apps/v1 Deployments: annotations are copied onto ReplicaSets, so changing them is a new generation too.
+    annotations_bump_generation: bool = False
     name_rule: str = "subdomain"  # subdomain | label | path
 
     @property
@@ -78,7 +80,7 @@ def builtin_types() -> list[ResourceType]:
                      kind="Lease", namespaced=True),
         ResourceType(group="apps", versions=["v1"], plural="deployments", singular="deployment",
                      kind="Deployment", namespaced=True, status_subresource=True, short_names=["deploy"],
-                     tracks_generation=True),
+                     tracks_generation=True, annotations_bump_generation=True),
         ResourceType(group="apiextensions.k8s.io", versions=["v1"], plural="customresourcedefinitions",
                      singular="customresourcedefinition", kind="CustomResourceDefinition", namespaced=False,
                      status_subresource=True, short_names=["crd", "crds"], tracks_generation=True),

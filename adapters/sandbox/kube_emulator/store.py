@@ -15,8 +15,13 @@ resourceVersion fails with 409 Conflict, and a patch or unconditional PUT is rec
 Semantics kept faithful because tether depends on them: ``generation`` starts at 1 and bumps only when something
 outside ``metadata`` (and outside ``status`` when the status subresource is on) changes; the status subresource
 only writes status and the main endpoint ignores status; a no-op write returns the stored object without a new
-resourceVersion or event; DELETE with finalizers sets ``deletionTimestamp`` (grace 0), forbids new finalizers and
-removes the object when the last one goes (watchers see MODIFIED then DELETED).
+resourceVersion or event; DELETE with finalizers sets ``deletionTimestamp`` (grace 0) and bumps ``generation``
+(the registry's ``markAsDeleting``: controllers must notice that the object is going), forbids new finalizers, and
+removes the object when the last one goes. That last write is never stored: the real registry turns an update
+that empties the finalizers of an object being deleted into a delete (``ShouldDeleteDuringUpdate``), so watchers
+see a single DELETED — carrying the last stored state, finalizers included, at the deletion's resourceVersion, as
+etcd's watch delivers a deleted key's previous value — and the writer gets that same object back.
+Which changes bump ``generation`` is per kind (:func:`_bumps_generation`).
 """
 
 from __future__ import annotations
@@ -54,6 +59,10 @@ class Strategy(Protocol):
     ) -> list[schema.Cause]: ...
 
     def committed(self, store: Store, rt: ResourceType, ev: Event) -> None: ...
+
+    def grace_period(self, rt: ResourceType, obj: Obj, options: Obj) -> int | None:
+        """Seconds of graceful deletion for ``obj`` (``CheckGracefulDelete``), or None for a kind without it."""
+        ...
 
 
 class Admission(Protocol):
@@ -317,16 +326,16 @@ class Store:
             new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
             if new == old:
                 return old  # no-op: no new resourceVersion, no watch event
-            if rt.tracks_generation and _spec_part(rt, new) != _spec_part(rt, old):
+            if _bumps_generation(rt, new, old, subresource):
                 new["metadata"]["generation"] = int(old["metadata"].get("generation") or 1) + 1
+            if _empties_finalizers(rt, new, old):
+                # Deleted instead of updated: the finalizer-less state is never stored, so no MODIFIED for it.
+                if dry_run:
+                    return copy.deepcopy(old)
+                return self._commit(rt, "DELETED", namespace, copy.deepcopy(old), old)
             if dry_run:
                 return new
-            committed = self._commit(rt, "MODIFIED", namespace, new, old)
-            meta = committed["metadata"]
-            if meta.get("deletionTimestamp") and not meta.get("finalizers") and rt.key != ("", "namespaces"):
-                gone_obj = copy.deepcopy(committed)
-                self._commit(rt, "DELETED", namespace, gone_obj, committed)
-            return committed
+            return self._commit(rt, "MODIFIED", namespace, new, old)
         raise errors.conflict(resource=rt.plural, group=rt.group, name=name)
 
     def _merge_for_update(self, rt: ResourceType, version: str, new: Obj, old: Obj, subresource: str | None) -> Obj:
@@ -336,6 +345,14 @@ class Store:
                 merged["status"] = new["status"]
             else:
                 merged.pop("status", None)
+            if rt.annotations_bump_generation:
+                # The Deployment status strategy keeps only spec and labels: the deployment controller writes its
+                # revision annotation through /status, precisely so that it does not bump generation.
+                annotations = (new.get("metadata") or {}).get("annotations")
+                if annotations:
+                    merged["metadata"]["annotations"] = annotations
+                else:
+                    merged["metadata"].pop("annotations", None)
             return merged
         self._check_kind(rt, version, new)
         meta = new.setdefault("metadata", {})
@@ -385,26 +402,72 @@ class Store:
                 old=old, namespace=namespace, name=name, dry_run=dry_run, mutating=False)
         if dry_run:
             return old, False
-        finalizers = old["metadata"].get("finalizers") or []
-        is_namespace = rt.key == ("", "namespaces")
-        if finalizers or is_namespace:
-            if old["metadata"].get("deletionTimestamp"):
+        meta = old["metadata"]
+        finalizers = meta.get("finalizers") or []
+        strategy = self.strategies.get(rt.key)
+        grace = strategy.grace_period(rt, old, options) if strategy is not None else None
+        if meta.get("deletionTimestamp"):
+            # Already being deleted: only a shorter grace period changes anything (rest.BeforeDelete).
+            pending = int(meta.get("deletionGracePeriodSeconds") or 0)
+            if grace is None or pending == 0 or grace >= pending:
                 return old, False
-            new = copy.deepcopy(old)
-            new["metadata"]["deletionTimestamp"] = now_rfc3339()
-            new["metadata"]["deletionGracePeriodSeconds"] = 0
-            strategy = self.strategies.get(rt.key)
-            if strategy is not None:
-                strategy.prepare(self, rt, new, old, "delete")
-            return self._commit(rt, "MODIFIED", namespace, new, old), False
-        gone_obj = copy.deepcopy(old)
-        return self._commit(rt, "DELETED", namespace, gone_obj, old), True
+            return self._mark_deleting(rt, namespace, old, grace=grace, finalizers=finalizers)
+        if grace is None and not (finalizers or rt.key == ("", "namespaces")):
+            return self._commit(rt, "DELETED", namespace, copy.deepcopy(old), old), True
+        return self._mark_deleting(rt, namespace, old, grace=grace, finalizers=finalizers)
+
+    def _mark_deleting(self, rt: ResourceType, namespace: str, old: Obj, *, grace: int | None,
+                       finalizers: list[str]) -> tuple[Obj, bool]:
+        """The registry's deleting write, then the delete itself when nothing holds the object.
+
+        Without graceful deletion (``markAsDeleting``): ``deletionTimestamp`` now, grace 0; written only because
+        finalizers (or, for a namespace, its controller) hold the object. With it (pods: ``rest.BeforeDelete``):
+        ``deletionTimestamp`` = now + grace, written even when the grace is 0 — watchers of pods always see the
+        Terminating state before the DELETED — and deleted at once when the grace is 0 and no finalizer is left.
+        The first deleting write bumps ``generation`` where the kind has one."""
+        new = copy.deepcopy(old)
+        meta = new["metadata"]
+        if not meta.get("deletionTimestamp") and int(meta.get("generation") or 0) > 0:
+            meta["generation"] = int(meta["generation"]) + 1
+        at = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=grace or 0)
+        meta["deletionTimestamp"] = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        meta["deletionGracePeriodSeconds"] = grace or 0
+        strategy = self.strategies.get(rt.key)
+        if strategy is not None:
+            strategy.prepare(self, rt, new, old, "delete")
+        marked = self._commit(rt, "MODIFIED", namespace, new, old)
+        if grace == 0 and not finalizers:
+            return self._commit(rt, "DELETED", namespace, copy.deepcopy(marked), marked), True
+        return marked, False
 
     def remove_now(self, rt: ResourceType, namespace: str, name: str) -> None:
         """Internal: drop an object regardless of finalizers (namespace and CRD clean-up)."""
         old = self.get_obj(rt.key, namespace, name)
         if old is not None:
             self._commit(rt, "DELETED", namespace, copy.deepcopy(old), old)
+
+
+def _bumps_generation(rt: ResourceType, new: Obj, old: Obj, subresource: str | None) -> bool:
+    """Whether an update moves ``metadata.generation``, the registry strategies' ``PrepareForUpdate`` rules:
+    kinds that track it bump on any change outside ``metadata`` (and outside ``status`` when the status
+    subresource is on: custom resources, CRDs, Deployments); apps/v1 Deployments also bump when their annotations
+    change through the main endpoint, because the deployment controller copies them onto the ReplicaSets (it
+    writes its own revision annotation through /status, which never bumps). Labels, finalizers and other
+    metadata never bump. Kinds without generation (ConfigMaps, Pods as of v1.28, Namespaces...) never get one."""
+    if not rt.tracks_generation:
+        return False
+    if _spec_part(rt, new) != _spec_part(rt, old):
+        return True
+    return rt.annotations_bump_generation and subresource is None and (
+        (new["metadata"].get("annotations") or {}) != (old["metadata"].get("annotations") or {}))
+
+
+def _empties_finalizers(rt: ResourceType, new: Obj, old: Obj) -> bool:
+    """``ShouldDeleteDuringUpdate``: the update removes the last finalizer of an object whose deletion is due now
+    (``deletionTimestamp`` set with no grace period left). Namespaces are finalized by their own controller."""
+    old_meta = old["metadata"]
+    return (rt.key != ("", "namespaces") and bool(old_meta.get("deletionTimestamp"))
+            and not old_meta.get("deletionGracePeriodSeconds") and not new["metadata"].get("finalizers"))
 
 
 def _spec_part(rt: ResourceType, obj: Obj) -> Obj:

@@ -1,9 +1,10 @@
 """Per-kind behaviour of the built-in kinds (the apiserver's "registry strategies").
 
 Only what tether (and a faithful test) can observe: namespaces get the ``kubernetes`` finalizer and phase and are
-emptied asynchronously when deleted; pods get the usual defaults, a ``Pending`` status and the scheduling-gate
-rules; deployments are validated for a selector that matches the template; CRDs register their kind (with the
-``Established`` and ``NamesAccepted`` conditions) and take their objects with them when deleted.
+emptied asynchronously when deleted; pods get the usual defaults, a ``Pending`` status, the scheduling-gate rules
+and graceful deletion (with a kubelet stand-in that ends it at once); deployments are validated for a selector
+that matches the template; CRDs register their kind (with the ``Established`` and ``NamesAccepted`` conditions)
+and take their objects with them when deleted.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ class BaseStrategy:
 
     def committed(self, store: Store, rt: ResourceType, ev: Event) -> None:
         return None
+
+    def grace_period(self, rt: ResourceType, obj: Obj, options: Obj) -> int | None:
+        return None  # no graceful deletion: DELETE removes the object unless finalizers hold it
 
 
 class NamespaceStrategy(BaseStrategy):
@@ -121,6 +125,30 @@ class PodStrategy(BaseStrategy):
                     causes.append((f"spec.containers[{i}].image", "FieldValueRequired", "Required value"))
         causes.extend(scheduling_gates.validate_pod(new, old, subresource=subresource))
         return causes
+
+    def grace_period(self, rt: ResourceType, obj: Obj, options: Obj) -> int | None:
+        """The pod registry's ``CheckGracefulDelete``: the requested grace, else the pod's
+        ``terminationGracePeriodSeconds``; 0 for a pod no kubelet runs (unscheduled) or that has finished."""
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        requested = options.get("gracePeriodSeconds")
+        period = int(requested) if requested is not None else int(spec.get("terminationGracePeriodSeconds") or 0)
+        if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
+            period = 0
+        return 1 if period < 0 else period
+
+    def committed(self, store: Store, rt: ResourceType, ev: Event) -> None:
+        """A kubelet stand-in for graceful deletion: there are no containers to stop, so a bound pod whose grace
+        period started is deleted at once with grace 0 and a UID precondition, as the kubelet ends it."""
+        meta = ev.obj["metadata"]
+        if (ev.type == "MODIFIED" and meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds")
+                and (ev.obj.get("spec") or {}).get("nodeName")):
+            options = {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}}
+            store.spawn(self._finish(store, rt, meta.get("namespace", ""), meta["name"], options))
+
+    @staticmethod
+    async def _finish(store: Store, rt: ResourceType, namespace: str, name: str, options: Obj) -> None:
+        with contextlib.suppress(Exception):  # gone or replaced meanwhile: nothing left to finish
+            await store.delete(rt, name, namespace=namespace, options=options)
 
 
 class DeploymentStrategy(BaseStrategy):
