@@ -1,4 +1,10 @@
-"""The Karmada scheduler stand-in reproduces what karmada-scheduler v1.18.2 did on the reference examples."""
+"""The Karmada scheduler stand-in reproduces what karmada-scheduler v1.18.2 did on the reference examples.
+
+The examples (clusters and bindings that a real karmada-scheduler placed) are Karmada facts, read from
+``../shared/reference/karmada/examples`` at test time; the module is skipped when that is absent. Every test runs
+twice: on Karmada's own CRDs from the same place (exact upstream validation and pruning), and on tether's minimal
+schemas in ``ops/crds/upstream`` (what the demo registers) — so a field the stand-in needs cannot be missing there.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +12,15 @@ import asyncio
 import copy
 import datetime
 import json
-from pathlib import Path
 
 import pytest
 import yaml
 
-FIX = Path(__file__).resolve().parent.parent / "fixtures" / "karmada"
+from tether.adapters.testing.reference import missing_reason, reference_path
+
+KARMADA = reference_path("karmada")
+pytestmark = pytest.mark.skipif(KARMADA is None, reason=missing_reason("karmada"))
+FIX = KARMADA / "examples" if KARMADA is not None else None
 W, V, RBS = "work.karmada.io", "v1alpha2", "resourcebindings"
 C, CV, CLUSTERS = "cluster.karmada.io", "v1alpha1", "clusters"
 MERGE = "application/merge-patch+json"
@@ -19,12 +28,19 @@ AFFINITY_MSG = "0/2 clusters are available: 2 cluster(s) did not match the place
 
 
 def fixture(name: str) -> dict:
+    assert FIX is not None
     return yaml.safe_load((FIX / name).read_text())
 
 
-@pytest.fixture
-async def karmada(kube):
+@pytest.fixture(params=["karmada-crds", "tether-schemas"])
+async def karmada(kube, request):
     emu = kube.require_emulator("the Karmada scheduler stand-in only runs inside the emulator")
+    if request.param == "karmada-crds":
+        assert KARMADA is not None
+        # Registered before the scheduler starts, so it does not register tether's schemas instead.
+        await emu.register_crds(*(KARMADA / f for f in ("cluster.karmada.io_clusters.standin.yaml",
+                                                         "work.karmada.io_resourcebindings.yaml",
+                                                         "work.karmada.io_clusterresourcebindings.yaml")))
     await emu.enable_karmada_scheduler(retry_interval=0.2)
     for m in ("member1", "member2"):
         await kube.custom.create_cluster_custom_object(C, CV, CLUSTERS, fixture(f"cluster-{m}.yaml"))
