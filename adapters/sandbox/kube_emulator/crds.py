@@ -1,8 +1,13 @@
 """Find and parse CRD manifests shipped with tether (``ops/crds``, reachable as ``tether/crds``).
 
+``ops/crds`` holds tether's own CRDs (generated from ``tether.core.api``) and, in ``upstream/``, tether's minimal
+schemas of the Karmada, Volcano, Godel and Fluid kinds the emulator serves (the fields tether and the stand-ins use,
+everything else preserved; the real CRDs come with those projects). Both are written by ``ops/crds/generate.py``.
+Tests that want another project's exact CRD pass its path (``../shared/reference/...``) instead of a name.
+
 ``ops/crds`` is data, not a package (no ``__init__.py``), so lookup is path based:
-``Path(tether.__file__).parent / "crds"``. Parsed documents are cached per (path, mtime) because the Karmada
-binding CRDs are large and tests register them often.
+``Path(tether.__file__).parent / "crds"``. Parsed documents are cached per (path, mtime) because tests register
+them often (and Karmada's own binding CRDs, when a test loads them, are large).
 """
 
 from __future__ import annotations
@@ -48,7 +53,8 @@ def _files(ref: str | Path) -> list[Path]:
 def load_crd_documents(*refs: str | Path | Iterable[str | Path]) -> list[dict[str, Any]]:
     """CRD documents from files, directories or names under ``tether/crds``; deep copies, safe to mutate.
 
-    With no argument, every CRD tether ships (its own and the upstream ones in ``upstream/``).
+    With no argument, every CRD tether ships (its own and its minimal schemas of other projects' kinds in
+    ``upstream/``).
     """
     flat: list[str | Path] = []
     for r in refs or (crd_dir(),):
@@ -69,7 +75,7 @@ def load_crd_documents(*refs: str | Path | Iterable[str | Path]) -> list[dict[st
 
 
 def clean_for_create(doc: dict[str, Any]) -> dict[str, Any]:
-    """Drop the ``status`` block some upstream manifests carry (a create may not set it anyway)."""
+    """Drop the ``status`` block some published CRD manifests carry (a create may not set it anyway)."""
     doc = copy.deepcopy(doc)
     doc.pop("status", None)
     for k in ("resourceVersion", "uid", "creationTimestamp", "generation"):
