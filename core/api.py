@@ -20,8 +20,10 @@ accepted here and tether may require nothing it does not (``tests/ops/test_crd_c
 against Volcano Global's published CRDs). That is why, for instance, ``phase`` and ``reclaimPolicy`` carry no enum
 although only two values mean anything, and why a claim reference requires none of its fields.
 
-Conditions reuse :class:`~tether.core.kube.Condition`, the type tether writes; only ``type``, ``status`` and
-``reason`` are required there, because tether omits an empty ``message``.
+Conditions are published as :class:`ApiCondition`, Kubernetes' ``metav1.Condition`` with its value checks (status
+True/False/Unknown, an RFC 3339 lastTransitionTime, a non-negative observedGeneration); tether writes them as
+:class:`~tether.core.kube.Condition`, which has the same fields (a test keeps the two in step). Only ``type``,
+``status`` and ``reason`` are required, because tether omits an empty ``message``.
 
 Pure data: no I/O, nothing here talks to an API server.
 """
@@ -34,7 +36,6 @@ import msgspec
 from msgspec import Meta
 
 from .commands import DATA_GROUP_VERSION
-from .kube import Condition
 
 GROUP, VERSION = DATA_GROUP_VERSION.split("/")
 
@@ -52,9 +53,22 @@ class WorkloadReference(msgspec.Struct, kw_only=True, frozen=True, omit_defaults
     namespace: Annotated[str, _doc("Namespace of the workload; empty means the claim's own namespace.")] = ""
 
 
-ConditionItem = Annotated[
-    Condition, _doc("A Kubernetes condition (metav1.Condition): type, status (True, False or Unknown), reason, "
-                    "message, lastTransitionTime, observedGeneration.")]
+class ApiCondition(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True, rename="camel"):
+    """A ``metav1.Condition`` as the API checks it (tether's in-memory form is :class:`tether.core.kube.Condition`)."""
+
+    type: Annotated[str, _doc("What the condition is about, in CamelCase, e.g. Bound.")]
+    status: Annotated[Literal["True", "False", "Unknown"], _doc("True, False or Unknown.")]
+    reason: Annotated[str, _doc("Why the condition has this status, in CamelCase, e.g. DataSourceNotFound.")]
+    message: Annotated[str, _doc("The reason in words, for people.")] = ""
+    last_transition_time: Annotated[
+        str, Meta(description="When the status last changed (RFC 3339).", extra_json_schema={"format": "date-time"})
+    ] = ""
+    observed_generation: Annotated[
+        int, Meta(ge=0, description="The metadata.generation the condition was computed from.",
+                  extra_json_schema={"format": "int64"})] = 0
+
+
+ConditionItem = Annotated[ApiCondition, _doc("One observation (a Kubernetes metav1.Condition).")]
 
 Attributes = Annotated[
     dict[str, str],

@@ -8,10 +8,10 @@ Two sources, one output path:
   schema, so :func:`structural` rewrites it: ``$ref`` inlined, the ``anyOf: [X, null]`` of an optional field
   collapsed to ``X`` (tether omits unset fields rather than writing ``null``), titles and struct docstrings dropped,
   zero-value defaults dropped (they mean "optional", see :mod:`tether.core.api`), ``type: object`` on every object,
-  required lists sorted. Any keyword outside the small set the API server accepts and tether uses raises, so a new
-  type that msgspec renders in some other way fails here rather than producing a CRD the API server refuses. kubectl
-  presentation (printer columns, short names, categories) is not part of the types and lives below in
-  :data:`PRESENTATION`.
+  required lists sorted, a ``Literal``'s bare enum given its type. Any keyword outside the small set the API server
+  accepts and tether uses raises, so a new type that msgspec renders in some other way fails here rather than
+  producing a CRD the API server refuses. kubectl presentation (printer columns, short names, categories) is not
+  part of the types and lives below in :data:`PRESENTATION`.
 
 * **upstream kinds** (``upstream/*.yaml``: Karmada's bindings, clusters and policies, Volcano's queues and pod
   groups, Godel's pod groups, Fluid's data operations) are tether's own *minimal* schemas: just the fields tether,
@@ -104,6 +104,11 @@ def _convert(node: Mapping[str, Any], defs: Mapping[str, Any], path: str) -> Sch
             raise ValueError(f"{path or '<root>'}: {key!r} has no place in a structural schema")
     if ("properties" in out or "additionalProperties" in out) and out.setdefault("type", "object") != "object":
         raise ValueError(f"{path}: properties on a non-object")
+    if "enum" in out and "type" not in out:  # msgspec renders a Literal as a bare enum
+        kinds = {type(v) for v in out["enum"]}
+        if kinds not in ({str}, {int}, {bool}):
+            raise ValueError(f"{path}: an enum must have values of one JSON type")
+        out["type"] = {str: "string", int: "integer", bool: "boolean"}[kinds.pop()]
     if not out.get("type") and not out.get("x-kubernetes-int-or-string"):
         raise ValueError(f"{path or '<root>'}: every node of a structural schema needs a type")
     return out

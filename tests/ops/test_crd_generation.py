@@ -127,6 +127,15 @@ def test_the_types_decode_the_objects_tether_writes_and_the_crd_accepts_them() -
     assert stored["spec"] == claim["spec"]
 
 
+def test_the_published_condition_has_the_fields_tether_writes() -> None:
+    from tether.core.kube import Condition
+
+    assert api.ApiCondition.__struct_fields__ == Condition.__struct_fields__
+    written = Condition(type="Bound", status="False", reason="DataSourceNotFound", message="m",
+                        last_transition_time="2026-01-01T00:00:00Z", observed_generation=3)
+    assert as_json(msgspec.convert(as_json(written), api.ApiCondition)) == as_json(written)
+
+
 def test_short_names_avoid_built_in_kinds() -> None:
     built_in = {"ds", "deploy", "rs", "sts", "po", "svc", "cm", "ns", "no", "pv", "pvc", "sa", "ep", "ev", "hpa",
                 "pdb", "crd", "crds", "cs", "csr", "ing", "limits", "netpol", "pc", "psp", "quota", "rc", "sc"}
