@@ -350,6 +350,12 @@ CALL_SITES: dict[tuple[str, ...], set[tuple[str, str, str]]] = {
     ("executor.py", "patch", "DATASOURCES"): {("datadependency.volcano.sh", "datasources", "patch")},
     ("executor.py", "delete", "DATASOURCES"): {("datadependency.volcano.sh", "datasources", "delete")},
     ("executor.py", "create", "EVENTS"): {("", "events", "create")},
+    ("executor.py", "get", "EVENTS"): {("", "events", "get")},  # a repeated Event: counted on the one on record
+    ("executor.py", "patch", "EVENTS"): {("", "events", "patch")},
+    ("webhook_certs.py", "get", "MUTATING_WEBHOOKS"): {
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get")},  # caBundle injection
+    ("webhook_certs.py", "patch", "MUTATING_WEBHOOKS"): {
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch")},
     ("leader.py", "get", "LEASES"): {("coordination.k8s.io", "leases", "get")},
     ("leader.py", "create", "LEASES"): {("coordination.k8s.io", "leases", "create")},
     ("leader.py", "replace", "LEASES"): {("coordination.k8s.io", "leases", "update")},
