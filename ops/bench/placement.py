@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import gc
 import io
 import json
 import pstats
@@ -34,9 +33,8 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
-from typing import Any
 
+from tether.adapters.cli.replay import gc_paused  # (the collector paused as `tether replay` pauses it)
 from tether.core.topology import GroupPod, Node, candidate_order, plan_group
 from tether.core.topology_affinity import NodeSelectorRequirement, NodeSelectorTerm
 from tether.core.topology_spec import GroupAffinity, GroupSpec, SortRule
@@ -95,15 +93,6 @@ def scan(nodes: list[Node]) -> dict[str, int]:
     return total
 
 
-@contextmanager
-def gc_paused() -> Any:
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def timed(run: Callable[[], object]) -> float:
