@@ -10,7 +10,8 @@
 * the migration poller: every ``refreshInterval`` (per plugin, ±20 % jitter) it re-resolves the DataSources in
   use and appends an answer only when a location changed — the "compute follows data" trigger for catalogs
   that cannot notify (Amoro cannot);
-* HTTP endpoints (health, readiness, metrics, pushed table-moved notifications);
+* HTTP endpoints (health, readiness, metrics, pushed table-moved notifications), and a reporter that sets the
+  gauges describing the world once a second (claims by phase, timers, lists outstanding, watch errors, lag);
 * optional leader election: a standby replica waits; the leader runs everything; losing the Lease stops the
   daemon (exit code 1) so that the supervisor restarts it as a standby.
 
@@ -213,7 +214,8 @@ class Daemon:
                 self.metrics.leader.set(1)
             await self.initial_lists()
             tasks.append(asyncio.create_task(self.runtime.run(*(s.run() for s in self.sources),
-                                                              self.poll_locations()), name="runtime"))
+                                                              self.poll_locations(), self.report_state()),
+                                             name="runtime"))
             self.started.set()
             log.info("tether running", log=self.cfg.log_url, http_port=self.endpoints.port)
             waiters = [t for t in tasks]
@@ -258,6 +260,33 @@ class Daemon:
                 await api.close()
             log.info("tether stopped", exit_code=exit_code)
         return exit_code
+
+    async def report_state(self, *, interval: float = 1.0) -> None:
+        """Set the gauges that describe the world and the loops, once per ``interval`` (module doc): claims by
+        phase, armed timers, lists outstanding, watch errors, and each consumer's lag behind its stream's end.
+        Counting claims is O(claims), hence a periodic task rather than a step of the decision path."""
+        assert self.runtime is not None and self._log is not None
+        metrics, runtime, log_ = self.metrics, self.runtime, self._log
+        await runtime.recovered.wait()
+        while True:
+            world = runtime.world
+            phases: dict[str, int] = {"Bound": 0, "Pending": 0}
+            for claim in list(world.claims.values()):
+                phase = claim.phase or "Pending"
+                phases[phase] = phases.get(phase, 0) + 1
+            for phase, count in phases.items():
+                metrics.claims.labels(phase).set(count)
+            metrics.timers.set(len(world.timers))
+            metrics.lists_pending.set(len(world.lists_pending))
+            for source in self.sources:
+                metrics.watch_errors.labels(source.name).set(source.errors)
+            try:
+                for stream, consumer in (("events", "decider"), ("commands", "executor")):
+                    end, done = await log_.end(stream), await log_.position(stream, consumer=consumer)
+                    metrics.lag.labels(consumer).set(sum(max(0, o - done.get(p, 0)) for p, o in end.items()))
+            except Exception as exc:  # a log hiccup costs one reading of the lag, nothing else
+                log.debug("could not read the consumers' lag", error=repr(exc)[:200])
+            await asyncio.sleep(interval)
 
     async def _freeze_heap_once_recovered(self) -> None:
         """Collect, then freeze everything alive, once the world is recovered (module doc)."""

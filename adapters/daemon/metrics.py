@@ -31,6 +31,8 @@ class Metrics:
         self.watch_errors = Gauge("tether_watch_errors", "Watch errors since start", ["resource"], registry=r)
         self.claims = Gauge("tether_claims", "DataSourceClaims by phase", ["phase"], registry=r)
         self.timers = Gauge("tether_timers_pending", "Armed timers", registry=r)
+        self.lists_pending = Gauge(
+            "tether_lists_pending", "Watch lists started and not ended: while above 0 nothing is decided", registry=r)
         self.gc_frozen = Gauge("tether_gc_frozen_objects",
                                "Objects moved out of the cyclic GC's reach at startup (DaemonConfig.freeze_heap)",
                                registry=r)

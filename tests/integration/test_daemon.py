@@ -44,6 +44,15 @@ async def test_health_ready_metrics_and_push_auth(kube: KubeEnv) -> None:
             assert name in text
         assert 'tether_commands_total{command="create_data_source"} 1.0' in text
         assert 'tether_catalog_lookups_total{outcome="resolved",system="amoro"} 1.0' in text
+
+        async def reported() -> str | None:  # (the state gauges are set once a second)
+            _, text = await http_get(stack, "/metrics")
+            return text if 'tether_claims{phase="Bound"} 1.0' in text else None
+
+        text = await stack.eventually(reported, what="the claims gauge")
+        assert "tether_lists_pending 0.0" in text
+        assert 'tether_watch_errors{resource="datasourceclaims@' in text
+        assert 'tether_consumer_lag_records{consumer="decider"}' in text
         body = {"system": "amoro", "dataSourceName": table}
         assert (await push(stack, body, token=None))[0] == 401
         assert (await push(stack, body, token="wrong"))[0] == 401
