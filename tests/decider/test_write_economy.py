@@ -12,7 +12,7 @@ from collections import Counter
 
 from tether.adapters.kubernetes import manifests as m
 from tether.adapters.testing.fake_cluster import Harness
-from tether.core.commands import SetBindingPlacement, UpdateClaimStatus
+from tether.core.commands import SetBindingPlacement, UpdateClaimStatus, UpdateDataSourceStatus
 from tether.core.events import CommandFailed, ObjectObserved
 
 
@@ -80,3 +80,16 @@ def test_a_claim_before_its_workload_is_written_at_once() -> None:
     h.apply(m.claim("early", table="db.t", workload="later"))
     assert conditions(h, "early") == {"Bound": ("True", "DataSourceBound"),
                                       "PlacementInjected": ("False", "WaitingForResourceBinding")}
+
+
+def test_a_burst_of_claims_on_one_table_writes_the_datasource_claimrefs_twice_not_per_claim() -> None:
+    """Claims arriving while a DataSource status write is in flight wait for its outcome, then go out together."""
+    h = universe()
+    start = len(h.commands)
+    for i in range(10):  # observed before any command is applied: a burst
+        h.feed(ObjectObserved(obj=h.cluster.put(m.claim(f"burst{i}", table="db.t", workload=f"b{i}"))))
+    h.settle()
+    writes = [r.command for r in h.commands[start:] if isinstance(r.command, UpdateDataSourceStatus)]
+    assert len(writes) == 2  # the first claim's, then the nine that came meanwhile, in one
+    source = h.obj("DataSource", "", "amoro-table-db.t")
+    assert source is not None and source["status"]["boundClaims"] == 11
