@@ -12,7 +12,9 @@ real cluster is a bug here. The conformance suite in ``tests/emulator`` runs unc
 ``TETHER_TEST_KUBECONFIG`` is set, which is how that rule is checked.
 
 Optional components, all off by default: a minimal pod binder (``binder=True``) and a Karmada scheduler stand-in
-(``karmada_scheduler=True``) for ResourceBindings. Faults are injected through :attr:`KubeEmulator.faults`.
+(``karmada_scheduler=True``) for ResourceBindings, and the cost of an etcd-backed write (``write_cost=``, a
+group-commit service time, :mod:`.write_cost`) for benchmarks. Faults are injected through
+:attr:`KubeEmulator.faults`.
 
 Usage::
 
@@ -23,6 +25,7 @@ Usage::
 
 from __future__ import annotations
 
+import collections
 import copy
 import tempfile
 import time
@@ -42,8 +45,9 @@ from .faults import Faults
 from .resources import ResourceType
 from .server import Server
 from .store import Store
+from .write_cost import CALIBRATED, GroupCommit, WriteCost
 
-__all__ = ["ApiError", "KubeEmulator", "load_crd_documents"]
+__all__ = ["CALIBRATED", "ApiError", "GroupCommit", "KubeEmulator", "WriteCost", "load_crd_documents"]
 
 
 class KubeEmulator:
@@ -61,12 +65,16 @@ class KubeEmulator:
         webhook_services: dict[str, str] | None = None,
         webhook_ca: str | bytes | None = None,
         commit_times: bool = False,
+        write_cost: WriteCost | None = None,
     ) -> None:
         """``webhook_services`` maps ``"<namespace>/<name>[:<port>]"`` of a webhook ``clientConfig.service`` to the
         ``host:port`` where that webhook actually listens (there is no cluster DNS here). ``webhook_ca`` adds a
         trusted CA (PEM) for webhook calls besides each webhook's own ``caBundle``. With ``commit_times`` the
         store remembers when (``time.monotonic()``) it committed each of the last ``history_size``
-        resourceVersions, served at ``GET /_emulator/commit-times`` (a server-side clock for benchmarks)."""
+        resourceVersions, served at ``GET /_emulator/commit-times`` (a server-side clock for benchmarks).
+        ``write_cost`` makes every write wait for an etcd-like group commit of that cost (:mod:`.write_cost`;
+        off by default). Whether or not it is on, :attr:`api_writes` counts the write requests served, by
+        ``(verb, resource[/subresource], namespace)``, also at ``GET /_emulator/writes``."""
         self.host = host
         self.port = port
         self.bookmark_interval = bookmark_interval
@@ -76,6 +84,8 @@ class KubeEmulator:
         self.admission = WebhookAdmission(services=webhook_services or {}, extra_ca=webhook_ca)
         self.store.admission = self.admission
         self.commit_times: dict[int, float] | None = None
+        self.group_commit = GroupCommit(write_cost) if write_cost is not None else None
+        self.api_writes: collections.Counter[tuple[str, str, str]] = collections.Counter()
         if commit_times:
             times: dict[int, float] = {}
             self.commit_times = times
@@ -121,6 +131,8 @@ class KubeEmulator:
             await self.binder.stop()
             self.binder = None
         self.store.hub.drop()
+        if self.group_commit is not None:
+            await self.group_commit.close()
         for task in list(self.store.background):
             task.cancel()
         await self.admission.close()

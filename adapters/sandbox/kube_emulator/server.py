@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from . import KubeEmulator
 
 log = logging.getLogger(__name__)
+# The verbs that write: they wait for the write cost's group commit and are counted in ``api_writes``
+# (deletecollection is not served: 405, free).
+_WRITES = frozenset({"create", "update", "patch", "delete"})
 _JSON = "application/json"
 _ENC = msgspec.json.Encoder()
 _DEC = msgspec.json.Decoder()
@@ -59,6 +62,7 @@ class Server:
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("POST", "/_emulator/faults", self.admin_faults)
         self.app.router.add_route("GET", "/_emulator/commit-times", self.admin_commit_times)
+        self.app.router.add_route("GET", "/_emulator/writes", self.admin_writes)
         self.app.router.add_route("*", "/{tail:.*}", self.dispatch)
 
     # -- discovery ----------------------------------------------------------------------------------------------
@@ -170,6 +174,17 @@ class Server:
             return self._list(rt, version, namespace, q)
         if verb == "watch":
             return await self._watch(request, rt, version, namespace, q)
+        if verb not in _WRITES:
+            raise errors.method_not_allowed()
+        if not dry_run and self.emu.group_commit is not None:
+            await self.emu.group_commit.write()  # visible (answer, watch event) once its commit ended
+        resp = await self._write(request, rt, version, namespace, name, sub, verb, q, dry_run)
+        if not dry_run:
+            self.emu.api_writes[(verb, f"{plural}/{sub}" if sub else plural, namespace)] += 1
+        return resp
+
+    async def _write(self, request: web.Request, rt: ResourceType, version: str, namespace: str, name: str,
+                     sub: str | None, verb: str, q: Any, dry_run: bool) -> web.Response:
         if verb == "create":
             body = _DEC.decode(await request.read())
             if sub == "binding":
@@ -357,6 +372,15 @@ class Server:
             return _error(_not_found())
         since = int(request.query.get("since", "0") or 0)
         return _resp({"times": {str(rv): t for rv, t in times.items() if rv > since}})
+
+    async def admin_writes(self, request: web.Request) -> web.Response:
+        """``{"writes": [{verb, resource, namespace, count}], "commits": n|null, "committed_writes": n|null}``: the
+        write requests served so far (answered without an error) and, with a write cost, the group commits."""
+        gc_ = self.emu.group_commit
+        rows = [{"verb": v, "resource": r, "namespace": ns, "count": n}
+                for (v, r, ns), n in sorted(self.emu.api_writes.items())]
+        return _resp({"writes": rows, "commits": gc_.commits if gc_ else None,
+                      "committed_writes": gc_.writes if gc_ else None})
 
     async def admin_faults(self, request: web.Request) -> web.Response:
         body = await request.json()
