@@ -1,46 +1,64 @@
-"""End-to-end benchmark: claim created → ResourceBinding patched, through the real daemon, against a bare PATCH.
+"""End-to-end benchmark: claim created → ResourceBinding patched, through the real daemon, against a floor.
 
-Process layout (all on loopback). By default, as in production, the Kubernetes emulator is its own process
+Three modes, each against an API server tether does not own:
+
+* ``--mode emulator`` (default): the Kubernetes emulator as it is — a write costs well under a millisecond.
+* ``--mode modelled``: the emulator with the calibrated write cost of an etcd-backed API server (group commit,
+  ``adapters/sandbox/kube_emulator/write_cost.py``): what tether's five writes per claim cost on a real cluster.
+* ``--kubeconfig PATH``: the cluster PATH points at, treated as a real one: the bench creates its own namespaces
+  (deleted at the end), its Clusters and DataSources have unique names (deleted at the end), CRDs are registered
+  if missing and never deleted, and nothing emulator-only is used — latencies are client-side only (no commit
+  times) and writes are counted from tether's log only.
+
+Process layout (all on loopback with an emulator). By default, as in production, the emulator is its own process
 (``python -m tether.adapters.sandbox.kube_emulator``, the API server) and the tether daemon is its own process
 (``daemon_testing.DaemonProcess``: ``Daemon(cfg).run()`` as ``tether run`` runs it, on a temporary SQLite log, with
 its own kubeconfig client); this process holds only the bench's client (the claims' POSTs, the watch that
 timestamps the bindings) and the sandbox Iceberg REST catalog (an outside system too). ``--emulator in-process``
-and ``--daemon in-process`` put either back on this process's event loop; both together are the layout the
-README's earlier figures were measured with (everything on one event loop). Baseline and measurement always use
-the same setup, in the same run.
+and ``--daemon in-process`` put either back on this process's event loop. Each run starts a fresh emulator (or
+fresh namespaces) and a fresh daemon; baseline, floor and measurement always use the same setup, in the same run.
 
-(a) ``CLAIMS`` ResourceBindings are created first (one workload each); then one claim per workload is created at
-    ``RATE``/s over ``TABLES`` catalog tables. A raw watch on the bindings (this script's own client) timestamps
+(a) ``--claims`` ResourceBindings are created first (one workload each); then one claim per workload is created at
+    each rate over ``TABLES`` catalog tables. A raw watch on the bindings (this script's own client) timestamps
     the moment tether's ``placement-injected`` annotation appears; latency = that minus the moment just before the
     claim's POST. Includes the catalog lookup for the first claim of each table (``miss_*``: those claims alone;
-    ``hit_*``: the others). ``server_*``: the same claims measured on the emulator's clock instead, from its
-    commit of the claim to its commit of the binding's patch (``GET /_emulator/commit-times``): what tether takes,
-    without the bench's POST round trip and the watch delivery to the bench.
-(b) The baseline: a bare JSON merge PATCH of a binding's annotation, sequentially, through the same client stack
-    (``KubeClient`` over kubernetes-asyncio) on the same emulator, measured in the same run before (a), idle.
+    ``hit_*``: the others). ``server_*`` (emulator modes): the same claims measured on the emulator's clock, from
+    its commit of the claim to its commit of the binding's patch (``GET /_emulator/commit-times``).
+    **Writes per claim**: tether's Kubernetes writes during (a), divided by the claims — counted from tether's log
+    (``writes``: each ``CommandSucceeded`` of a Kubernetes command that was not a no-op) and, on an emulator, from
+    the API side (``api_writes``: the write requests the emulator served in tether's namespace and cluster-wide,
+    ``GET /_emulator/writes``, less the bench's own claim POSTs).
+(b) A bare JSON merge PATCH of a binding's annotation, sequentially, through the same client stack
+    (``KubeClient`` over kubernetes-asyncio) on the same API server, measured in the same run before (a), idle.
 (c) Catalog lookups per distinct table for ``BIG_CLAIMS`` claims over ``BIG_TABLES`` tables. All claims are fed
     before any command runs (the worst case for de-duplication) through ``adapters.testing.fake_cluster.Harness`` — the
     pipeline's ``step`` exactly as the daemon runs it — with every ``LookupDataLocation`` served by the real
     ``CatalogExecutor`` over a ``ResolverSet`` against the sandbox catalog (lookups in flight run concurrently);
-    the sandbox counts the HTTP requests. Also reported for (a) through the daemon.
-(d) The floor (``floor_*``): (a) again, same rate, same emulator, in a namespace tether does not watch, served by a
-    relay instead of tether (:func:`relay`: watch the claims, PATCH each one's binding at once; in its own process
-    when the daemon is). No log, no decision, no status writes: the least any controller can take on this setup,
-    so ``p99_ms - floor_p99_ms`` is what tether adds, and ``floor_p99_ms / bare_p99_ms`` is the smallest ratio
-    (a) could reach here.
+    the sandbox counts the HTTP requests. Also reported for (a) through the daemon. ``--big-claims 0`` skips it.
+(d) The floor (``floor_*``), the baseline: (a) again, same rate, same API server, in a namespace tether does not
+    watch, served by a relay instead of tether (:func:`relay`: watch the claims, PATCH each one's binding at once;
+    in its own process when the daemon is). No log, no decision, no status writes, one write per claim: the least
+    any controller can take on this setup. ``ratio`` = tether's p99 ÷ the floor's p99 of the same run.
+
+Rates are stepped (``--rates 5,10,20,40``), each ``--rounds`` times, interleaved; the medians over the rounds are
+reported per rate, and the **sustained rate** is the highest rate up to which the median ratio stays ≤ 1.5 at
+every rate stepped (and every claim was patched). Target: ratio ≤ 1.5 at 20 claims/s.
 
 Every process (this one, the emulator's, the daemon's, the relay's) freezes its startup heap (``gc.freeze()``, as
 ``tether run`` does: ``adapters/daemon/daemon.py``), so a full collection of the modules' objects is not a 30 to 45 ms
 pause inside a timed request.
 
-The last line printed is one JSON object. Usage: ``python ops/bench/e2e.py [--rate 20] [--seconds 10]
-[--emulator subprocess|in-process] [--daemon subprocess|in-process]``.
+Each run's figures go to stderr; the last line printed is one JSON object: ``value``/``ratio`` (median p99 ratio at
+20/s), ``baseline`` (the floor's median p99 there), ``sustained_rate``, ``writes_per_claim``, ``mode``,
+``target_met`` and the per-rate medians. Usage: ``python ops/bench/e2e.py [--mode emulator|modelled]
+[--kubeconfig PATH] [--rates 5,10,20,40] [--rounds 3] [--claims 100] [--emulator ...] [--daemon ...]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import gc
 import json
@@ -64,15 +82,20 @@ from tether.adapters.catalog.executor import CatalogExecutor
 from tether.adapters.catalog.registry import ResolverSet
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, KubeClient
+from tether.adapters.kubernetes.executor import KUBE_COMMANDS
+from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.catalog import SandboxCatalog
+from tether.adapters.sandbox.kube_emulator import CALIBRATED
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv, kube_environment
 from tether.adapters.testing.daemon import INJECTED_ANNOTATION, tether_stack
 from tether.adapters.testing.fake_cluster import Harness
-from tether.core.commands import LookupDataLocation
-from tether.core.events import ObjectObserved
+from tether.core.commands import LookupDataLocation, command_name
+from tether.core.events import CommandSucceeded, ObjectObserved
 
 TABLES = 10
 BARE_PATCHES = 300
+TARGET_RATE = 20.0  # claims/s: the ratio of tether's p99 to the floor's is reported (and targeted) here
+TARGET_RATIO = 1.5
 BIG_CLAIMS = 10_000
 BIG_TABLES = 100
 
@@ -85,6 +108,7 @@ def pct(values: list[float], p: float) -> float:
 ROOT = Path(__file__).resolve().parents[2]
 EMULATOR_OPTIONS: dict[str, Any] = {"bookmark_interval": 60.0,  # about a real apiserver's (tests/integration)
                                     "commit_times": True}
+MODES = ("emulator", "modelled", "kubeconfig")
 
 
 @contextlib.asynccontextmanager
@@ -110,34 +134,76 @@ async def child(*args: str, ready: str) -> AsyncIterator[None]:
 
 
 @contextlib.asynccontextmanager
-async def emulator_process() -> AsyncIterator[str]:
-    """Serve the emulator from a child process on a free port; yields the path of its kubeconfig."""
+async def emulator_process(*, modelled: bool) -> AsyncIterator[str]:
+    """Serve the emulator from a child process on a free port; yields the path of its kubeconfig. ``modelled``:
+    with the calibrated write cost (``--write-cost calibrated``)."""
     with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
         async with child("-m", "tether.adapters.sandbox.kube_emulator", "--port", "0", "--kubeconfig-dir", tmp,
                          "--bookmark-interval", str(EMULATOR_OPTIONS["bookmark_interval"]), "--commit-times",
-                         ready="serving on"):
+                         *(("--write-cost", "calibrated") if modelled else ()), ready="serving on"):
             yield str(Path(tmp) / "kubeconfig")
 
 
 @contextlib.asynccontextmanager
-async def environment(mode: str) -> AsyncIterator[tuple[KubeEnv, str | None]]:
-    """The emulator (on this loop or in a child process) and its kubeconfig (None: in-process)."""
-    if mode == "in-process":
-        async with kube_environment(emulator_options=EMULATOR_OPTIONS) as env:
+async def environment(emulator: str, *, mode: str, kubeconfig: str | None = None
+                      ) -> AsyncIterator[tuple[KubeEnv, str | None]]:
+    """The API server and its kubeconfig (None: an emulator on this loop). ``mode`` emulator or modelled: an
+    emulator (on this loop or in a child process; modelled: with the calibrated write cost); kubeconfig: the
+    cluster ``kubeconfig`` points at, used as a real one (its own namespaces, nothing emulator-only)."""
+    if mode == "kubeconfig":
+        assert kubeconfig is not None
+        async with kube_environment(kubeconfig=kubeconfig, namespace_prefix="tether-bench") as env:
+            yield env, kubeconfig
+    elif emulator == "in-process":
+        options = {**EMULATOR_OPTIONS, **({"write_cost": CALIBRATED} if mode == "modelled" else {})}
+        async with kube_environment(emulator_options=options, namespace_prefix="tether-bench") as env:
             yield env, None
     else:
-        async with emulator_process() as kubeconfig, kube_environment(kubeconfig=kubeconfig) as env:
-            yield env, kubeconfig
+        async with emulator_process(modelled=mode == "modelled") as path, kube_environment(
+                kubeconfig=path, namespace_prefix="tether-bench") as env:
+            yield env, path
+
+
+async def _emulator_get(env: KubeEnv, path: str) -> dict[str, Any]:
+    if env.emulator is not None:  # (in-process: the same answer without HTTP)
+        return {}
+    async with aiohttp.ClientSession() as session, session.get(f"{env.configuration.host}{path}") as resp:
+        resp.raise_for_status()
+        body: dict[str, Any] = await resp.json()
+        return body
 
 
 async def commit_times(env: KubeEnv) -> dict[int, float]:
     """The emulator's commit time (its monotonic clock) of each resourceVersion it remembers."""
     if env.emulator is not None:
         return dict(env.emulator.commit_times or {})
-    async with aiohttp.ClientSession() as session, session.get(
-            f"{env.configuration.host}/_emulator/commit-times") as resp:
-        resp.raise_for_status()
-        return {int(rv): t for rv, t in (await resp.json())["times"].items()}
+    return {int(rv): t for rv, t in (await _emulator_get(env, "/_emulator/commit-times"))["times"].items()}
+
+
+async def api_writes(env: KubeEnv) -> collections.Counter[tuple[str, str, str]]:
+    """The emulator's count of the write requests it served, by (verb, resource, namespace)."""
+    if env.emulator is not None:
+        return collections.Counter(env.emulator.api_writes)
+    rows = (await _emulator_get(env, "/_emulator/writes"))["writes"]
+    return collections.Counter({(r["verb"], r["resource"], r["namespace"]): r["count"] for r in rows})
+
+
+async def log_writes(path: str) -> collections.Counter[str]:
+    """The Kubernetes writes tether made, from its own log: each ``CommandSucceeded`` of a Kubernetes command
+    that was not a no-op is one write the API accepted (a write lost to a conflict and retried is not counted:
+    the log records outcomes, not attempts). Works the same on a real cluster."""
+    kube_commands = {command_name(c) for c in KUBE_COMMANDS}
+    out: collections.Counter[str] = collections.Counter()
+    log_ = await SqliteLog.open(path)
+    try:
+        async for batch in log_.read("events"):
+            for record in batch:
+                event = record.event  # type: ignore[union-attr]
+                if isinstance(event, CommandSucceeded) and not event.noop and event.command in kube_commands:
+                    out[event.command] += 1
+    finally:
+        await log_.close()
+    return out
 
 
 async def bare_patch(kube: KubeClient, namespace: str, name: str, n: int) -> list[float]:
@@ -258,11 +324,14 @@ def _stats(values: list[float], p: float) -> float | None:
     return pct(values, p) if values else None
 
 
-async def end_to_end(rate: float, seconds: float, *, emulator: str = "subprocess",
-                     daemon: str = "subprocess") -> dict[str, Any]:
-    n = int(rate * seconds)
-    async with environment(emulator) as (env, kubeconfig), tether_stack(
-            env, daemon_process=daemon == "subprocess", kubeconfig=kubeconfig) as stack:
+async def end_to_end(rate: float, claims: int, *, emulator: str = "subprocess", daemon: str = "subprocess",
+                     mode: str = "emulator", kubeconfig: str | None = None) -> dict[str, Any]:
+    """One run: the bare PATCH (b), ``claims`` claims through tether at ``rate``/s (a), the same through the relay
+    (d), on a fresh API server (an emulator) or in fresh namespaces (``--kubeconfig``)."""
+    n = claims
+    emulated = mode != "kubeconfig"
+    async with environment(emulator, mode=mode, kubeconfig=kubeconfig) as (env, config_path), tether_stack(
+            env, daemon_process=daemon == "subprocess", kubeconfig=config_path) as stack:
         async with client.ApiClient(env.configuration) as api:
             kube = KubeClient(api)
             ns = stack.namespace
@@ -274,10 +343,14 @@ async def end_to_end(rate: float, seconds: float, *, emulator: str = "subprocess
             bare = await bare_patch(kube, ns, "w0-deployment", BARE_PATCHES)
             await stack.wait_idle(within=30)
             _, rv = await kube.list(BINDINGS, namespace=ns)
+            before = await api_writes(env) if emulated else None
             run = Run()
             await drive(kube, ns, rv, n, rate, lambda i: tables[i % TABLES], run)
             lookups = sum(stack.catalog.requests_for(t) for t in tables)
-            # (d) the floor: the relay, on the same emulator, in a namespace tether does not watch, same rate
+            await stack.wait_idle(within=60)  # tether's last writes of the run (Events, DataSource claimRefs)
+            by_api = (await api_writes(env)) - before if before is not None else None
+            by_log = await log_writes(str(Path(stack.tmp) / "tether.db"))
+            # (d) the floor: the relay, on the same API server, in a namespace tether does not watch, same rate
             floor_ns = await env.create_namespace("tether-floor")
             for i in range(n):
                 await kube.create(BINDINGS, manifests.resource_binding(f"w{i}", namespace=floor_ns),
@@ -289,7 +362,7 @@ async def end_to_end(rate: float, seconds: float, *, emulator: str = "subprocess
             config = stack.cfg.kubeconfig if daemon == "subprocess" and stack.cfg is not None else None
             async with relay_running(kube, floor_ns, floor_rv, config):
                 await drive(kube, floor_ns, floor_binding_rv, n, rate, lambda i: "t", floor)
-            times = await commit_times(env)
+            times = await commit_times(env) if emulated else {}
         latencies = run.latencies()
         hits = run.latencies(lambda i: i >= TABLES)  # the first claim of each table is a cache miss (lookup + creation)
         misses = run.latencies(lambda i: i < TABLES)
@@ -298,10 +371,18 @@ async def end_to_end(rate: float, seconds: float, *, emulator: str = "subprocess
         server_misses = [v for k, v in server.items() if _index(k) < TABLES]
         floor_latencies = floor.latencies()
         floor_server = list(floor.server(times).values())
+        api_breakdown: dict[str, int] | None = None
+        if by_api is not None:
+            by_api[("create", "datasourceclaims", ns)] -= n  # the bench's own claims
+            api_breakdown = {f"{verb} {res}": count for (verb, res, where), count in sorted(by_api.items())
+                             if where in (ns, "") and count > 0}
+        p99, floor_p99 = _stats(latencies, 99), _stats(floor_latencies, 99)
         return {
-            "claims": n, "patched": len(latencies), "send_seconds": round(run.send_seconds, 2),
+            "mode": mode, "rate": rate, "claims": n, "patched": len(latencies),
+            "send_seconds": round(run.send_seconds, 2),
             "p50_ms": _ms(statistics.median(latencies)) if latencies else None,
-            "p99_ms": _ms(_stats(latencies, 99)),
+            "p99_ms": _ms(p99),
+            "ratio": round(p99 / floor_p99, 3) if p99 and floor_p99 else None,
             "max_ms": _ms(max(latencies)) if latencies else None,
             "hit_p50_ms": _ms(statistics.median(hits)) if hits else None,
             "hit_p99_ms": _ms(_stats(hits, 99)),
@@ -314,10 +395,15 @@ async def end_to_end(rate: float, seconds: float, *, emulator: str = "subprocess
             "server_miss_max_ms": _ms(max(server_misses)) if server_misses else None,
             "floor_patched": len(floor_latencies),
             "floor_p50_ms": _ms(statistics.median(floor_latencies)) if floor_latencies else None,
-            "floor_p99_ms": _ms(_stats(floor_latencies, 99)),
+            "floor_p99_ms": _ms(floor_p99),
             "floor_server_p50_ms": _ms(statistics.median(floor_server)) if floor_server else None,
             "floor_server_p99_ms": _ms(_stats(floor_server, 99)),
-            "daemon_lookups_per_table": round(lookups / TABLES, 3), "emulator": emulator, "daemon": daemon,
+            "writes_per_claim": round(sum(by_log.values()) / n, 3),
+            "writes": dict(sorted(by_log.items())),
+            "api_writes_per_claim": round(sum(api_breakdown.values()) / n, 3) if api_breakdown is not None else None,
+            "api_writes": api_breakdown,
+            "daemon_lookups_per_table": round(lookups / TABLES, 3), "emulator": emulator if emulated else None,
+            "daemon": daemon,
             "slowest": [[k.split("-")[0], round((run.seen[k] - t) * 1000, 1), round(server.get(k, -1), 1)]
                         for k, t in sorted(run.created.items(),
                                            key=lambda kv: kv[1] - run.seen.get(kv[0], 1e18))[:5]],
@@ -364,11 +450,47 @@ async def lookups_per_table(claims: int, tables: int) -> dict[str, Any]:
                 "big_fake_lookups": len(h.cluster.lookups)}
 
 
+def _median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(statistics.median(present), 3) if present else None
+
+
+def summarise(runs: list[dict[str, Any]], *, target_rate: float, bound: float) -> dict[str, Any]:
+    """Medians over the rounds at each rate; the ratio of tether's p99 to the floor's p99 per rate; the highest
+    rate up to which that ratio stays within ``bound`` at every rate stepped (a rate where a run left claims
+    unpatched does not count as sustained)."""
+    by_rate: dict[float, list[dict[str, Any]]] = collections.defaultdict(list)
+    for r in runs:
+        by_rate[r["rate"]].append(r)
+    per_rate: dict[str, dict[str, Any]] = {}
+    sustained: float | None = None
+    stays = True  # every lower rate within the bound too
+    for rate in sorted(by_rate):
+        rs = by_rate[rate]
+        entry = {k: _median([r[k] for r in rs]) for k in (
+            "ratio", "p50_ms", "p99_ms", "floor_p50_ms", "floor_p99_ms", "bare_p50_ms", "bare_p99_ms",
+            "server_p50_ms", "server_p99_ms", "floor_server_p99_ms", "writes_per_claim", "api_writes_per_claim")}
+        entry["ratios"] = [r["ratio"] for r in rs]
+        entry["all_patched"] = all(r["patched"] == r["claims"] and r["floor_patched"] == r["claims"] for r in rs)
+        per_rate[f"{rate:g}"] = entry
+        ok = entry["all_patched"] and entry["ratio"] is not None and entry["ratio"] <= bound
+        if ok and stays:
+            sustained = rate
+        stays = stays and ok
+    at = min(by_rate, key=lambda r: (abs(r - target_rate), -r))
+    return {"at_rate": at, "per_rate": per_rate, "sustained_rate": sustained, **per_rate[f"{at:g}"]}
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rate", type=float, default=20.0)
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--big-claims", type=int, default=BIG_CLAIMS)
+    parser.add_argument("--rates", default="5,10,20,40",
+                        help="claim rates to step through, per second, comma-separated (default 5,10,20,40)")
+    parser.add_argument("--rounds", type=int, default=3, help="runs at each rate; medians are reported")
+    parser.add_argument("--claims", type=int, default=100, help="claims per run (and as many for the floor)")
+    parser.add_argument("--mode", choices=MODES[:2], default="emulator",
+                        help="emulator: as it is; modelled: with the calibrated write cost of a real API server")
+    parser.add_argument("--kubeconfig", help="run against this cluster instead of an emulator (mode kubeconfig)")
+    parser.add_argument("--big-claims", type=int, default=BIG_CLAIMS, help="part (c); 0 skips it")
     parser.add_argument("--emulator", choices=("in-process", "subprocess"), default="subprocess",
                         help="serve the Kubernetes emulator from a child process (default) or on this event loop")
     parser.add_argument("--daemon", choices=("in-process", "subprocess"), default="subprocess",
@@ -381,17 +503,33 @@ async def main() -> None:
         await relay_child(*args.relay)
         return
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
-    e2e = await end_to_end(args.rate, args.seconds, emulator=args.emulator, daemon=args.daemon)
-    print(json.dumps({"part": "a+b", **e2e}), file=sys.stderr)
-    big = await lookups_per_table(args.big_claims, BIG_TABLES)
-    print(json.dumps({"part": "c", **big}), file=sys.stderr)
-    value, baseline = e2e["p99_ms"], e2e["bare_p99_ms"]
-    print(json.dumps({"bench": "e2e", "value": value, "unit": "ms", "baseline": baseline,
-                      "ratio": round(value / baseline, 2) if value and baseline else None,
-                      "p50_ms": e2e["p50_ms"], "bare_p50_ms": e2e["bare_p50_ms"],
-                      "lookups_per_table": big["lookups_per_table"], **{k: v for k, v in e2e.items()
-                                                                        if k not in ("p50_ms", "p99_ms")},
-                      **{k: v for k, v in big.items() if k != "lookups_per_table"}}))
+    mode = "kubeconfig" if args.kubeconfig else args.mode
+    rates = [float(r) for r in args.rates.split(",") if r.strip()]
+    runs = []
+    for round_ in range(args.rounds):  # rates interleaved: every rate sees the machine's drift alike
+        for rate in rates:
+            e2e = await end_to_end(rate, args.claims, emulator=args.emulator, daemon=args.daemon, mode=mode,
+                                   kubeconfig=args.kubeconfig)
+            runs.append(e2e)
+            print(json.dumps({"part": "a+b+d", "round": round_ + 1, **e2e}), file=sys.stderr, flush=True)
+    summary = summarise(runs, target_rate=TARGET_RATE, bound=TARGET_RATIO)
+    big: dict[str, Any] = {}
+    if args.big_claims:
+        big = await lookups_per_table(args.big_claims, BIG_TABLES)
+        print(json.dumps({"part": "c", **big}), file=sys.stderr)
+    value = summary["ratio"]
+    print(json.dumps({
+        "bench": "e2e", "value": value, "unit": "ratio", "baseline": summary["floor_p99_ms"], "ratio": value,
+        "p99_ms": summary["p99_ms"], "p50_ms": summary["p50_ms"], "floor_p50_ms": summary["floor_p50_ms"],
+        "bare_p50_ms": summary["bare_p50_ms"], "bare_p99_ms": summary["bare_p99_ms"],
+        "sustained_rate": summary["sustained_rate"], "writes_per_claim": summary["writes_per_claim"],
+        "api_writes_per_claim": summary["api_writes_per_claim"], "mode": mode,
+        "target_met": value is not None and value <= TARGET_RATIO and summary["at_rate"] == TARGET_RATE,
+        "at_rate": summary["at_rate"], "rounds": args.rounds, "claims": args.claims,
+        "latencies": "client-side only (a real API server has no commit times)" if mode == "kubeconfig"
+        else "client-side; server_* on the emulator's clock",
+        "writes": runs[-1]["writes"], "api_writes": runs[-1]["api_writes"], "per_rate": summary["per_rate"],
+        "lookups_per_table": big.get("lookups_per_table")}))
 
 
 if __name__ == "__main__":
