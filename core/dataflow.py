@@ -69,6 +69,9 @@ POLICY_DEFAULT, POLICY_REQUIRE, POLICY_PREFER = "", "Require", "Prefer"
 DEFAULT_PREFER_WEIGHT = 100
 DEFAULT_WAIT_TIMEOUT_MS = 10 * 60 * 1000
 
+#: The condition tether sets on a Fluid operation whose pods it gated (status.conditions, next to Fluid's own).
+CONDITION_TYPE = "AffinityInherited"
+
 # Condition / Event reasons of the outcomes.
 REASON_INHERITED = "AffinityInherited"
 REASON_NOT_INHERITED = "NoAffinityInherited"
