@@ -217,7 +217,8 @@ class MemberClusters:
                 return
             kube = KubeClient(api)
             member = _Member(name=name, api=api, origin=origin, fingerprint=fingerprint)
-            member.sources = [WatchSource(kube, self.log, res, cluster=name) for res in MEMBER_RESOURCES]
+            member.sources = [WatchSource(kube, self.log, res, cluster=name, absent_ok=True)
+                              for res in MEMBER_RESOURCES]
             self.executor.executors[name] = _MemberKube(kube, cluster=name, component="tether")
             started = ListsStarted(sources=tuple(s.list_source for s in member.sources), cluster=name)
             await self.log.append("events", [EventRecord(at_ms=_now_ms(), source="members", key=event_key(started),

@@ -54,7 +54,7 @@ class WatchSource:
         self, kube: KubeClient, log_: EventLog, resource: Resource, *, namespace: str = "",
         field_selector: str | None = None, batch_size: int = 256, flush_interval: float = 0.0,
         timeout_seconds: int = 300, on_object: Callable[[KubeObject, bool], None] | None = None,
-        cluster: str = "",
+        cluster: str = "", absent_ok: bool = False,
     ) -> None:
         self.kube = kube
         self.log = log_
@@ -66,6 +66,9 @@ class WatchSource:
         self.timeout_seconds = timeout_seconds
         self.on_object = on_object  # e.g. the plugin ConfigMap holder of the catalog executor
         self.cluster = cluster  # a member cluster's source tags its events with the member's name
+        # a resource the server does not serve (404: a CRD not installed in that member) lists as empty, so the
+        # lists waiting for it end; the watch loop keeps retrying with backoff until it is served
+        self.absent_ok = absent_ok
         self.resource_version = ""
         self.synced = asyncio.Event()
         self.relists = 0
@@ -115,7 +118,16 @@ class WatchSource:
         """List the resource into the log. With ``announce``, a :class:`ListsStarted` naming this source goes
         first, so nothing is decided until the list has ended; the daemon announces its first lists all at once
         (``announce=False`` here) because the world is incomplete until every one of them has ended."""
-        items, rv = await self.kube.list(self.resource, namespace=self.namespace, field_selector=self.field_selector)
+        try:
+            items, rv = await self.kube.list(self.resource, namespace=self.namespace,
+                                             field_selector=self.field_selector)
+        except KubeError as exc:
+            if exc.status != 404 or not self.absent_ok:
+                raise
+            await self._append([ObjectsListed(kind=self.resource.kind, keys=(), namespace=self.namespace,
+                                              cluster=self.cluster)])
+            self.synced.set()
+            raise
         events: list[Event] = [ListsStarted(sources=(self.list_source,), cluster=self.cluster)] if announce else []
         keys: list[str] = []
         for raw in items:
