@@ -128,7 +128,7 @@ async def _all_bound(kube: KubeClient, prefix: str) -> dict[str, str] | None:
 @pytest.mark.parametrize("policy", ["Require", "Prefer"])
 async def test_a_data_process_follows_its_data_load(kube: KubeEnv, emulator_only: None, policy: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        async with member("m1", tmp) as (emulator, m1, config1), \
+        async with member("m1", tmp) as (_, m1, config1), \
                 tether_stack(kube, daemon_options={"members": {"m1": config1}}):
             load_res, process_res = FLUID[0], FLUID[2]
             load = await m1.create(load_res, {"apiVersion": load_res.api_version, "kind": "DataLoad", "metadata": {
@@ -166,3 +166,21 @@ def _job(name: str, kind: str, owner: str, uid: str) -> dict[str, Any]:
             {"apiVersion": "data.fluid.io/v1alpha1", "kind": kind, "name": owner, "uid": uid}]},
         "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}
 
+
+
+async def test_explain_shows_why_a_pod_went_where_it_did(kube: KubeEnv, emulator_only: None) -> None:
+    from tether.adapters.cli.replay import explain
+
+    with tempfile.TemporaryDirectory() as tmp:
+        async with member("m1", tmp) as (_, m1, config1), \
+                tether_stack(kube, daemon_options={"members": {"m1": config1}}) as stack:
+            await create_group(m1, "solo", 2)
+            bound = await eventually(lambda: _all_bound(m1, "solo-"), "group bound", within=20)
+            await stack.wait_idle()
+            assert stack.log is not None
+            trail = await explain(stack.log, f"m1:Pod/{NS}/solo-0")  # = --explain Pod/ml/solo-0 --cluster m1
+            commands = [c for cs in trail.caused.values() for c in cs if c.key == f"m1:Pod/{NS}/solo-0"]
+            assert [type(c.command).__name__ for c in commands] == ["ReleasePod"]
+            rack = next(iter(await racks_of(m1, bound)))
+            assert f"PodGroup {NS}/solo" in commands[0].reason and f"rack={rack}" in commands[0].reason
+            assert any(r.key == f"m1:Pod/{NS}/solo-0" for r in trail.events)  # the pod's own observations
