@@ -24,6 +24,7 @@ from typing import Any
 
 import msgspec
 
+from .affinity import NodeSelectorTerm, PreferredSchedulingTerm
 from .identity import DataIdentity
 from .kube import Condition, ObjectKey, ObjectRef, object_key
 
@@ -131,6 +132,41 @@ class EmitKubernetesEvent(msgspec.Struct, tag=True, frozen=True):
     message: str
 
 
+class ReleasePod(msgspec.Struct, tag=True, frozen=True):
+    """Tighten a gated pod's node affinity by ``required`` (ORed terms, ANDed into the pod's own) and ``preferred``,
+    then remove the scheduling gate ``gate`` — one write, in that order of meaning: the API server checks the update
+    against the pod as it was (still gated), so the tightening is allowed and the gate is gone in the same
+    resourceVersion; there is no moment where the pod is schedulable without tether's terms. ``note`` goes into
+    the pod's ``tether.dev/placement`` annotation (what decided it). A pod already without the gate is left
+    alone (a no-op: an ungated pod's affinity can no longer change)."""
+
+    cluster: str
+    pod: ObjectRef
+    gate: str
+    required: tuple[NodeSelectorTerm, ...] = ()
+    preferred: tuple[PreferredSchedulingTerm, ...] = ()
+    note: str = ""
+
+
+class SetMemberCondition(msgspec.Struct, tag=True, frozen=True):
+    """Insert or replace ``condition`` (by type) in ``status.conditions`` of an object in a member cluster (a Fluid
+    operation), keeping every other condition — the owner's controller writes there too."""
+
+    cluster: str
+    target: ObjectRef
+    condition: Condition
+
+
+class EmitMemberEvent(msgspec.Struct, tag=True, frozen=True):
+    """Record a Kubernetes Event on ``involved`` in the member cluster ``cluster``."""
+
+    cluster: str
+    involved: ObjectRef
+    event_type: str
+    reason: str
+    message: str
+
+
 Command = (
     AddFinalizer
     | RemoveFinalizer
@@ -143,6 +179,9 @@ Command = (
     | LookupDataLocation
     | StartTimer
     | EmitKubernetesEvent
+    | ReleasePod
+    | SetMemberCondition
+    | EmitMemberEvent
 )
 
 COMMAND_TYPES: tuple[type[Command], ...] = (
@@ -157,6 +196,9 @@ COMMAND_TYPES: tuple[type[Command], ...] = (
     LookupDataLocation,
     StartTimer,
     EmitKubernetesEvent,
+    ReleasePod,
+    SetMemberCondition,
+    EmitMemberEvent,
 )
 
 _encoder = msgspec.json.Encoder()
@@ -188,6 +230,10 @@ def _target_by_match(command: Command) -> ObjectKey:
             return ObjectKey(subject)
         case EmitKubernetesEvent(involved=ref):
             return ref.key
+        case ReleasePod(cluster=cluster, pod=ref):
+            return ObjectKey(f"{cluster}:{ref.key}")
+        case SetMemberCondition(cluster=cluster, target=ref) | EmitMemberEvent(cluster=cluster, involved=ref):
+            return ObjectKey(f"{cluster}:{ref.key}")
 
 
 def _data_source_target(command: Any) -> ObjectKey:
@@ -208,6 +254,9 @@ _TARGETS: dict[type, Callable[[Any], ObjectKey]] = {
     LookupDataLocation: lambda c: ObjectKey(f"Data/{c.identity.key}"),
     StartTimer: lambda c: ObjectKey(c.subject),
     EmitKubernetesEvent: lambda c: c.involved.key,
+    ReleasePod: lambda c: ObjectKey(f"{c.cluster}:{c.pod.key}"),
+    SetMemberCondition: lambda c: ObjectKey(f"{c.cluster}:{c.target.key}"),
+    EmitMemberEvent: lambda c: ObjectKey(f"{c.cluster}:{c.involved.key}"),
 }
 
 

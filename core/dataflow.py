@@ -30,10 +30,11 @@ gate. This module is the pure part: objects in, decisions out; no I/O, no clock 
   Wait holds until ``gated_since_ms + timeout_ms`` (default :data:`DEFAULT_WAIT_TIMEOUT_MS`, 10 minutes; the
   decider arms a timer for :attr:`Hold.until_ms`), then releases unchanged with a Warning. An operation that does
   not parse (:class:`DataFlowSpecError`, with the field path) is released the same way (:func:`invalid_spec`).
-* **Tightening** (:func:`merge_node_affinity`, general enough for topology placement): a gated pod may gain
-  required terms only if it has none, otherwise only expressions appended to its terms; preferred terms are free.
-  The merge keeps what is there verbatim and in order, appends what is new in the strategy's order and skips what
-  is present, so a second application changes nothing (idempotent executors) and replays give the same bytes.
+* **Tightening** (:func:`merge_node_affinity`): the merge of ``core.affinity``, shared with the topology planner —
+  a gated pod may gain required terms only if it has none, otherwise only expressions appended to its terms;
+  preferred terms are free. What is there stays verbatim and in order, what is new is appended in the strategy's
+  order and what is present skipped, so a second application changes nothing (idempotent executors) and replays
+  give the same bytes.
 """
 
 from __future__ import annotations
@@ -43,6 +44,15 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from .affinity import (
+    InvalidAffinity,
+    NodeAffinity,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PreferredSchedulingTerm,
+    tighten_node_affinity,
+)
+from .affinity import parse_node_affinity as _parse_node_affinity
 from .kube import ObjectKey, object_key
 
 FLUID_GROUP = "data.fluid.io"
@@ -58,6 +68,9 @@ PHASE_FAILED = "Failed"
 POLICY_DEFAULT, POLICY_REQUIRE, POLICY_PREFER = "", "Require", "Prefer"
 DEFAULT_PREFER_WEIGHT = 100
 DEFAULT_WAIT_TIMEOUT_MS = 10 * 60 * 1000
+
+#: The condition tether sets on a Fluid operation whose pods it gated (status.conditions, next to Fluid's own).
+CONDITION_TYPE = "AffinityInherited"
 
 # Condition / Event reasons of the outcomes.
 REASON_INHERITED = "AffinityInherited"
@@ -82,55 +95,9 @@ class DataFlowSpecError(ValueError):
 
 # --- node affinity ---------------------------------------------------------------------------------------
 
-
-class MatchExpression(msgspec.Struct, frozen=True):
-    """A NodeSelectorRequirement."""
-
-    key: str
-    operator: str
-    values: tuple[str, ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"key": self.key, "operator": self.operator}
-        if self.values:
-            out["values"] = list(self.values)
-        return out
-
-
-class NodeSelectorTerm(msgspec.Struct, frozen=True):
-    match_expressions: tuple[MatchExpression, ...] = ()
-    match_fields: tuple[MatchExpression, ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.match_expressions:
-            out["matchExpressions"] = [e.as_dict() for e in self.match_expressions]
-        if self.match_fields:
-            out["matchFields"] = [e.as_dict() for e in self.match_fields]
-        return out
-
-
-class PreferredTerm(msgspec.Struct, frozen=True):
-    weight: int
-    preference: NodeSelectorTerm
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"weight": self.weight, "preference": self.preference.as_dict()}
-
-
-class NodeAffinity(msgspec.Struct, frozen=True):
-    required: tuple[NodeSelectorTerm, ...] = ()  # ORed; none and an empty list mean the same to the scheduler
-    preferred: tuple[PreferredTerm, ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        """The Kubernetes form; a section appears only when it has terms."""
-        out: dict[str, Any] = {}
-        if self.required:
-            out["requiredDuringSchedulingIgnoredDuringExecution"] = {
-                "nodeSelectorTerms": [t.as_dict() for t in self.required]}
-        if self.preferred:
-            out["preferredDuringSchedulingIgnoredDuringExecution"] = [t.as_dict() for t in self.preferred]
-        return out
+#: Fluid's names for the shared node-affinity vocabulary (``core.affinity``).
+MatchExpression = NodeSelectorRequirement
+PreferredTerm = PreferredSchedulingTerm
 
 
 def _mapping(value: Any, path: str) -> Mapping[str, Any]:
@@ -167,40 +134,12 @@ def _int(value: Any, path: str, *, default: int) -> int:
     return value
 
 
-def _expressions(raw: Any, path: str) -> tuple[MatchExpression, ...]:
-    out = []
-    for i, item in enumerate(_list(raw, path)):
-        at = f"{path}[{i}]"
-        fields = _mapping(item, at)
-        values = tuple(_string(v, f"{at}.values[{j}]") for j, v in enumerate(_list(fields.get("values"), at)))
-        out.append(MatchExpression(key=_string(fields.get("key"), f"{at}.key", required=True),
-                                   operator=_string(fields.get("operator"), f"{at}.operator", required=True),
-                                   values=values))
-    return tuple(out)
-
-
-def _term(raw: Any, path: str) -> NodeSelectorTerm:
-    fields = _mapping(raw, path)
-    return NodeSelectorTerm(match_expressions=_expressions(fields.get("matchExpressions"), f"{path}.matchExpressions"),
-                            match_fields=_expressions(fields.get("matchFields"), f"{path}.matchFields"))
-
-
 def parse_node_affinity(raw: Any, *, path: str = "nodeAffinity") -> NodeAffinity:
     """A Kubernetes NodeAffinity dict (or None) as a :class:`NodeAffinity`; raises :class:`DataFlowSpecError`."""
-    fields = _mapping(raw, path)
-    req_path = f"{path}.requiredDuringSchedulingIgnoredDuringExecution"
-    required = _mapping(fields.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path)
-    req_path += ".nodeSelectorTerms"
-    terms = tuple(_term(t, f"{req_path}[{i}]") for i, t in enumerate(_list(required.get("nodeSelectorTerms"),
-                                                                             req_path)))
-    pref_path = f"{path}.preferredDuringSchedulingIgnoredDuringExecution"
-    preferred = []
-    for i, item in enumerate(_list(fields.get("preferredDuringSchedulingIgnoredDuringExecution"), pref_path)):
-        at = f"{pref_path}[{i}]"
-        entry = _mapping(item, at)
-        preferred.append(PreferredTerm(weight=_int(entry.get("weight"), f"{at}.weight", default=0),
-                                       preference=_term(entry.get("preference"), f"{at}.preference")))
-    return NodeAffinity(required=terms, preferred=tuple(preferred))
+    try:
+        return _parse_node_affinity(raw, path=path)
+    except InvalidAffinity as error:
+        raise DataFlowSpecError(error.path, error.problem) from None
 
 
 def merge_node_affinity(*, existing: NodeAffinity | Mapping[str, Any] | None,
@@ -208,16 +147,14 @@ def merge_node_affinity(*, existing: NodeAffinity | Mapping[str, Any] | None,
                         preferred: Sequence[PreferredTerm] = ()) -> dict[str, Any]:
     """``existing`` (a pod's ``spec.affinity.nodeAffinity``, as a dict or a :class:`NodeAffinity`) tightened by
     ``required`` expressions (ANDed into every required term, or one new term when there is none) and ``preferred``
-    terms (appended), as a Kubernetes NodeAffinity dict. Obeys the rules for changing a gated pod; what is already
-    present is not added again, so the merge is idempotent."""
-    base = existing if isinstance(existing, NodeAffinity) else parse_node_affinity(existing)
-    terms = base.required
-    if required and not terms:
-        terms = (NodeSelectorTerm(match_expressions=_unique(required)),)
-    elif required:
-        terms = tuple(msgspec.structs.replace(t, match_expressions=_append_new(t.match_expressions, required))
-                      for t in terms)
-    return NodeAffinity(required=terms, preferred=_append_new(base.preferred, preferred)).as_dict()
+    terms (appended), as a Kubernetes NodeAffinity dict: :func:`tether.core.affinity.tighten_node_affinity`, the
+    merge the topology planner's placements use too. Raises :class:`DataFlowSpecError` on a malformed dict."""
+    base = existing.as_dict() if isinstance(existing, NodeAffinity) else existing
+    terms = (NodeSelectorTerm(match_expressions=tuple(required)),) if required else ()
+    try:
+        return tighten_node_affinity(base, required=terms, preferred=preferred).node_affinity
+    except InvalidAffinity as error:
+        raise DataFlowSpecError(error.path, error.problem) from None
 
 
 _T = TypeVar("_T")
@@ -226,12 +163,6 @@ _T = TypeVar("_T")
 def _unique(items: Iterable[_T]) -> tuple[_T, ...]:
     """``items`` without repeats, first occurrence kept (dict keys keep insertion order)."""
     return tuple(dict.fromkeys(items))
-
-
-def _append_new(existing: tuple[_T, ...], new: Iterable[_T]) -> tuple[_T, ...]:
-    """``existing`` verbatim (a gated pod's existing expressions may not change, not even lose a duplicate), then
-    the items of ``new`` it does not hold yet."""
-    return existing + tuple(item for item in _unique(new) if item not in existing)
 
 
 def _admits(term: NodeSelectorTerm, expression: MatchExpression) -> bool:

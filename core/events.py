@@ -32,15 +32,19 @@ EVENT_SCHEMA_VERSION = 1
 
 
 class ObjectObserved(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
-    """An object was added or modified (or listed again on a relist)."""
+    """An object was added or modified (or listed again on a relist). ``cluster``: the member cluster it lives in
+    (empty: the Karmada control plane) — optional and omitted when empty, so logs written before stay decodable
+    and byte-identical."""
 
     obj: KubeObject
+    cluster: str = ""
 
 
 class ObjectDeleted(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
-    """An object is gone from the API server (its last state)."""
+    """An object is gone from the API server (its last state). ``cluster`` as in :class:`ObjectObserved`."""
 
     obj: KubeObject
+    cluster: str = ""
 
 
 class ObjectsListed(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
@@ -53,6 +57,7 @@ class ObjectsListed(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
     kind: str
     keys: tuple[str, ...]
     namespace: str = ""  # set when the list was namespace-scoped
+    cluster: str = ""  # the member cluster listed (empty: the Karmada control plane)
 
 
 class ListsStarted(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
@@ -67,6 +72,29 @@ class ListsStarted(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
     """
 
     sources: tuple[str, ...]
+    cluster: str = ""  # a member cluster's lists: they hold back that member's pod placement only
+
+
+class MemberDisconnected(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
+    """tether stopped watching the member cluster ``cluster`` (its Karmada Cluster or its configuration is gone):
+    what the world knew of it is dropped, nothing is decided there any more."""
+
+    cluster: str
+    reason: str = ""
+
+
+def member_key(cluster: str, key: str) -> str:
+    """The log key of an object in a member cluster: ``<cluster>:Kind/namespace/name`` (a cluster name is a DNS
+    label, so the colon cannot be part of it; keys stay unique across clusters and control-plane keys unchanged)."""
+    return f"{cluster}:{key}" if cluster else key
+
+
+def split_member_key(key: str) -> tuple[str, str]:
+    """``<cluster>:Kind/ns/name`` → (cluster, ``Kind/ns/name``); ("", key) for a control-plane key."""
+    head, sep, rest = key.partition(":")
+    if sep and "/" not in head:
+        return head, rest
+    return "", key
 
 
 def list_source(kind: str, namespace: str = "") -> str:
@@ -137,6 +165,7 @@ Event = (
     | CommandSucceeded
     | CommandFailed
     | TimerFired
+    | MemberDisconnected
 )
 
 EVENT_TYPES: tuple[type[Event], ...] = (
@@ -150,18 +179,21 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     CommandSucceeded,
     CommandFailed,
     TimerFired,
+    MemberDisconnected,
 )
 
 
 def event_key(event: Event) -> str:
     """The log key of an event: everything about one object (or one data identity) shares a key."""
     match event:
-        case ObjectObserved(obj=obj) | ObjectDeleted(obj=obj):
-            return obj.key
-        case ObjectsListed(kind=kind, namespace=ns):
-            return f"{kind}/{ns}/*"
-        case ListsStarted():
-            return "*/lists"
+        case ObjectObserved(obj=obj, cluster=cluster) | ObjectDeleted(obj=obj, cluster=cluster):
+            return member_key(cluster, obj.key)
+        case ObjectsListed(kind=kind, namespace=ns, cluster=cluster):
+            return member_key(cluster, f"{kind}/{ns}/*")
+        case ListsStarted(cluster=cluster):
+            return member_key(cluster, "*/lists")
+        case MemberDisconnected(cluster=cluster):
+            return member_key(cluster, "*/member")
         case DataLocationResolved(identity=i) | DataSourceNotInCatalog(identity=i) | DataLocationLookupFailed(
             identity=i
         ):

@@ -24,6 +24,7 @@ from .commands import StartTimer, command_id, command_name, command_target
 from .datadependency import Decision, backoff_ms, decide
 from .envelope import CommandRecord, EventRecord
 from .events import CommandFailed
+from .podplacement import decide_pods
 
 
 def _retry_failed(world: World, record: EventRecord) -> list[Decision]:
@@ -48,6 +49,8 @@ def step(world: World, record: EventRecord) -> list[CommandRecord]:
     # Nothing is decided from a half-listed world (events.ListsStarted): what the lists touch is reconciled once
     # they have all ended. A failed command's retry timer is still started, so that its slot is not left parked.
     decisions = [] if world.lists_pending else decide(world, record, touched)  # (the retry may be computed after it)
+    if touched.members:  # pod placement waits for its own member's lists only (core/podplacement.py)
+        decisions += decide_pods(world, record, touched)
     if isinstance(record.event, CommandFailed):
         decisions = _retry_failed(world, record) + decisions
     if not decisions:

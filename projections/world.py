@@ -49,6 +49,7 @@ from tether.core.events import (
     DataLocationResolved,
     DataSourceNotInCatalog,
     ListsStarted,
+    MemberDisconnected,
     ObjectDeleted,
     ObjectObserved,
     ObjectsListed,
@@ -59,6 +60,13 @@ from tether.core.identity import DataIdentity, data_source_name
 from tether.core.kube import KubeObject
 from tether.core.plugin_config import EMPTY_PLUGINS, PluginSet, parse_plugin_configmap
 
+from .members import (
+    Members,
+    member_disconnected,
+    member_listed,
+    member_lists_started,
+    observe_member,
+)
 from .views import (
     BINDING,
     CLAIM,
@@ -112,6 +120,7 @@ class Touched(msgspec.Struct):
     identities: set[str] = msgspec.field(default_factory=set)
     all_bindings: bool = False
     all_claims: bool = False
+    members: set[str] = msgspec.field(default_factory=set)  # member keys of PodGroups / Fluid operations
 
 
 class _Discarded:
@@ -154,6 +163,7 @@ class World(msgspec.Struct):
     timers: dict[str, Timer] = {}  # timer id → timer, until it fires
     tombstones: dict[str, str] = {}  # object key → resourceVersion it was deleted at (the latest TOMBSTONES)
     lists_pending: set[str] = set()  # lists started and not ended (ListsStarted): nothing is decided until it is empty
+    members: Members = msgspec.field(default_factory=Members)  # the member clusters (projections/members.py)
     events: int = 0
     last_at_ms: int = 0
 
@@ -596,6 +606,58 @@ _FOLDS: dict[type, Callable[[World, EventRecord, Any, Touched], None]] = {
 }
 
 
+def _fold_member(world: World, event: Any, touched: Touched) -> bool:
+    """Fold an event about a member cluster into ``world.members``; False when the event is not about one."""
+    cluster = getattr(event, "cluster", "")
+    if cluster:
+        if isinstance(event, ObjectObserved | ObjectDeleted):
+            touched.members |= observe_member(world.members, cluster, event.obj,
+                                              deleted=isinstance(event, ObjectDeleted))
+        elif isinstance(event, ObjectsListed):
+            touched.members |= member_listed(world.members, cluster, kind=event.kind, namespace=event.namespace,
+                                             keys=event.keys)
+        elif isinstance(event, ListsStarted):
+            member_lists_started(world.members, cluster, event.sources)
+        elif isinstance(event, MemberDisconnected):
+            member_disconnected(world.members, cluster)
+        return True
+    if isinstance(event, CommandSucceeded | CommandFailed | TimerFired):
+        target = event.subject if isinstance(event, TimerFired) else event.target
+        member, _, rest = target.partition(":")
+        if not _ or "/" in member:
+            return False
+        if isinstance(event, TimerFired):
+            world.timers.pop(event.timer_id, None)
+            world.inflight.pop(slot("start_timer", event.subject), None)
+        elif isinstance(event, CommandSucceeded):
+            _command_done(world, event)
+            if event.result is not None:
+                touched.members |= observe_member(world.members, member, event.result, deleted=False)
+        else:
+            s = slot(event.command, event.target)
+            if world.inflight.get(s) == event.command_id:
+                del world.inflight[s]
+            if event.retryable:
+                world.retry_wait[s] = world.retry_wait.get(s, 0) + 1
+            else:
+                world.rejected[event.command_id] = event.message
+        touched.members.add(target if not rest.startswith("Pod/") else _subject_of_pod(world, member, rest))
+        return True
+    return False
+
+
+def _subject_of_pod(world: World, cluster: str, pod_key: str) -> str:
+    """The PodGroup or operation a pod's command was decided for (what is decided again on its outcome)."""
+    state = world.members.clusters.get(cluster)
+    pod = state.pods.get(pod_key) if state is not None else None
+    if pod is None or state is None:
+        return f"{cluster}:{pod_key}"
+    if pod.group:
+        return f"{cluster}:PodGroup/{pod.namespace}/{pod.group}"
+    owner = state.job_owner.get(f"Job/{pod.namespace}/{pod.job}", "") if pod.job else ""
+    return f"{cluster}:{owner}" if owner else f"{cluster}:{pod_key}"
+
+
 def evolve(world: World, record: EventRecord, touched: Touched | None = None) -> Touched:
     """Fold one event into ``world`` (in place); returns what it touched (added to ``touched`` when given)."""
     if touched is None:
@@ -603,6 +665,8 @@ def evolve(world: World, record: EventRecord, touched: Touched | None = None) ->
     world.events += 1
     world.last_at_ms = record.at_ms
     event = record.event
+    if _fold_member(world, event, touched):
+        return touched
     fold = _FOLDS.get(type(event))
     if fold is not None:
         fold(world, record, event, touched)

@@ -449,7 +449,10 @@ async def run_replay(url: str, until: str | None, explain_key: str | None, show_
 @click.argument("log_url", metavar="LOG")
 @click.option("--until", metavar="OFFSET|TIME", help="Stop after this events offset or at this RFC3339 time.")
 @click.option("--explain", "explain_key", metavar="KIND/NAMESPACE/NAME",
-              help="Print the decision trail of one object (Kind/name for cluster-scoped ones).")
+              help="Print the decision trail of one object (Kind/name for cluster-scoped ones; a member cluster's "
+                   "object with --cluster, or as CLUSTER:Kind/namespace/name).")
+@click.option("--cluster", "member", default="", metavar="NAME",
+              help="With --explain: the member cluster the object lives in (pods, PodGroups, Fluid operations).")
 @click.option("--diff", "show_diff", is_flag=True,
               help="Re-run the deciders over every recorded event (never from a snapshot); exit 1 if any command "
                    "differs.")
@@ -459,9 +462,11 @@ async def run_replay(url: str, until: str | None, explain_key: str | None, show_
 @click.option("--what-if", "what_if_config", type=click.Path(exists=True, dir_okay=False), default=None,
               metavar="CONFIGMAP.yaml",
               help="Re-decide the history under this plugin ConfigMap; print the decisions that would change.")
-def replay_cmd(log_url: str, until: str | None, explain_key: str | None, show_diff: bool, use_snapshot: bool,
-               save_snapshot: bool, what_if_config: str | None) -> None:
+def replay_cmd(log_url: str, until: str | None, explain_key: str | None, member: str, show_diff: bool,
+               use_snapshot: bool, save_snapshot: bool, what_if_config: str | None) -> None:
     """Rebuild the state from LOG and summarise it; explain one object; diff the deciders against the log."""
+    if explain_key is not None and member:
+        explain_key = f"{member}:{normalise_key(explain_key)}"  # core.events.member_key
     if what_if_config is not None:
         code = asyncio.run(run_what_if(log_url, what_if_config, until, console()))
     else:

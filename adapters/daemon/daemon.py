@@ -48,6 +48,7 @@ from tether.adapters.daemon.timers import TimerService
 from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, CLUSTERS, CONFIGMAPS, DATASOURCES, KubeClient
 from tether.adapters.kubernetes.executor import KubeExecutor, ObjectCache
 from tether.adapters.kubernetes.leader import LeaderElector
+from tether.adapters.kubernetes.members import MemberClusters, MemberExecutor
 from tether.adapters.kubernetes.watch import WatchSource
 from tether.adapters.log import EventLog
 from tether.adapters.log.url import open_log
@@ -81,6 +82,8 @@ class DaemonConfig:
     snapshot_every: int = 50_000
     executor_concurrency: int = 32
     freeze_heap: bool = True  # gc.freeze() once recovered (module doc); off where the process is not the daemon's
+    members: dict[str, str] = field(default_factory=dict)  # member cluster name → kubeconfig (pod placement)
+    members_from_karmada: bool = False  # also connect every Karmada Cluster with apiEndpoint + secretRef
 
 
 async def api_client_for(cfg: DaemonConfig) -> client.ApiClient:
@@ -95,7 +98,8 @@ async def api_client_for(cfg: DaemonConfig) -> client.ApiClient:
 
 class Daemon:
     def __init__(self, cfg: DaemonConfig, *, api_client: client.ApiClient | None = None,
-                 log_: EventLog | None = None, resolver_options: dict[str, Any] | None = None) -> None:
+                 log_: EventLog | None = None, resolver_options: dict[str, Any] | None = None,
+                 member_clients: dict[str, client.ApiClient] | None = None) -> None:
         self.cfg = cfg
         self._api_client = api_client
         self._log = log_
@@ -107,6 +111,8 @@ class Daemon:
         self.endpoints: Endpoints | None = None
         self.leader: LeaderElector | None = None
         self.started = asyncio.Event()
+        self._member_clients = member_clients or {}
+        self.members: MemberClusters | None = None
 
     @property
     def world(self) -> World:
@@ -180,9 +186,13 @@ class Daemon:
         self.resolvers = ResolverSet(**self._resolver_options)
         timers = TimerService(self._log)
         known = ObjectCache()  # what the watches saw last: the executor writes from it without a GET first
+        member_executor = MemberExecutor()
+        self.members = MemberClusters(self._log, member_executor, kubeconfigs=self.cfg.members,
+                                      karmada=kube if self.cfg.members_from_karmada else None,
+                                      clients=self._member_clients)
         self.runtime = Runtime(
             self._log, executors=[KubeExecutor(kube, cache=known),
-                                  CatalogExecutor(self.resolvers, metrics=self.metrics)],
+                                  CatalogExecutor(self.resolvers, metrics=self.metrics), member_executor],
             timers=timers, settings=Settings(plugin_configmap=self.cfg.plugin_configmap), metrics=self.metrics,
             snapshot_every=self.cfg.snapshot_every, concurrency=self.cfg.executor_concurrency,
             on_world_changed=self._sync_resolvers)
@@ -190,7 +200,7 @@ class Daemon:
         self.sources = [
             WatchSource(kube, self._log, CONFIGMAPS, namespace=plugin_ns,
                         field_selector=f"metadata.name={plugin_name}"),
-            WatchSource(kube, self._log, CLUSTERS),
+            WatchSource(kube, self._log, CLUSTERS, on_object=self.members.cluster_observed),
             WatchSource(kube, self._log, DATASOURCES, on_object=known.observe),
             WatchSource(kube, self._log, BINDINGS, namespace=ns, on_object=known.observe),
             # last: a claim is decided with all it refers to
@@ -213,6 +223,7 @@ class Daemon:
                     return 0
                 self.metrics.leader.set(1)
             await self.initial_lists()
+            await self.members.start()  # each member lists and watches on its own (adapters/kubernetes/members.py)
             tasks.append(asyncio.create_task(self.runtime.run(*(s.run() for s in self.sources),
                                                               self.poll_locations(), self.report_state()),
                                              name="runtime"))
@@ -236,6 +247,8 @@ class Daemon:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if self.members is not None:
+                await self.members.stop()
             if (self.runtime is not None and self.runtime.recovered.is_set()
                     and (self.leader is None or not self.leader.lost.is_set())):
                 try:  # the position past the last batches that produced nothing (runtime doc): still the leader

@@ -54,6 +54,7 @@ class WatchSource:
         self, kube: KubeClient, log_: EventLog, resource: Resource, *, namespace: str = "",
         field_selector: str | None = None, batch_size: int = 256, flush_interval: float = 0.0,
         timeout_seconds: int = 300, on_object: Callable[[KubeObject, bool], None] | None = None,
+        cluster: str = "", absent_ok: bool = False,
     ) -> None:
         self.kube = kube
         self.log = log_
@@ -64,6 +65,10 @@ class WatchSource:
         self.flush_interval = flush_interval
         self.timeout_seconds = timeout_seconds
         self.on_object = on_object  # e.g. the plugin ConfigMap holder of the catalog executor
+        self.cluster = cluster  # a member cluster's source tags its events with the member's name
+        # a resource the server does not serve (404: a CRD not installed in that member) lists as empty, so the
+        # lists waiting for it end; the watch loop keeps retrying with backoff until it is served
+        self.absent_ok = absent_ok
         self.resource_version = ""
         self.synced = asyncio.Event()
         self.relists = 0
@@ -75,7 +80,8 @@ class WatchSource:
 
     @property
     def name(self) -> str:
-        return f"{self.resource.plural}" + (f"@{self.namespace}" if self.namespace else "")
+        return (f"{self.cluster}:" if self.cluster else "") + f"{self.resource.plural}" + (
+            f"@{self.namespace}" if self.namespace else "")
 
     @property
     def list_source(self) -> str:
@@ -86,7 +92,8 @@ class WatchSource:
         if not events:
             return
         at = now_ms()
-        records = [EventRecord(at_ms=at, source=f"watch/{self.resource.plural}", key=event_key(e), event=e)
+        source = f"watch/{self.cluster}/{self.resource.plural}" if self.cluster else f"watch/{self.resource.plural}"
+        records = [EventRecord(at_ms=at, source=source, key=event_key(e), event=e)
                    for e in events]
         await self.log.append("events", records)
         self.appended += len(records)
@@ -103,14 +110,25 @@ class WatchSource:
             return None
         if self.on_object is not None:
             self.on_object(obj, kind == "DELETED")
-        return ObjectDeleted(obj=obj) if kind == "DELETED" else ObjectObserved(obj=obj)
+        if kind == "DELETED":
+            return ObjectDeleted(obj=obj, cluster=self.cluster)
+        return ObjectObserved(obj=obj, cluster=self.cluster)
 
     async def relist(self, *, announce: bool = True) -> None:
         """List the resource into the log. With ``announce``, a :class:`ListsStarted` naming this source goes
         first, so nothing is decided until the list has ended; the daemon announces its first lists all at once
         (``announce=False`` here) because the world is incomplete until every one of them has ended."""
-        items, rv = await self.kube.list(self.resource, namespace=self.namespace, field_selector=self.field_selector)
-        events: list[Event] = [ListsStarted(sources=(self.list_source,))] if announce else []
+        try:
+            items, rv = await self.kube.list(self.resource, namespace=self.namespace,
+                                             field_selector=self.field_selector)
+        except KubeError as exc:
+            if exc.status != 404 or not self.absent_ok:
+                raise
+            await self._append([ObjectsListed(kind=self.resource.kind, keys=(), namespace=self.namespace,
+                                              cluster=self.cluster)])
+            self.synced.set()
+            raise
+        events: list[Event] = [ListsStarted(sources=(self.list_source,), cluster=self.cluster)] if announce else []
         keys: list[str] = []
         for raw in items:
             event = self._event_for("ADDED", raw)
@@ -120,7 +138,8 @@ class WatchSource:
             if len(events) >= self.batch_size:
                 await self._append(events)
                 events = []
-        events.append(ObjectsListed(kind=self.resource.kind, keys=tuple(sorted(keys)), namespace=self.namespace))
+        events.append(ObjectsListed(kind=self.resource.kind, keys=tuple(sorted(keys)), namespace=self.namespace,
+                                    cluster=self.cluster))
         await self._append(events)
         self.resource_version = rv
         self.relists += 1

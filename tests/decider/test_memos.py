@@ -20,7 +20,7 @@ from tether.core.datadependency import Decision, _Decide, decide
 from tether.core.envelope import CommandRecord, EventRecord, encode, rfc3339
 from tether.core.events import CommandFailed, DataLocationResolved, ObjectObserved
 from tether.core.identity import make_identity
-from tether.core.kube import ObjectRef, object_key
+from tether.core.kube import Condition, ObjectRef, object_key
 from tether.core.pipeline import _retry_failed, step
 from tether.projections.snapshot import encode_world
 from tether.projections.world import Touched, World, evolve, initial_world, note_issued, slot
@@ -53,6 +53,9 @@ def test_command_target_table_matches_the_match() -> None:
         c.LookupDataLocation(identity=IDENTITY),
         c.StartTimer(timer_id="t", fire_at_ms=1, purpose="p", subject="Data/x"),
         c.EmitKubernetesEvent(involved=REF, event_type="Normal", reason="r", message="m"),
+        c.ReleasePod(cluster="m1", pod=REF, gate="g"),
+        c.SetMemberCondition(cluster="m1", target=REF, condition=Condition(type="T", status="True", reason="R")),
+        c.EmitMemberEvent(cluster="m1", involved=REF, event_type="Normal", reason="r", message="m"),
     ]
     assert {type(command) for command in commands} == set(c.COMMAND_TYPES)
     for command in commands:

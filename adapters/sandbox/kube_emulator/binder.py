@@ -4,9 +4,12 @@
 real message), set ``spec.nodeName`` and a ``PodScheduled=True`` condition in one write.
 
 :class:`Binder` assigns ungated, unbound pods whose ``schedulerName`` is ``default-scheduler`` to a node that is
-Ready, schedulable and matches ``nodeSelector`` and the required node affinity (``In``, ``NotIn``, ``Exists``,
-``DoesNotExist``, ``Gt``, ``Lt``), preferring the node with the fewest bound pods. No resource fitting, taints or
-preemption: enough to watch tether's gated pods go from gated to running-on-a-node. It reacts to store events
+Ready, schedulable, matches ``nodeSelector`` and the required node affinity (``In``, ``NotIn``, ``Exists``,
+``DoesNotExist``, ``Gt``, ``Lt``) and has room for the pod's requests (allocatable minus the requests of the pods
+bound to it, in every resource the node declares); among those it takes the node with the highest sum of matching
+preferred node-affinity weights, then the fewest bound pods, then the name — kube-scheduler's NodeAffinity filter
+and score and NodeResourcesFit filter, without normalisation, taints or preemption: enough to watch tether's gated
+pods go from gated to running where their affinity says. It reacts to store events
 (pods and nodes), so there is no polling; pods that fit nowhere get ``PodScheduled=False/Unschedulable`` and are
 retried whenever a node changes.
 """
@@ -16,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from typing import Any
+
+from tether.core.quantity import InvalidQuantity, resource_list
 
 from . import errors
 from .scheduling_gates import is_gated
@@ -94,6 +99,47 @@ def node_fits(pod: dict[str, Any], node: dict[str, Any]) -> bool:
     return True
 
 
+def _requests(pod: dict[str, Any]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        try:
+            amounts = resource_list(((container or {}).get("resources") or {}).get("requests"))
+        except InvalidQuantity:
+            continue
+        for name, amount in amounts.items():
+            total[name] = total.get(name, 0) + amount
+    return total
+
+
+def _allocatable(node: dict[str, Any]) -> dict[str, int]:
+    try:
+        return resource_list((node.get("status") or {}).get("allocatable"))
+    except InvalidQuantity:
+        return {}
+
+
+def preferred_score(pod: dict[str, Any], node: dict[str, Any]) -> int:
+    """The sum of the weights of the pod's preferred node-affinity terms the node matches."""
+    preferred = (((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "preferredDuringSchedulingIgnoredDuringExecution") or []
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    name = node["metadata"]["name"]
+    score = 0
+    for term in preferred:
+        pref = (term or {}).get("preference") or {}
+        exprs, fields = pref.get("matchExpressions") or [], pref.get("matchFields") or []
+        if (exprs or fields) and all(_expr_ok(labels, e) for e in exprs) and all(
+                _expr_ok({"metadata.name": name}, e) for e in fields):
+            score += int(term.get("weight") or 0)
+    return score
+
+
+def has_room(pod: dict[str, Any], node: dict[str, Any], used: dict[str, int]) -> bool:
+    allocatable = _allocatable(node)
+    return all(used.get(name, 0) + amount <= allocatable[name]
+               for name, amount in _requests(pod).items() if name in allocatable)
+
+
 class Binder:
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -126,23 +172,33 @@ class Binder:
     async def _schedule_pending(self) -> None:
         nodes = sorted(self.store.iter_objects(NODES), key=lambda n: n["metadata"]["name"])
         load: dict[str, int] = {}
+        used: dict[str, dict[str, int]] = {}
         pending = []
         for pod in self.store.iter_objects(PODS):
             spec = pod.get("spec") or {}
             if spec.get("nodeName"):
                 load[spec["nodeName"]] = load.get(spec["nodeName"], 0) + 1
+                if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                    held = used.setdefault(spec["nodeName"], {})
+                    for name, amount in _requests(pod).items():
+                        held[name] = held.get(name, 0) + amount
             elif (not is_gated(pod) and not pod["metadata"].get("deletionTimestamp")
                   and spec.get("schedulerName", "default-scheduler") == "default-scheduler"):
                 pending.append(pod)
+        pending.sort(key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"]["name"]))
         for pod in pending:
             meta = pod["metadata"]
-            fits = [n for n in nodes if node_fits(pod, n)]
+            fits = [n for n in nodes if node_fits(pod, n) and has_room(pod, n, used.get(n["metadata"]["name"], {}))]
             try:
                 if fits:
-                    best = min(fits, key=lambda n: (load.get(n["metadata"]["name"], 0), n["metadata"]["name"]))
-                    await bind_pod(self.store, namespace=meta["namespace"], name=meta["name"],
-                                   node=best["metadata"]["name"])
-                    load[best["metadata"]["name"]] = load.get(best["metadata"]["name"], 0) + 1
+                    best = min(fits, key=lambda n: (-preferred_score(pod, n), load.get(n["metadata"]["name"], 0),
+                                                    n["metadata"]["name"]))
+                    node_name = best["metadata"]["name"]
+                    await bind_pod(self.store, namespace=meta["namespace"], name=meta["name"], node=node_name)
+                    load[node_name] = load.get(node_name, 0) + 1
+                    held = used.setdefault(node_name, {})
+                    for name, amount in _requests(pod).items():
+                        held[name] = held.get(name, 0) + amount
                 else:
                     await self._unschedulable(pod, len(nodes))
             except errors.ApiError:

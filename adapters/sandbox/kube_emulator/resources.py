@@ -76,6 +76,8 @@ def builtin_types() -> list[ResourceType]:
                      status_subresource=True, short_names=["no"]),
         ResourceType(**core, plural="events", singular="event", kind="Event", namespaced=True, short_names=["ev"],
                      name_rule="path"),
+        ResourceType(group="batch", versions=["v1"], plural="jobs", singular="job", kind="Job", namespaced=True,
+                     status_subresource=True, tracks_generation=True),
         ResourceType(group="coordination.k8s.io", versions=["v1"], plural="leases", singular="lease",
                      kind="Lease", namespaced=True),
         ResourceType(group="apps", versions=["v1"], plural="deployments", singular="deployment",

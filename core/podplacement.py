@@ -1,0 +1,223 @@
+"""Pod placement in the member clusters: the decider behind tether's scheduling gate.
+
+Pods that need a placement decision are created with the scheduling gate :data:`GATE` (the pod webhook adds it,
+``adapters/kubernetes/pod_webhook.py``). This decider reads the member clusters from the world
+(``projections/members.py``) and, for each PodGroup or Fluid operation an event touched, decides what happens to
+its gated pods:
+
+* **Godel PodGroups** (``core.topology``): nothing until ``minMember`` pods exist; then :func:`plan_group` over the
+  member's nodes (each node's ``requested`` is the sum of the requests of the non-terminal pods bound to it) →
+  per pod, required terms pinning it to the chosen domain and preferred terms for the circle order. A group whose
+  released pods are not bound yet waits for them (they are not counted anywhere by the planner until bound, and a
+  second plan could otherwise choose another domain for the rest). An unplaceable group stays gated (a Warning
+  Event on the PodGroup says why) and is planned again whenever its member changes; a PodGroup that does not parse
+  keeps its pods gated with a Warning Event naming the field — placing a gang against its owner's intent would be
+  worse than waiting. A gated pod naming a PodGroup that does not exist waits for it.
+* **Fluid operations** (``core.dataflow``): :func:`decide_inheritance` from the predecessor and the placement
+  recorded when its pod succeeded, then :func:`gate_decision`: Inject (tighten, release), Unchanged (release),
+  Reject (release with a Warning), Wait (hold until ``gated_since + timeout``: a ``StartTimer`` whose firing
+  decides again; after the deadline the pods are released unchanged with a Warning). ``gated_since`` is the
+  earliest ``creationTimestamp`` of the gated pods — a time from the objects, never from a clock. Each outcome is
+  the condition :data:`~tether.core.dataflow.CONDITION_TYPE` on the operation and, when that changes, an Event.
+
+**One command per pod** (:class:`~tether.core.commands.ReleasePod`): the executor tightens the affinity and
+removes the gate in one write. Tightening first and releasing in a second write would leave a window where a
+failure between the two strands a pod gated with its affinity half-done; one write guarded by the resourceVersion
+has no such window, and the API server validates it against the pod as it was — gated, so the tightening is
+allowed. The executor merges tether's terms into the pod's *current* affinity (``core.affinity``), so a retry, a
+replay or a re-delivery is idempotent.
+
+Deterministic: subjects are decided in sorted order, pods by name, timers and times come from events and objects.
+A member whose lists have not all ended is not decided at all (its picture is incomplete); nothing else waits for
+it. Nothing here depends on the control plane's ``lists_pending``: pod placement in a member does not wait for
+Karmada's relists.
+"""
+
+from __future__ import annotations
+
+from tether.projections.members import POD_GROUP, MemberOperation, MemberPod, MemberState
+from tether.projections.world import Touched, World
+
+from .affinity import NodeSelectorTerm, PreferredSchedulingTerm
+from .commands import Command, EmitMemberEvent, ReleasePod, SetMemberCondition, StartTimer
+from .datadependency import Decision
+from .dataflow import (
+    CONDITION_TYPE,
+    OPERATION_KINDS,
+    DataFlowSpecError,
+    Hold,
+    InheritanceResult,
+    Inject,
+    Reject,
+    Release,
+    decide_inheritance,
+    gate_decision,
+    inheritance_source,
+    invalid_spec,
+)
+from .envelope import EventRecord, parse_rfc3339_ms, rfc3339
+from .events import split_member_key
+from .kube import Condition, ObjectRef
+from .topology import GroupPod, Node, plan_group
+from .topology_spec import API_VERSION as POD_GROUP_API_VERSION
+
+#: The scheduling gate tether's pod webhook adds and this decider removes.
+GATE = "tether.dev/placement"
+#: Set on a released pod: what decided its placement (read back by ``--explain`` and by the decider).
+PLACEMENT_ANNOTATION = "tether.dev/placement"
+DECIDER = "podplacement"
+WAIT_PURPOSE = "dataflow-wait"
+
+
+def _ref(pod: MemberPod) -> ObjectRef:
+    return ObjectRef(api_version="v1", kind="Pod", name=pod.name, namespace=pod.namespace, uid=pod.uid)
+
+
+def _decision(command: Command, reason: str) -> Decision:
+    return Decision(command=command, reason=reason, decider=DECIDER)
+
+
+def _live(pod: MemberPod) -> bool:
+    return not pod.deleting and not pod.terminal
+
+
+def _nodes(state: MemberState) -> list[Node]:
+    requested: dict[str, dict[str, int]] = {}
+    for key in sorted(state.pods):
+        pod = state.pods[key]
+        if pod.node_name and _live(pod):
+            held = requested.setdefault(pod.node_name, {})
+            for name, amount in pod.request.items():
+                held[name] = held.get(name, 0) + amount
+    return [Node(name=node.name, labels=node.labels, allocatable=node.allocatable,
+                 requested=requested.get(node.name, {})) for _, node in sorted(state.nodes.items())]
+
+
+def _decide_group(state: MemberState, cluster: str, key: str) -> list[Decision]:
+    pods = [state.pods[k] for k in sorted(state.pods_by_group.get(key, ()))]
+    pods = [p for p in pods if _live(p)]
+    gated = {p.name: p for p in pods if GATE in p.gates}
+    if not gated:
+        return []
+    group = state.groups.get(key)
+    if group is None:
+        return []  # the PodGroup has not been created (or listed) yet: its pods wait for it
+    group_ref = ObjectRef(api_version=POD_GROUP_API_VERSION, kind=POD_GROUP, name=group.name,
+                          namespace=group.namespace, uid=group.uid)
+    if group.spec is None:
+        return [_decision(EmitMemberEvent(cluster=cluster, involved=group_ref, event_type="Warning",
+                                          reason="InvalidPodGroup", message=group.error),
+                          f"{cluster}: PodGroup {group.namespace}/{group.name} does not parse ({group.error}); "
+                          f"its {len(gated)} gated pods stay gated")]
+    if any(PLACEMENT_ANNOTATION in p.annotations and not p.gates and not p.node_name for p in pods):
+        return []  # released pods not bound yet: plan the rest once they are (module doc)
+    members = [GroupPod(name=p.name, request=p.request, node_name=p.node_name) for p in pods
+               if not p.gates or p.name in gated]
+    plan = plan_group(nodes=_nodes(state), spec=group.spec, pods=members)
+    if plan.status in ("unschedulable", "conflict"):
+        return [_decision(EmitMemberEvent(cluster=cluster, involved=group_ref, event_type="Warning",
+                                          reason="Unschedulable" if plan.status == "unschedulable" else
+                                          "PlacementConflict", message=plan.reason),
+                          f"{cluster}: PodGroup {group.namespace}/{group.name}: {plan.reason}")]
+    if plan.status != "placed" or plan.domain is None:
+        return []
+    out = []
+    domain = plan.domain.key or "the cluster"
+    for placement in plan.placements:
+        pod = gated.get(placement.pod)
+        if pod is None:
+            continue
+        circle = f", circle {placement.circle}" if placement.circle else ", waiting for room in the domain"
+        out.append(_decision(
+            ReleasePod(cluster=cluster, pod=_ref(pod), gate=GATE, required=placement.required,
+                       preferred=placement.preferred, note=f"PodGroup {group.name}: {domain}"),
+            f"{cluster}: PodGroup {group.namespace}/{group.name}: {plan.reason}; pod {pod.name} → {domain}{circle}"))
+    return out
+
+
+def _operation_pods(state: MemberState, key: str) -> list[MemberPod]:
+    jobs = sorted(job for job, owner in state.job_owner.items() if owner == key)
+    return [state.pods[p] for job in jobs for p in sorted(state.pods_by_job.get(job, ())) if _live(state.pods[p])]
+
+
+def _inheritance(state: MemberState, held: MemberOperation | None) -> InheritanceResult:
+    if held is None:
+        return Reject(reason="OperationNotFound", message="the operation owning these pods no longer exists")
+    if held.operation is None:
+        return invalid_spec(DataFlowSpecError("spec", held.error))
+    source = inheritance_source(held.operation)
+    predecessor = state.operations.get(source.key) if source is not None else None
+    return decide_inheritance(operation=held.operation,
+                              predecessor=predecessor.operation if predecessor is not None else None,
+                              placement=state.recorded.get(source.key) if source is not None else None)
+
+
+def _report(cluster: str, held: MemberOperation | None, *, status: str, reason: str, message: str, warning: bool,
+            at_ms: int) -> list[Decision]:
+    """The operation's condition, and an Event when the condition changes."""
+    if held is None:
+        return []
+    ref = ObjectRef(api_version=held.api_version, kind=held.kind, name=held.name, namespace=held.namespace,
+                    uid=held.uid)
+    observed = held.condition
+    if observed is not None and (observed.status, observed.reason, observed.message) == (status, reason, message):
+        return []
+    condition = Condition(type=CONDITION_TYPE, status=status, reason=reason, message=message,
+                          last_transition_time=rfc3339(at_ms))
+    why = f"{cluster}: {held.kind} {held.namespace}/{held.name}: {reason}: {message}"
+    return [_decision(SetMemberCondition(cluster=cluster, target=ref, condition=condition), why),
+            _decision(EmitMemberEvent(cluster=cluster, involved=ref, event_type="Warning" if warning else "Normal",
+                                      reason=reason, message=message), why)]
+
+
+def _decide_operation(state: MemberState, cluster: str, key: str, record: EventRecord) -> list[Decision]:
+    gated = [p for p in _operation_pods(state, key) if GATE in p.gates]
+    if not gated:
+        return []
+    held = state.operations.get(key)
+    result = _inheritance(state, held)
+    created = [ms for ms in (parse_rfc3339_ms(p.creation) for p in gated) if ms is not None]
+    since = min(created) if created else record.at_ms
+    outcome = gate_decision(result=result, gated_since_ms=since, now_ms=record.at_ms)
+    subject = f"{cluster}:{key}"
+    if isinstance(outcome, Hold):
+        timer = StartTimer(timer_id=f"{WAIT_PURPOSE}|{subject}|{outcome.until_ms}", fire_at_ms=outcome.until_ms,
+                           purpose=WAIT_PURPOSE, subject=subject)
+        latest = rfc3339(outcome.until_ms)
+        return [_decision(timer, f"{subject}: {outcome.message}; released at the latest at {latest}"),
+                *_report(cluster, held, status="False", reason=outcome.reason, message=outcome.message, warning=False,
+                         at_ms=record.at_ms)]
+    assert isinstance(outcome, Release)
+    required: tuple[NodeSelectorTerm, ...] = ()
+    preferred: tuple[PreferredSchedulingTerm, ...] = ()
+    if isinstance(result, Inject) and outcome.node_affinity is not None:
+        required = (NodeSelectorTerm(match_expressions=result.required),) if result.required else ()
+        preferred = result.preferred
+    out = [_decision(ReleasePod(cluster=cluster, pod=_ref(pod), gate=GATE, required=required, preferred=preferred,
+                                note=f"{key}: {outcome.reason}"), f"{subject}: {outcome.message}")
+           for pod in gated]
+    inherited = isinstance(result, Inject)
+    out += _report(cluster, held, status="True" if inherited else "False", reason=outcome.reason,
+                   message=outcome.message, warning=outcome.warning, at_ms=record.at_ms)
+    return out
+
+
+def decide_pods(world: World, record: EventRecord, touched: Touched) -> list[Decision]:
+    """Decisions about the gated pods of the PodGroups and Fluid operations ``touched`` names."""
+    if not touched.members:
+        return []
+    out: list[Decision] = []
+    for subject in sorted(touched.members):
+        cluster, key = split_member_key(subject)
+        state = world.members.clusters.get(cluster)
+        if state is None or state.lists_pending:
+            continue
+        kind = key.partition("/")[0]
+        if kind == POD_GROUP:
+            out.extend(_decide_group(state, cluster, key))
+        elif kind in OPERATION_KINDS:
+            out.extend(_decide_operation(state, cluster, key, record))
+    return out
+
+
+__all__ = ["DECIDER", "GATE", "PLACEMENT_ANNOTATION", "WAIT_PURPOSE", "decide_pods"]

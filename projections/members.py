@@ -1,0 +1,375 @@
+"""The member clusters as tether knows them: Nodes, Pods, Godel PodGroups, Fluid operations and their Jobs.
+
+Pods, Nodes, PodGroups and Fluid's data operations live in the member clusters, not in Karmada's API server. Their
+observations carry the member's name (``ObjectObserved.cluster``) and are folded here, into one
+:class:`MemberState` per cluster, never into the control plane's maps: a pod ``default/p`` in two members is two
+objects, and the keys the decider and the log use are ``<cluster>:Kind/ns/name`` (``core.events.member_key``).
+
+Each member has its own **lists pending** (``ListsStarted`` / ``ObjectsListed`` tagged with the cluster): pod
+placement in that member waits for its lists to end, and nothing else does — a member that is down, relisting or
+slow to answer holds back only its own decisions, never the control plane's nor another member's.
+
+What is kept is what the pod-placement decider (``core.podplacement``) reads, parsed once per observation:
+
+* nodes: labels and allocatable (milli-units);
+* pods: request (sum of containers, max with each init container), node, phase, scheduling gates, the PodGroup
+  annotation, the owning Job, the annotations tether reads, and the raw ``spec.affinity`` (for ``--explain``);
+* PodGroups: the parsed :class:`~tether.core.topology_spec.GroupSpec`, or why it does not parse;
+* Fluid operations: the parsed :class:`~tether.core.dataflow.DataOperation`, or why it does not parse; the
+  successors of each (who inherits from it), and the placement recorded when one of its pods succeeded — kept
+  here because the Job and its pods may be garbage-collected long before a successor runs;
+* Jobs: the Fluid operation owning each (Fluid renders an operation as a Job owned by it; its pods are the Job's).
+
+Like the rest of the world, this is folded in place and deterministically (no clock; sorted iteration).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from tether.core.dataflow import (
+    CONDITION_TYPE,
+    OPERATION_KINDS,
+    DataFlowSpecError,
+    DataOperation,
+    RecordedPlacement,
+    inheritance_source,
+    parse_operation,
+    record_placement,
+)
+from tether.core.events import member_key
+from tether.core.kube import Condition, KubeObject, ObjectMeta, object_dict, parse_conditions
+from tether.core.quantity import InvalidQuantity, ResourceList, add, resource_list
+from tether.core.topology_spec import POD_GROUP_ANNOTATION, GroupSpec, InvalidPodGroup, parse_pod_group
+
+NODE, POD, POD_GROUP, JOB = "Node", "Pod", "PodGroup", "Job"
+MEMBER_KINDS = (NODE, POD, POD_GROUP, JOB, *OPERATION_KINDS)
+
+
+class MemberNode(msgspec.Struct, frozen=True, gc=False):
+    name: str
+    labels: dict[str, str] = {}
+    allocatable: ResourceList = {}
+    resource_version: str = ""
+
+
+class MemberPod(msgspec.Struct, frozen=True):
+    namespace: str
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    creation: str = ""
+    node_name: str = ""
+    phase: str = ""
+    gates: tuple[str, ...] = ()
+    request: ResourceList = {}
+    group: str = ""  # the PodGroup's name (same namespace), from godel.bytedance.com/pod-group-name
+    job: str = ""  # the owning Job's name
+    annotations: dict[str, str] = {}
+    affinity: dict[str, Any] = {}
+    deleting: bool = False
+    error: str = ""  # a request tether could not read (the pod is then never gated by tether's decisions)
+
+    @property
+    def key(self) -> str:
+        return f"{POD}/{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+class MemberGroup(msgspec.Struct, frozen=True):
+    namespace: str
+    name: str
+    uid: str = ""
+    spec: GroupSpec | None = None
+    error: str = ""
+
+
+class MemberOperation(msgspec.Struct, frozen=True):
+    kind: str
+    namespace: str
+    name: str
+    uid: str = ""
+    api_version: str = ""
+    operation: DataOperation | None = None
+    error: str = ""
+    condition: Condition | None = None  # tether's own (CONDITION_TYPE), as observed
+
+
+class MemberState(msgspec.Struct):
+    """One member cluster: its objects by ``Kind/ns/name`` key (nodes by name) and its indexes."""
+
+    nodes: dict[str, MemberNode] = {}
+    pods: dict[str, MemberPod] = {}
+    groups: dict[str, MemberGroup] = {}
+    operations: dict[str, MemberOperation] = {}
+    job_owner: dict[str, str] = {}  # Job key → operation key
+    pods_by_group: dict[str, set[str]] = {}  # PodGroup key → pod keys
+    pods_by_job: dict[str, set[str]] = {}  # Job key → pod keys
+    successors: dict[str, set[str]] = {}  # operation key → keys of the operations inheriting from it
+    recorded: dict[str, RecordedPlacement] = {}  # operation key → where its succeeded pod ran
+    recorded_from: dict[str, tuple[str, str]] = {}  # operation key → (creation, pod name) of the pod recorded
+    lists_pending: set[str] = set()
+
+
+class Members(msgspec.Struct):
+    clusters: dict[str, MemberState] = {}
+
+    def state(self, cluster: str) -> MemberState:
+        held = self.clusters.get(cluster)
+        if held is None:
+            held = self.clusters[cluster] = MemberState()
+        return held
+
+
+# --- parsing ---------------------------------------------------------------------------------------------------
+
+
+def _pod_request(spec: dict[str, Any]) -> ResourceList:
+    """Kubernetes' effective request: the containers' sum, or the largest init container's when that is more."""
+    total: ResourceList = {}
+    for container in spec.get("containers") or []:
+        total = add(total, resource_list(((container or {}).get("resources") or {}).get("requests")))
+    for container in spec.get("initContainers") or []:
+        init = resource_list(((container or {}).get("resources") or {}).get("requests"))
+        total = {name: max(total.get(name, 0), init.get(name, 0)) for name in sorted({*total, *init})}
+    return total
+
+
+def parse_pod(obj: KubeObject) -> MemberPod:
+    meta = obj.metadata
+    spec, status = obj.spec_dict(), obj.status_dict()
+    error = ""
+    try:
+        request = _pod_request(spec)
+    except (InvalidQuantity, AttributeError, TypeError) as exc:
+        request, error = {}, f"spec.containers[*].resources.requests: {exc}"
+    job = next((str(o.get("name", "")) for o in meta.owner_references if o.get("kind") == JOB), "")
+    affinity = spec.get("affinity")
+    return MemberPod(
+        namespace=meta.namespace, name=meta.name, uid=meta.uid, resource_version=meta.resource_version,
+        creation=meta.creation_timestamp, node_name=str(spec.get("nodeName") or ""),
+        phase=str(status.get("phase") or ""), request=request, job=job, error=error,
+        gates=tuple(str((g or {}).get("name", "")) for g in spec.get("schedulingGates") or [] if isinstance(g, dict)),
+        group=meta.annotations.get(POD_GROUP_ANNOTATION, ""), annotations=dict(meta.annotations),
+        affinity=affinity if isinstance(affinity, dict) else {}, deleting=obj.deleting)
+
+
+def parse_node(obj: KubeObject) -> MemberNode:
+    try:
+        allocatable = resource_list(obj.status_dict().get("allocatable"))
+    except (InvalidQuantity, AttributeError):
+        allocatable = {}  # a node whose capacity cannot be read offers nothing to the planner
+    return MemberNode(name=obj.metadata.name, labels=dict(obj.metadata.labels), allocatable=allocatable,
+                      resource_version=obj.metadata.resource_version)
+
+
+def _raw(obj: KubeObject) -> dict[str, Any]:
+    return {"apiVersion": obj.api_version, "kind": obj.kind,
+            "metadata": {"name": obj.metadata.name, "namespace": obj.metadata.namespace},
+            "spec": object_dict(obj.spec), "status": object_dict(obj.status)}
+
+
+def parse_group(obj: KubeObject) -> MemberGroup:
+    meta = obj.metadata
+    try:
+        return MemberGroup(namespace=meta.namespace, name=meta.name, uid=meta.uid, spec=parse_pod_group(_raw(obj)))
+    except InvalidPodGroup as exc:
+        return MemberGroup(namespace=meta.namespace, name=meta.name, uid=meta.uid, error=str(exc))
+
+
+def parse_member_operation(obj: KubeObject) -> MemberOperation:
+    meta = obj.metadata
+    conditions = parse_conditions(obj.status_dict().get("conditions"))
+    base = MemberOperation(kind=obj.kind, namespace=meta.namespace, name=meta.name, uid=meta.uid,
+                           api_version=obj.api_version,
+                           condition=next((c for c in conditions if c.type == CONDITION_TYPE), None))
+    try:
+        return msgspec.structs.replace(base, operation=parse_operation(_raw(obj)))
+    except DataFlowSpecError as exc:
+        return msgspec.structs.replace(base, error=str(exc))
+
+
+# --- folding ---------------------------------------------------------------------------------------------------
+
+
+def _index(index: dict[str, set[str]], key: str, value: str, *, add_: bool) -> None:
+    if not key:
+        return
+    if add_:
+        index.setdefault(key, set()).add(value)
+        return
+    held = index.get(key)
+    if held is not None:
+        held.discard(value)
+        if not held:
+            del index[key]
+
+
+def _operation_of_pod(state: MemberState, pod: MemberPod) -> str:
+    return state.job_owner.get(f"{JOB}/{pod.namespace}/{pod.job}", "") if pod.job else ""
+
+
+def _touch_pod(state: MemberState, pod: MemberPod, touched: set[str]) -> None:
+    if pod.group:
+        touched.add(f"{POD_GROUP}/{pod.namespace}/{pod.group}")
+    operation = _operation_of_pod(state, pod)
+    if operation:
+        touched.add(operation)
+        touched.update(state.successors.get(operation, ()))
+
+
+def _record(state: MemberState, pod: MemberPod) -> None:
+    """Remember where an operation ran, from its earliest-created succeeded pod (Fluid's choice, deterministic)."""
+    op_key = _operation_of_pod(state, pod)
+    held = state.operations.get(op_key)
+    if held is None or held.operation is None or pod.phase != "Succeeded" or not pod.node_name:
+        return
+    node = state.nodes.get(pod.node_name)
+    if node is None:
+        return
+    origin = (pod.creation, pod.name)
+    if op_key in state.recorded_from and state.recorded_from[op_key] <= origin:
+        return
+    state.recorded_from[op_key] = origin
+    state.recorded[op_key] = record_placement(operation=held.operation, pod_annotations=pod.annotations,
+                                              node_labels=node.labels)
+
+
+def _put(state: MemberState, obj: KubeObject, *, deleted: bool, touched: set[str]) -> None:
+    kind, meta = obj.kind, obj.metadata
+    key = f"{kind}/{meta.namespace}/{meta.name}"
+    if kind == NODE:
+        if deleted:
+            state.nodes.pop(meta.name, None)
+        else:
+            old_node = state.nodes.get(meta.name)
+            if old_node is not None and old_node.resource_version == meta.resource_version:
+                return
+            state.nodes[meta.name] = parse_node(obj)
+        touched.update(state.groups)  # capacity and labels change every group's plan
+        return
+    if kind == POD:
+        old = state.pods.pop(key, None)
+        if old is not None:
+            if not deleted and old.resource_version == meta.resource_version:
+                state.pods[key] = old
+                return
+            _index(state.pods_by_group, f"{POD_GROUP}/{old.namespace}/{old.group}" if old.group else "", key,
+                   add_=False)
+            _index(state.pods_by_job, f"{JOB}/{old.namespace}/{old.job}" if old.job else "", key, add_=False)
+            _touch_pod(state, old, touched)
+        if deleted:
+            return
+        pod = parse_pod(obj)
+        state.pods[key] = pod
+        _index(state.pods_by_group, f"{POD_GROUP}/{pod.namespace}/{pod.group}" if pod.group else "", key, add_=True)
+        _index(state.pods_by_job, f"{JOB}/{pod.namespace}/{pod.job}" if pod.job else "", key, add_=True)
+        _record(state, pod)
+        _touch_pod(state, pod, touched)
+        return
+    if kind == POD_GROUP:
+        if deleted:
+            state.groups.pop(key, None)
+        else:
+            state.groups[key] = parse_group(obj)
+        touched.add(key)
+        return
+    if kind == JOB:
+        owner = next((o for o in meta.owner_references if o.get("kind") in OPERATION_KINDS), None)
+        if deleted or owner is None:
+            state.job_owner.pop(key, None)
+        else:
+            state.job_owner[key] = f"{owner.get('kind')}/{meta.namespace}/{owner.get('name')}"
+            for pod_key in sorted(state.pods_by_job.get(key, ())):
+                _record(state, state.pods[pod_key])
+            touched.add(state.job_owner[key])
+        return
+    if kind in OPERATION_KINDS:
+        old_op = state.operations.pop(key, None)
+        if old_op is not None and old_op.operation is not None:
+            source = inheritance_source(old_op.operation)
+            if source is not None:
+                _index(state.successors, source.key, key, add_=False)
+        touched.add(key)
+        touched.update(state.successors.get(key, ()))
+        if deleted:
+            state.recorded.pop(key, None)
+            state.recorded_from.pop(key, None)
+            return
+        held = parse_member_operation(obj)
+        state.operations[key] = held
+        if held.operation is not None:
+            source = inheritance_source(held.operation)
+            if source is not None:
+                _index(state.successors, source.key, key, add_=True)
+
+
+def observe_member(members: Members, cluster: str, obj: KubeObject, *, deleted: bool) -> set[str]:
+    """Fold an observation of ``obj`` in member ``cluster``; returns the member keys of the PodGroups and
+    operations whose pods may now be decided differently."""
+    if obj.kind not in MEMBER_KINDS:
+        return set()
+    touched: set[str] = set()
+    _put(members.state(cluster), obj, deleted=deleted, touched=touched)
+    return {member_key(cluster, key) for key in touched}
+
+
+def _all_subjects(cluster: str, state: MemberState) -> set[str]:
+    return {member_key(cluster, key) for key in (*state.groups, *state.operations)}
+
+
+def member_listed(members: Members, cluster: str, *, kind: str, namespace: str, keys: tuple[str, ...]) -> set[str]:
+    """A list of ``kind`` in ``cluster`` ended: forget what it did not list; when the member's last pending list
+    ended, every PodGroup and operation there is decided again (the picture is complete)."""
+    state = members.state(cluster)
+    present = set(keys)
+    touched: set[str] = set()
+    held: list[tuple[str, KubeObject]] = []
+    if kind == NODE:
+        gone_nodes = sorted(n for n in state.nodes if f"{NODE}//{n}" not in present and member_key(
+            cluster, f"{NODE}//{n}") not in present)
+        for name in gone_nodes:
+            del state.nodes[name]
+        if gone_nodes:
+            touched.update(state.groups)
+    else:
+        table: Any = {POD: state.pods, POD_GROUP: state.groups, JOB: state.job_owner}.get(
+            kind, state.operations)
+        for key in sorted(table):
+            if not key.startswith(f"{kind}/"):
+                continue
+            if key in present or member_key(cluster, key) in present:
+                continue
+            if namespace and key.split("/", 2)[1] != namespace:
+                continue
+            kind_, ns, name = key.split("/", 2)
+            held.append((key, KubeObject(api_version="", kind=kind_, metadata=ObjectMeta(name=name, namespace=ns))))
+    for _, obj in held:
+        _put(state, obj, deleted=True, touched=touched)
+    out = {member_key(cluster, key) for key in touched}
+    pending = state.lists_pending
+    if pending:
+        pending.discard(f"{kind}/{namespace}")
+        if not pending:
+            out |= _all_subjects(cluster, state)
+    return out
+
+
+def member_lists_started(members: Members, cluster: str, sources: tuple[str, ...]) -> None:
+    members.state(cluster).lists_pending.update(sources)
+
+
+def member_disconnected(members: Members, cluster: str) -> None:
+    members.clusters.pop(cluster, None)
+
+
+__all__ = [
+    "JOB", "MEMBER_KINDS", "NODE", "POD", "POD_GROUP", "MemberGroup", "MemberNode", "MemberOperation", "MemberPod",
+    "MemberState", "Members", "member_disconnected", "member_listed", "member_lists_started", "observe_member",
+    "parse_pod",
+]

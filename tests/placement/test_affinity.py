@@ -1,0 +1,65 @@
+"""The shared node-affinity module: one merge for both placement capabilities."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tether.core import dataflow, topology_affinity
+from tether.core.affinity import (
+    PREFERRED,
+    REQUIRED,
+    InvalidAffinity,
+    NodeAffinity,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PreferredSchedulingTerm,
+    node_affinity_score,
+    parse_node_affinity,
+    tighten_node_affinity,
+)
+
+HOST = NodeSelectorRequirement(key="kubernetes.io/hostname", operator="In", values=("n1",))
+NEAR = PreferredSchedulingTerm(weight=50, preference=NodeSelectorTerm(match_expressions=(HOST,)))
+OWN: dict[str, Any] = {REQUIRED: {"nodeSelectorTerms": [
+    {"matchExpressions": [{"key": "disk", "operator": "Exists", "x-unknown": 1}]},
+    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}
+
+
+def test_both_capabilities_merge_the_same_way() -> None:
+    via_dataflow = dataflow.merge_node_affinity(existing=OWN, required=[HOST], preferred=[NEAR])
+    placement = topology_affinity.PodPlacement(pod="p", circle="", required=(NodeSelectorTerm(
+        match_expressions=(HOST,)),), preferred=(NEAR,))
+    via_topology = topology_affinity.merge_node_affinity({"nodeAffinity": OWN}, placement).affinity["nodeAffinity"]
+    assert via_dataflow == via_topology
+    # the owner's terms verbatim (an unknown field too), the requirement appended to each, preferred appended
+    assert via_dataflow[REQUIRED]["nodeSelectorTerms"][0]["matchExpressions"] == [
+        {"key": "disk", "operator": "Exists", "x-unknown": 1}, HOST.as_dict()]
+    assert via_dataflow[REQUIRED]["nodeSelectorTerms"][1]["matchExpressions"] == [HOST.as_dict()]
+    assert via_dataflow[PREFERRED] == [NEAR.as_dict()]
+
+
+def test_repeated_additions_are_added_once() -> None:
+    once = tighten_node_affinity(OWN, required=[NodeSelectorTerm(match_expressions=(HOST, HOST))],
+                                 preferred=[NEAR, NEAR]).node_affinity
+    assert once[PREFERRED] == [NEAR.as_dict()]
+    assert once[REQUIRED]["nodeSelectorTerms"][1]["matchExpressions"] == [HOST.as_dict()]
+    assert tighten_node_affinity(once, required=[NodeSelectorTerm(match_expressions=(HOST,))],
+                                 preferred=[NEAR]).node_affinity == once
+
+
+def test_malformed_affinity_names_the_field() -> None:
+    with pytest.raises(InvalidAffinity) as caught:
+        tighten_node_affinity({REQUIRED: {"nodeSelectorTerms": ["x"]}},
+                              required=[NodeSelectorTerm(match_expressions=(HOST,))])
+    assert caught.value.path == f"nodeAffinity.{REQUIRED}.nodeSelectorTerms[0]"
+
+
+def test_score_is_kube_schedulers_filter_and_weight_sum() -> None:
+    affinity = parse_node_affinity(tighten_node_affinity(None, required=[NodeSelectorTerm(match_expressions=(
+        NodeSelectorRequirement(key="zone", operator="In", values=("a",)),))], preferred=[NEAR]).node_affinity)
+    assert node_affinity_score(affinity, name="n1", labels={"zone": "a", "kubernetes.io/hostname": "n1"}) == (True, 50)
+    assert node_affinity_score(affinity, name="n2", labels={"zone": "a", "kubernetes.io/hostname": "n2"}) == (True, 0)
+    assert node_affinity_score(affinity, name="n3", labels={"zone": "b"})[0] is False
+    assert node_affinity_score(NodeAffinity(), name="n3", labels={}) == (True, 0)
