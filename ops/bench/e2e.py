@@ -467,13 +467,13 @@ def summarise(runs: list[dict[str, Any]], *, target_rate: float, bound: float) -
     stays = True  # every lower rate within the bound too
     for rate in sorted(by_rate):
         rs = by_rate[rate]
-        entry = {k: _median([r[k] for r in rs]) for k in (
+        entry: dict[str, Any] = {k: _median([r[k] for r in rs]) for k in (
             "ratio", "p50_ms", "p99_ms", "floor_p50_ms", "floor_p99_ms", "bare_p50_ms", "bare_p99_ms",
             "server_p50_ms", "server_p99_ms", "floor_server_p99_ms", "writes_per_claim", "api_writes_per_claim")}
         entry["ratios"] = [r["ratio"] for r in rs]
         entry["all_patched"] = all(r["patched"] == r["claims"] and r["floor_patched"] == r["claims"] for r in rs)
         per_rate[f"{rate:g}"] = entry
-        ok = entry["all_patched"] and entry["ratio"] is not None and entry["ratio"] <= bound
+        ok = bool(entry["all_patched"] and entry["ratio"] is not None and entry["ratio"] <= bound)
         if ok and stays:
             sustained = rate
         stays = stays and ok
