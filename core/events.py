@@ -18,9 +18,14 @@ Three families:
 * **Outcomes** of tether's own commands (:class:`CommandSucceeded`, :class:`CommandFailed`) and timers
   (:class:`TimerFired`). A successful write carries the object the API server returned, so the projections
   learn the new resourceVersion without waiting for the watch.
+
+And the answers of tether's pod webhook (:class:`PodGateDecided`): a decision taken on the API server's write
+path rather than by the decider loop, recorded so that the log explains every gate tether put on a pod.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import msgspec
 
@@ -154,6 +159,35 @@ class TimerFired(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
     subject: str
 
 
+class PodGateDecided(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
+    """tether's pod webhook answered a pod CREATE in the member cluster ``cluster`` (``core.podgate``).
+
+    ``gated``: whether the answer added tether's scheduling gate; ``patch`` is the JSON Patch answered (empty: the
+    pod was admitted unchanged), ``reason`` why. ``decided_at`` is the position (``partition:offset``) of the last
+    event about that member folded into the world the answer was computed from — replaying the log up to it
+    re-derives the same answer. A CREATE usually has no name yet (``generateName``): the gated pod then carries the
+    request's ``request_uid`` in the annotation ``tether.dev/admission``, and ``tether replay --explain`` follows it
+    from the pod to this record. Folding it changes nothing in the world: the pod arrives through the watch."""
+
+    cluster: str
+    namespace: str
+    request_uid: str
+    gated: bool
+    name: str = ""
+    generate_name: str = ""
+    patch: tuple[dict[str, Any], ...] = ()
+    reason: str = ""
+    decided_at: str = ""
+
+
+def pod_admission_key(cluster: str, namespace: str, name: str, request_uid: str) -> str:
+    """The log key of a :class:`PodGateDecided`: the pod's own key when the request named it, otherwise
+    ``<cluster>:PodAdmission/<namespace>/<request uid>`` (what the gated pod's annotation points to)."""
+    if name:
+        return member_key(cluster, f"Pod/{namespace}/{name}")
+    return member_key(cluster, f"PodAdmission/{namespace}/{request_uid}")
+
+
 Event = (
     ObjectObserved
     | ObjectDeleted
@@ -166,6 +200,7 @@ Event = (
     | CommandFailed
     | TimerFired
     | MemberDisconnected
+    | PodGateDecided
 )
 
 EVENT_TYPES: tuple[type[Event], ...] = (
@@ -180,6 +215,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     CommandFailed,
     TimerFired,
     MemberDisconnected,
+    PodGateDecided,
 )
 
 
@@ -202,3 +238,5 @@ def event_key(event: Event) -> str:
             return t
         case TimerFired(subject=s):
             return s
+        case PodGateDecided(cluster=cluster, namespace=ns, name=name, request_uid=uid):
+            return pod_admission_key(cluster, ns, name, uid)

@@ -12,7 +12,16 @@ its gated pods:
   second plan could otherwise choose another domain for the rest). An unplaceable group stays gated (a Warning
   Event on the PodGroup says why) and is planned again whenever its member changes; a PodGroup that does not parse
   keeps its pods gated with a Warning Event naming the field — placing a gang against its owner's intent would be
-  worse than waiting. A gated pod naming a PodGroup that does not exist waits for it.
+  worse than waiting. A gated pod naming a PodGroup that does not exist waits for it — for
+  :data:`GROUP_WAIT_TIMEOUT_MS` from the earliest creation of the gated pods (a ``StartTimer`` whose firing decides
+  again), then its pods are released unchanged with a Warning Event on each (``PodGroupNotFound``): a typo in an
+  annotation must not strand pods for ever.
+* **Events on transitions only.** The Events on a PodGroup (``Unschedulable``, ``PlacementConflict``,
+  ``InvalidPodGroup``, and ``Placed`` when its pods are released) are issued when the reason differs from the last
+  one tether issued there (``MemberState.reported``, noted when the command is issued): a group that stays
+  unschedulable while its member changes under it is reported once, not on every node or pod update.
+* **Pods gated in doubt** (the webhook gated a pod whose Job it did not know yet, ``core.podgate``): once the Job
+  is known and is no Fluid operation's, the pod is released unchanged. While its Job is unknown it waits.
 * **Fluid operations** (``core.dataflow``): :func:`decide_inheritance` from the predecessor and the placement
   recorded when its pod succeeded, then :func:`gate_decision`: Inject (tighten, release), Unchanged (release),
   Reject (release with a Warning), Wait (hold until ``gated_since + timeout``: a ``StartTimer`` whose firing
@@ -35,7 +44,7 @@ Karmada's relists.
 
 from __future__ import annotations
 
-from tether.projections.members import POD_GROUP, MemberOperation, MemberPod, MemberState
+from tether.projections.members import POD, POD_GROUP, MemberOperation, MemberPod, MemberState
 from tether.projections.world import Touched, World
 
 from .affinity import NodeSelectorTerm, PreferredSchedulingTerm
@@ -67,6 +76,9 @@ GATE = "tether.dev/placement"
 PLACEMENT_ANNOTATION = "tether.dev/placement"
 DECIDER = "podplacement"
 WAIT_PURPOSE = "dataflow-wait"
+GROUP_WAIT_PURPOSE = "podgroup-wait"
+#: How long gated pods wait for the PodGroup they name to exist before they are released without a placement.
+GROUP_WAIT_TIMEOUT_MS = 10 * 60 * 1000
 
 
 def _ref(pod: MemberPod) -> ObjectRef:
@@ -93,35 +105,70 @@ def _nodes(state: MemberState) -> list[Node]:
                  requested=requested.get(node.name, {})) for _, node in sorted(state.nodes.items())]
 
 
-def _decide_group(state: MemberState, cluster: str, key: str) -> list[Decision]:
+def _gated_since(pods: list[MemberPod], record: EventRecord) -> int:
+    """The earliest creation of ``pods`` (a time from the objects, never from a clock; the event's when unset)."""
+    created = [ms for ms in (parse_rfc3339_ms(p.creation) for p in pods) if ms is not None]
+    return min(created) if created else record.at_ms
+
+
+def _group_missing(cluster: str, key: str, gated: list[MemberPod], record: EventRecord) -> list[Decision]:
+    """Gated pods naming a PodGroup that does not exist: wait for it, until the deadline (module doc)."""
+    subject = f"{cluster}:{key}"
+    deadline = _gated_since(gated, record) + GROUP_WAIT_TIMEOUT_MS
+    if record.at_ms < deadline:
+        timer = StartTimer(timer_id=f"{GROUP_WAIT_PURPOSE}|{subject}|{deadline}", fire_at_ms=deadline,
+                           purpose=GROUP_WAIT_PURPOSE, subject=subject)
+        return [_decision(timer, f"{subject} does not exist; its {len(gated)} gated pods wait for it until "
+                                 f"{rfc3339(deadline)}")]
+    message = (f"PodGroup {key.split('/', 1)[1]} did not appear within {GROUP_WAIT_TIMEOUT_MS // 1000}s; "
+               "released without a topology placement")
+    out: list[Decision] = []
+    for pod in gated:
+        out.append(_decision(ReleasePod(cluster=cluster, pod=_ref(pod), gate=GATE, note=f"{key}: not found"),
+                             f"{subject}: {message}"))
+        out.append(_decision(EmitMemberEvent(cluster=cluster, involved=_ref(pod), event_type="Warning",
+                                             reason="PodGroupNotFound", message=message), f"{subject}: {message}"))
+    return out
+
+
+def _group_event(state: MemberState, cluster: str, ref: ObjectRef, *, event_type: str, reason: str,
+                 message: str, why: str) -> list[Decision]:
+    """An Event on a PodGroup, only when its reason differs from the last one tether issued there (module doc)."""
+    if state.reported.get(ref.key) == reason:
+        return []
+    return [_decision(EmitMemberEvent(cluster=cluster, involved=ref, event_type=event_type, reason=reason,
+                                      message=message), why)]
+
+
+def _decide_group(state: MemberState, cluster: str, key: str, record: EventRecord) -> list[Decision]:
     pods = [state.pods[k] for k in sorted(state.pods_by_group.get(key, ()))]
     pods = [p for p in pods if _live(p)]
     gated = {p.name: p for p in pods if GATE in p.gates}
     if not gated:
         return []
     group = state.groups.get(key)
-    if group is None:
-        return []  # the PodGroup has not been created (or listed) yet: its pods wait for it
+    if group is None:  # not created (or listed) yet: its pods wait for it, for a while
+        return _group_missing(cluster, key, list(gated.values()), record)
     group_ref = ObjectRef(api_version=POD_GROUP_API_VERSION, kind=POD_GROUP, name=group.name,
                           namespace=group.namespace, uid=group.uid)
     if group.spec is None:
-        return [_decision(EmitMemberEvent(cluster=cluster, involved=group_ref, event_type="Warning",
-                                          reason="InvalidPodGroup", message=group.error),
-                          f"{cluster}: PodGroup {group.namespace}/{group.name} does not parse ({group.error}); "
-                          f"its {len(gated)} gated pods stay gated")]
+        return _group_event(state, cluster, group_ref, event_type="Warning", reason="InvalidPodGroup",
+                            message=group.error,
+                            why=f"{cluster}: PodGroup {group.namespace}/{group.name} does not parse ({group.error}); "
+                                f"its {len(gated)} gated pods stay gated")
     if any(PLACEMENT_ANNOTATION in p.annotations and not p.gates and not p.node_name for p in pods):
         return []  # released pods not bound yet: plan the rest once they are (module doc)
     members = [GroupPod(name=p.name, request=p.request, node_name=p.node_name) for p in pods
                if not p.gates or p.name in gated]
     plan = plan_group(nodes=_nodes(state), spec=group.spec, pods=members)
     if plan.status in ("unschedulable", "conflict"):
-        return [_decision(EmitMemberEvent(cluster=cluster, involved=group_ref, event_type="Warning",
-                                          reason="Unschedulable" if plan.status == "unschedulable" else
-                                          "PlacementConflict", message=plan.reason),
-                          f"{cluster}: PodGroup {group.namespace}/{group.name}: {plan.reason}")]
+        return _group_event(state, cluster, group_ref, event_type="Warning",
+                            reason="Unschedulable" if plan.status == "unschedulable" else "PlacementConflict",
+                            message=plan.reason, why=f"{cluster}: PodGroup {group.namespace}/{group.name}: "
+                                                     f"{plan.reason}")
     if plan.status != "placed" or plan.domain is None:
         return []
-    out = []
+    out: list[Decision] = []
     domain = plan.domain.key or "the cluster"
     for placement in plan.placements:
         pod = gated.get(placement.pod)
@@ -132,7 +179,25 @@ def _decide_group(state: MemberState, cluster: str, key: str) -> list[Decision]:
             ReleasePod(cluster=cluster, pod=_ref(pod), gate=GATE, required=placement.required,
                        preferred=placement.preferred, note=f"PodGroup {group.name}: {domain}"),
             f"{cluster}: PodGroup {group.namespace}/{group.name}: {plan.reason}; pod {pod.name} → {domain}{circle}"))
+    if out:
+        out += _group_event(state, cluster, group_ref, event_type="Normal", reason="Placed",
+                            message=f"{len(out)} pods released into {domain}",
+                            why=f"{cluster}: PodGroup {group.namespace}/{group.name} placed in {domain}")
     return out
+
+
+def _decide_stray(state: MemberState, cluster: str, key: str) -> list[Decision]:
+    """A gated pod of no PodGroup and no operation (gated in doubt by the webhook): released unchanged once its
+    Job is known to be no operation's; while the Job is not known, it waits for it (module doc)."""
+    pod = state.pods.get(key)
+    if pod is None or not _live(pod) or GATE not in pod.gates or pod.group:
+        return []
+    job_key = f"Job/{pod.namespace}/{pod.job}" if pod.job else ""
+    if job_key and (job_key in state.job_owner or job_key not in state.jobs):
+        return []  # an operation's pod (decided with it), or its Job is not known yet
+    why = (f"Job {pod.job} belongs to no Fluid operation" if pod.job else "names no PodGroup and has no Job")
+    return [_decision(ReleasePod(cluster=cluster, pod=_ref(pod), gate=GATE, note=f"not placed by tether: {why}"),
+                      f"{cluster}:{key}: gated by tether, but {why}: released unchanged")]
 
 
 def _operation_pods(state: MemberState, key: str) -> list[MemberPod]:
@@ -176,8 +241,7 @@ def _decide_operation(state: MemberState, cluster: str, key: str, record: EventR
         return []
     held = state.operations.get(key)
     result = _inheritance(state, held)
-    created = [ms for ms in (parse_rfc3339_ms(p.creation) for p in gated) if ms is not None]
-    since = min(created) if created else record.at_ms
+    since = _gated_since(gated, record)
     outcome = gate_decision(result=result, gated_since_ms=since, now_ms=record.at_ms)
     subject = f"{cluster}:{key}"
     if isinstance(outcome, Hold):
@@ -214,10 +278,13 @@ def decide_pods(world: World, record: EventRecord, touched: Touched) -> list[Dec
             continue
         kind = key.partition("/")[0]
         if kind == POD_GROUP:
-            out.extend(_decide_group(state, cluster, key))
+            out.extend(_decide_group(state, cluster, key, record))
         elif kind in OPERATION_KINDS:
             out.extend(_decide_operation(state, cluster, key, record))
+        elif kind == POD:
+            out.extend(_decide_stray(state, cluster, key))
     return out
 
 
-__all__ = ["DECIDER", "GATE", "PLACEMENT_ANNOTATION", "WAIT_PURPOSE", "decide_pods"]
+__all__ = ["DECIDER", "GATE", "GROUP_WAIT_PURPOSE", "GROUP_WAIT_TIMEOUT_MS", "PLACEMENT_ANNOTATION", "WAIT_PURPOSE",
+           "decide_pods"]

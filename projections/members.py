@@ -18,7 +18,15 @@ What is kept is what the pod-placement decider (``core.podplacement``) reads, pa
 * Fluid operations: the parsed :class:`~tether.core.dataflow.DataOperation`, or why it does not parse; the
   successors of each (who inherits from it), and the placement recorded when one of its pods succeeded — kept
   here because the Job and its pods may be garbage-collected long before a successor runs;
-* Jobs: the Fluid operation owning each (Fluid renders an operation as a Job owned by it; its pods are the Job's).
+* Jobs: the Fluid operation owning each (Fluid renders an operation as a Job owned by it; its pods are the Job's),
+  and every Job known at all — a pod whose Job is not known yet may still turn out to be an operation's;
+* what tether last reported on each PodGroup (the reason of its last Event, noted when the command is issued), so
+  that a group that stays unschedulable is reported once, on the transition, not on every change to the member;
+* the position of the last event folded about the member: the pod webhook records it with each answer.
+
+A gated pod that belongs to no PodGroup and to no known operation is a subject of its own (``Pod/ns/name``): the
+pod webhook gates a pod *in doubt* (its Job not known yet while an operation of its namespace waits for one), and
+the decider releases it once its Job is known to be no operation's.
 
 Like the rest of the world, this is folded in place and deterministically (no clock; sorted iteration).
 """
@@ -114,6 +122,9 @@ class MemberState(msgspec.Struct):
     recorded: dict[str, RecordedPlacement] = {}  # operation key → where its succeeded pod ran
     recorded_from: dict[str, tuple[str, str]] = {}  # operation key → (creation, pod name) of the pod recorded
     lists_pending: set[str] = set()
+    jobs: set[str] = set()  # every Job key known, owned by an operation or not (a pod's Job is known or not yet)
+    reported: dict[str, str] = {}  # PodGroup key → reason of the last Event tether issued on it (transitions only)
+    position: str = ""  # ``partition:offset`` of the last event about this member folded (what the webhook records)
 
 
 class Members(msgspec.Struct):
@@ -221,6 +232,8 @@ def _touch_pod(state: MemberState, pod: MemberPod, touched: set[str]) -> None:
     if operation:
         touched.add(operation)
         touched.update(state.successors.get(operation, ()))
+    elif pod.gates and not pod.group:  # gated, and nobody's (yet): a subject of its own (module doc)
+        touched.add(pod.key)
 
 
 def _record(state: MemberState, pod: MemberPod) -> None:
@@ -275,14 +288,22 @@ def _put(state: MemberState, obj: KubeObject, *, deleted: bool, touched: set[str
     if kind == POD_GROUP:
         if deleted:
             state.groups.pop(key, None)
+            state.reported.pop(key, None)
         else:
             state.groups[key] = parse_group(obj)
         touched.add(key)
         return
     if kind == JOB:
         owner = next((o for o in meta.owner_references if o.get("kind") in OPERATION_KINDS), None)
+        if deleted:
+            state.jobs.discard(key)
+        else:
+            state.jobs.add(key)
         if deleted or owner is None:
             state.job_owner.pop(key, None)
+            for pod_key in sorted(state.pods_by_job.get(key, ())):  # its gated pods are nobody's: decide them
+                if state.pods[pod_key].gates and not state.pods[pod_key].group:
+                    touched.add(pod_key)
         else:
             state.job_owner[key] = f"{owner.get('kind')}/{meta.namespace}/{owner.get('name')}"
             for pod_key in sorted(state.pods_by_job.get(key, ())):
@@ -320,7 +341,9 @@ def observe_member(members: Members, cluster: str, obj: KubeObject, *, deleted: 
 
 
 def _all_subjects(cluster: str, state: MemberState) -> set[str]:
-    return {member_key(cluster, key) for key in (*state.groups, *state.operations)}
+    strays = [key for key, pod in state.pods.items() if pod.gates and not pod.group
+              and not _operation_of_pod(state, pod)]
+    return {member_key(cluster, key) for key in (*state.groups, *state.operations, *strays)}
 
 
 def member_listed(members: Members, cluster: str, *, kind: str, namespace: str, keys: tuple[str, ...]) -> set[str]:
@@ -338,7 +361,7 @@ def member_listed(members: Members, cluster: str, *, kind: str, namespace: str, 
         if gone_nodes:
             touched.update(state.groups)
     else:
-        table: Any = {POD: state.pods, POD_GROUP: state.groups, JOB: state.job_owner}.get(
+        table: Any = {POD: state.pods, POD_GROUP: state.groups, JOB: state.jobs}.get(
             kind, state.operations)
         for key in sorted(table):
             if not key.startswith(f"{kind}/"):

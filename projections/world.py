@@ -36,6 +36,7 @@ from tether.core.commands import (
     CLAIM_FINALIZER,
     DATASOURCE_FINALIZER,
     Command,
+    EmitMemberEvent,
     LookupDataLocation,
     StartTimer,
     command_name,
@@ -606,10 +607,13 @@ _FOLDS: dict[type, Callable[[World, EventRecord, Any, Touched], None]] = {
 }
 
 
-def _fold_member(world: World, event: Any, touched: Touched) -> bool:
+def _fold_member(world: World, record: EventRecord, touched: Touched) -> bool:
     """Fold an event about a member cluster into ``world.members``; False when the event is not about one."""
+    event: Any = record.event
     cluster = getattr(event, "cluster", "")
     if cluster:
+        if isinstance(event, ObjectObserved | ObjectDeleted | ObjectsListed | ListsStarted):
+            world.members.state(cluster).position = f"{record.partition}:{record.offset}"
         if isinstance(event, ObjectObserved | ObjectDeleted):
             touched.members |= observe_member(world.members, cluster, event.obj,
                                               deleted=isinstance(event, ObjectDeleted))
@@ -665,7 +669,7 @@ def evolve(world: World, record: EventRecord, touched: Touched | None = None) ->
     world.events += 1
     world.last_at_ms = record.at_ms
     event = record.event
-    if _fold_member(world, event, touched):
+    if _fold_member(world, record, touched):
         return touched
     fold = _FOLDS.get(type(event))
     if fold is not None:
@@ -712,6 +716,10 @@ def note_issued(world: World, command: Command, command_id: str, *, command_slot
     elif isinstance(command, StartTimer):
         world.timers[command.timer_id] = Timer(fire_at_ms=command.fire_at_ms, purpose=command.purpose,
                                                subject=command.subject)
+    elif isinstance(command, EmitMemberEvent) and command.involved.kind == "PodGroup":
+        held = world.members.clusters.get(command.cluster)  # reported on transitions only (projections.members)
+        if held is not None:
+            held.reported[command.involved.key] = command.reason
 
 
 
