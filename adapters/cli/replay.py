@@ -4,7 +4,8 @@
   range) with :class:`tether.projections.bulk.BulkFold` (each object parsed once, for its last version) and
   returns the world.
 * :func:`explain` gathers the trail of one object key without folding anything: every event whose key is the
-  object's (observations, catalog answers for it, outcomes of commands on it), every command targeting it,
+  object's (observations, catalog answers for it, outcomes of commands on it; for a member's pod, also the pod
+  webhook's answer its ``tether.dev/admission`` annotation names), every command targeting it,
   every command caused by one of those events, and the events that caused the commands targeting it — in log
   order, each command right under the event that caused it, with the decider's reason.
 * :func:`diff` re-runs :func:`tether.core.pipeline.step` over the recorded events and compares what it derives
@@ -37,7 +38,9 @@ from tether.adapters.cli.log import console, open_for_cli
 from tether.adapters.cli.render import line, type_name
 from tether.adapters.log import EventLog, Record, Snapshot, Stream, aclosing_iter, scan
 from tether.core.envelope import CommandRecord, EventRecord, parse_rfc3339_ms, rfc3339
+from tether.core.events import ObjectDeleted, ObjectObserved, pod_admission_key, split_member_key
 from tether.core.pipeline import step
+from tether.core.podgate import ADMISSION_ANNOTATION
 from tether.projections.bulk import BulkFold
 from tether.projections.snapshot import decode_world, encode_world
 from tether.projections.world import World, initial_world, note_issued
@@ -225,6 +228,19 @@ def normalise_key(key: str) -> str:
     return key if key.count("/") >= 2 else key.replace("/", "//", 1)
 
 
+def _admission_keys(key: str, own: Sequence[EventRecord]) -> list[str]:
+    """For a member pod: the keys of the :class:`~tether.core.events.PodGateDecided` its observations point to
+    (annotation ``tether.dev/admission``; a CREATE rarely has a name yet, so the answer has a key of its own)."""
+    cluster, rest = split_member_key(key)
+    kind, _, ns_name = rest.partition("/")
+    if not cluster or kind != "Pod":
+        return []
+    namespace = ns_name.partition("/")[0]
+    uids = {r.event.obj.metadata.annotations.get(ADMISSION_ANNOTATION, "") for r in own
+            if isinstance(r.event, ObjectObserved | ObjectDeleted)}
+    return sorted(pod_admission_key(cluster, namespace, "", uid) for uid in uids if uid)
+
+
 async def explain(log: EventLog, key: str, *, until_offset: int | None = None, until_ms: int | None = None) -> Trail:
     index: Any = log if hasattr(log, "records_by_key") else _Scan(log)
     key = normalise_key(key)
@@ -234,6 +250,9 @@ async def explain(log: EventLog, key: str, *, until_offset: int | None = None, u
 
     own: list[EventRecord] = [r for r in await index.records_by_key("events", key, until_offset=until_offset)
                               if in_range(r)]
+    for admission in _admission_keys(key, own):  # the pod webhook's answer, recorded before the pod had a name
+        own += [r for r in await index.records_by_key("events", admission, until_offset=until_offset)
+                if in_range(r) and r.offset not in {o.offset for o in own}]
     targeting: list[CommandRecord] = await index.records_by_key("commands", key)
     caused_by_own: list[CommandRecord] = await index.commands_caused_by([f"{r.partition}:{r.offset}" for r in own])
     own_offsets = {r.offset for r in own}

@@ -26,6 +26,21 @@ def configure_logging(level: str, *, json_logs: bool) -> None:
     )
 
 
+def parse_members(values: tuple[str, ...]) -> dict[str, str]:
+    """``NAME=KUBECONFIG`` pairs → {name: path}; a malformed or repeated name is a usage error, not a crash later."""
+    out: dict[str, str] = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or not name or not path:
+            raise click.BadParameter(f"{value!r}: expected NAME=KUBECONFIG", param_hint="--member")
+        if ":" in name or "/" in name:  # a member name is part of log keys (<cluster>:Kind/ns/name)
+            raise click.BadParameter(f"{name!r}: a member name cannot contain ':' or '/'", param_hint="--member")
+        if name in out:
+            raise click.BadParameter(f"member {name!r} given twice", param_hint="--member")
+        out[name] = path
+    return out
+
+
 @click.command("run")
 @click.option("--log", "log_url", default="sqlite:///tether.db", show_default=True, envvar="TETHER_LOG",
               help="Event log URL: sqlite:///path or kafka://host:port/prefix.")
@@ -45,17 +60,32 @@ def configure_logging(level: str, *, json_logs: bool) -> None:
 @click.option("--lease-namespace", default="tether-system", show_default=True)
 @click.option("--refresh-interval", type=float, default=None,
               help="Seconds between re-resolutions of DataSources (overrides each plugin's refreshInterval).")
+@click.option("--member", "members", multiple=True, metavar="NAME=KUBECONFIG",
+              help="A member cluster for pod placement and the kubeconfig to reach it (repeatable; wins over "
+                   "--members-from-karmada for its name).")
+@click.option("--members-from-karmada", is_flag=True,
+              help="Also connect every Karmada Cluster with spec.apiEndpoint and spec.secretRef (push mode).")
+@click.option("--pod-webhook/--no-pod-webhook", default=False, show_default=True,
+              help="Serve the member clusters' pod webhook at /mutate/pods/<cluster> (HTTPS).")
+@click.option("--pod-webhook-port", default=9443, show_default=True, type=int,
+              help="Port of the pod webhook.")
+@click.option("--pod-webhook-cert-dir", default="/var/run/tether/webhook", show_default=True,
+              help="Directory with the pod webhook's tls.crt and tls.key (re-read when they rotate).")
 @click.option("--log-level", default="info", show_default=True)
 @click.option("--json-logs/--console-logs", default=True, show_default=True)
 def run_cmd(log_url: str, kubeconfig: str | None, context: str | None, in_cluster: bool, plugin_configmap: str,
             watch_namespace: str, http_port: int, push_token: str, leader_elect: bool, lease_namespace: str,
-            refresh_interval: float | None, log_level: str, json_logs: bool) -> None:
+            refresh_interval: float | None, members: tuple[str, ...], members_from_karmada: bool, pod_webhook: bool,
+            pod_webhook_port: int, pod_webhook_cert_dir: str, log_level: str, json_logs: bool) -> None:
     """Run the daemon: watch, decide, apply — until SIGTERM/SIGINT."""
     configure_logging(log_level, json_logs=json_logs)
+    kubeconfigs = parse_members(members)
     cfg = DaemonConfig(log_url=log_url, kubeconfig=kubeconfig, context=context, in_cluster=in_cluster,
                        plugin_configmap=plugin_configmap, watch_namespace=watch_namespace, http_port=http_port,
                        push_token=push_token, leader_elect=leader_elect, lease_namespace=lease_namespace,
-                       refresh_interval=refresh_interval,
+                       refresh_interval=refresh_interval, members=kubeconfigs,
+                       members_from_karmada=members_from_karmada, pod_webhook=pod_webhook,
+                       pod_webhook_port=pod_webhook_port, pod_webhook_cert_dir=pod_webhook_cert_dir,
                        identity=os.environ.get("POD_NAME") or DaemonConfig().identity)
 
     async def main() -> int:

@@ -12,6 +12,10 @@
   that cannot notify (Amoro cannot);
 * HTTP endpoints (health, readiness, metrics, pushed table-moved notifications), and a reporter that sets the
   gauges describing the world once a second (claims by phase, timers, lists outstanding, watch errors, lag);
+* member clusters (``--member``, ``--members-from-karmada``): their watch sources and executor
+  (``adapters/kubernetes/members.py``), and the pod webhook (``--pod-webhook``, ``adapters/kubernetes/pod_webhook.py``)
+  on the HTTPS webhook server, started at once and answering 503 until this replica is the leader with its world
+  recovered (and, per member, until that member's lists have ended);
 * optional leader election: a standby replica waits; the leader runs everything; losing the Lease stops the
   daemon (exit code 1) so that the supervisor restarts it as a standby.
 
@@ -49,7 +53,9 @@ from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, CLUSTERS, CONFIG
 from tether.adapters.kubernetes.executor import KubeExecutor, ObjectCache
 from tether.adapters.kubernetes.leader import LeaderElector
 from tether.adapters.kubernetes.members import MemberClusters, MemberExecutor
+from tether.adapters.kubernetes.pod_webhook import PodWebhook
 from tether.adapters.kubernetes.watch import WatchSource
+from tether.adapters.kubernetes.webhook import WebhookServer
 from tether.adapters.log import EventLog
 from tether.adapters.log.url import open_log
 from tether.core.envelope import EventRecord
@@ -84,6 +90,10 @@ class DaemonConfig:
     freeze_heap: bool = True  # gc.freeze() once recovered (module doc); off where the process is not the daemon's
     members: dict[str, str] = field(default_factory=dict)  # member cluster name → kubeconfig (pod placement)
     members_from_karmada: bool = False  # also connect every Karmada Cluster with apiEndpoint + secretRef
+    pod_webhook: bool = False  # serve /mutate/pods/<cluster> (the member clusters' pod webhook)
+    pod_webhook_host: str = "0.0.0.0"
+    pod_webhook_port: int = 9443
+    pod_webhook_cert_dir: str = "/var/run/tether/webhook"  # tls.crt and tls.key, re-read when they rotate
 
 
 async def api_client_for(cfg: DaemonConfig) -> client.ApiClient:
@@ -113,6 +123,7 @@ class Daemon:
         self.started = asyncio.Event()
         self._member_clients = member_clients or {}
         self.members: MemberClusters | None = None
+        self.pod_webhook: WebhookServer | None = None
 
     @property
     def world(self) -> World:
@@ -128,6 +139,28 @@ class Daemon:
         if unsynced:
             return False, f"waiting for the first list of {', '.join(unsynced)}"
         return True, "ready"
+
+    def pod_webhook_serving(self) -> tuple[bool, str]:
+        """Whether this replica may answer the pod webhook: the leader, its world recovered. Whether the member a
+        request comes from is listed is the handler's check (``pod_webhook.py``); the control plane's lists do not
+        matter to pods."""
+        if self.leader is not None and not self.leader.is_leader.is_set():
+            return False, "standby (not the leader)"
+        if self.runtime is None or not self.runtime.recovered.is_set():
+            return False, "recovering the world from the log"
+        return True, "current"
+
+    async def _start_pod_webhook(self) -> None:
+        assert self._log is not None
+        log_, metrics = self._log, self.metrics
+        handler = PodWebhook(world=lambda: self.world, append=lambda records: log_.append("events", records))
+        self.pod_webhook = WebhookServer(
+            handlers={handler.path: handler}, serving=self.pod_webhook_serving,
+            cert_file=os.path.join(self.cfg.pod_webhook_cert_dir, "tls.crt"),
+            key_file=os.path.join(self.cfg.pod_webhook_cert_dir, "tls.key"),
+            host=self.cfg.pod_webhook_host, port=self.cfg.pod_webhook_port,
+            observe=lambda path, outcome, seconds: metrics.pod_webhook_latency.labels(outcome).observe(seconds))
+        await self.pod_webhook.start()
 
     async def _on_table_moved(self, identity: DataIdentity) -> Event:
         assert self.resolvers is not None and self._log is not None
@@ -212,6 +245,8 @@ class Daemon:
         tasks: list[asyncio.Task[Any]] = []
         exit_code = 0
         try:
+            if self.cfg.pod_webhook:  # up at once: a replica that is not current answers 503 (failurePolicy applies)
+                await self._start_pod_webhook()
             if self.cfg.leader_elect:
                 self.leader = LeaderElector(kube, namespace=self.cfg.lease_namespace, name=self.cfg.lease_name,
                                             identity=self.cfg.identity, lease_duration=self.cfg.lease_duration,
@@ -265,6 +300,8 @@ class Daemon:
                         await self.runtime.save_snapshot(position)
                 except Exception:  # a snapshot is only a cache; failing to write one on the way out is fine
                     log.warning("could not save a snapshot on shutdown")
+            if self.pod_webhook is not None:
+                await self.pod_webhook.stop()
             await self.endpoints.stop()
             await self.resolvers.aclose()
             if owns_log:

@@ -28,6 +28,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import os
+import ssl
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -64,6 +67,23 @@ FLUID = tuple(Resource("data.fluid.io", "v1alpha1", plural, kind, True) for plur
 MEMBER_RESOURCES = (NODES, POD_GROUPS, *FLUID, JOBS, PODS)
 _BY_KIND = {r.kind: r for r in (NODES, PODS, JOBS, POD_GROUPS, *FLUID)}
 EVENTS = Resource("", "v1", "events", "Event", True)
+
+
+def _client_with_ca(configuration: client.Configuration, ca: bytes) -> client.ApiClient:
+    """An ApiClient trusting ``ca`` (PEM; none: the system's). The client reads its CA file once, when it builds its
+    TLS context, so the file lives only for that: nothing of a member's credentials is left on disk."""
+    if not ca:
+        return client.ApiClient(configuration)
+    fd, path = tempfile.mkstemp(prefix="tether-member-ca-", suffix=".crt")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(ca)
+        configuration.ssl_ca_cert = path
+        return client.ApiClient(configuration)
+    finally:
+        configuration.ssl_ca_cert = None
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
 
 def _now_ms() -> int:
@@ -211,10 +231,11 @@ class MemberClusters:
                 api = client.ApiClient(configuration)
             await self.join(name, api, origin="kubeconfig")
 
-    async def join(self, name: str, api: client.ApiClient, *, origin: str, fingerprint: str = "") -> None:
+    async def join(self, name: str, api: client.ApiClient, *, origin: str, fingerprint: str = "") -> bool:
+        """Connect ``name`` through ``api``; False (and ``api`` unused) when a member of that name is connected."""
         async with self._lock:
             if name in self.members:
-                return
+                return False
             kube = KubeClient(api)
             member = _Member(name=name, api=api, origin=origin, fingerprint=fingerprint)
             member.sources = [WatchSource(kube, self.log, res, cluster=name, absent_ok=True)
@@ -226,6 +247,7 @@ class MemberClusters:
             member.tasks = [asyncio.create_task(s.run(), name=f"watch {s.name}") for s in member.sources]
             self.members[name] = member
             log.info("member cluster joined", cluster=name, origin=origin)
+            return True
 
     async def leave(self, name: str, *, reason: str) -> None:
         async with self._lock:
@@ -293,11 +315,16 @@ class MemberClusters:
         configuration.api_key_prefix = {"authorization": "Bearer"}
         if spec.get("insecureSkipTLSVerification"):
             configuration.verify_ssl = False
-        elif data.get("caBundle"):
-            import tempfile
-
-            with tempfile.NamedTemporaryFile("wb", suffix=".crt", delete=False) as ca:
-                ca.write(base64.b64decode(data["caBundle"]))
-            configuration.ssl_ca_cert = ca.name
-        with contextlib.suppress(Exception):
-            await self.join(name, client.ApiClient(configuration), origin="cluster", fingerprint=fingerprint)
+        try:
+            api = _client_with_ca(configuration, base64.b64decode(data["caBundle"]) if data.get("caBundle") and
+                                  not spec.get("insecureSkipTLSVerification") else b"")
+        except (ValueError, OSError, ssl.SSLError) as exc:  # a caBundle that is no PEM: this member only
+            log.warning("member cluster caBundle unusable", cluster=name, error=str(exc)[:200])
+            return
+        try:
+            joined = await self.join(name, api, origin="cluster", fingerprint=fingerprint)
+        except Exception as exc:
+            log.warning("member cluster could not join", cluster=name, error=repr(exc)[:200])
+            joined = False
+        if not joined:  # (connected meanwhile, by a newer observation of its Cluster)
+            await api.close()

@@ -5,13 +5,18 @@ So the answer is computed, never fetched — a handler is a plain synchronous fu
 world the daemon already holds (its decision is a pure function in ``core/``); nothing here calls out, and one
 request costs a JSON decode, that function and a JSON encode.
 
-* **One server, one path per webhook** (``/mutate/resourcebindings``, ``/mutate/pods`` …), on aiohttp like the
-  daemon's other endpoints. A handler returns a :class:`WebhookAnswer`: allowed or denied, a JSON Patch (sent
-  base64-encoded with ``patchType: JSONPatch``), warnings.
+* **One server, one path per webhook** (``/mutate/resourcebindings``, ``/mutate/pods/{cluster}`` …), on aiohttp
+  like the daemon's other endpoints. A path may have variables (aiohttp's ``{name}``): their values are passed to
+  the handler as keyword arguments — one handler serves every member cluster, each member's webhook configuration
+  naming its own path, and members joining at run time need no new route. A handler returns a
+  :class:`WebhookAnswer`: allowed or denied, a JSON Patch (sent base64-encoded with ``patchType: JSONPatch``),
+  warnings — or an awaitable of one, when it records its decision in the log before the API server acts on it.
 * **Served only from a current world.** ``serving()`` says whether this replica may answer: a standby, a daemon
   still recovering its world or with lists outstanding (``World.lists_pending``) is not current. Such a replica
   answers 503, and the API server applies the webhook's ``failurePolicy`` — the choice of what happens then is
-  the webhook configuration's (``ops/webhook/``), not this server's.
+  the webhook configuration's (``ops/webhook/``, ``ops/members/``), not this server's. A handler that knows
+  better — its part of the world is not current, say one member cluster still listing — raises
+  :class:`NotServing`, answered 503 the same way.
 * **TLS** from a certificate and key file (a Secret mounted by cert-manager, or written by
   :mod:`.webhook_certs`), re-read when the files change: certificates rotate without a restart. New handshakes
   use the new certificate; connections already open keep theirs until they close.
@@ -25,10 +30,11 @@ Each answer is timed (``observe(webhook, outcome, seconds)``) for the daemon's m
 from __future__ import annotations
 
 import base64
+import inspect
 import os
 import ssl
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
 from typing import Any, Protocol
 
@@ -71,7 +77,14 @@ class WebhookAnswer(msgspec.Struct, frozen=True):
 
 
 class WebhookHandler(Protocol):
-    def __call__(self, request: AdmissionRequest) -> WebhookAnswer: ...
+    """Answers at once, or awaits (to record its decision before answering). Keyword arguments: the values of the
+    path's variables, if it has any."""
+
+    def __call__(self, request: AdmissionRequest, /, **params: str) -> WebhookAnswer | Awaitable[WebhookAnswer]: ...
+
+
+class NotServing(Exception):
+    """Raised by a handler whose part of the world is not current: answered 503 (the failurePolicy applies)."""
 
 
 Observe = Callable[[str, str, float], None]
@@ -169,7 +182,7 @@ class WebhookServer:
 
     async def _handle(self, request: web.Request) -> web.Response:
         started = time.perf_counter()
-        path = request.path
+        path = request.match_info.route.resource.canonical if request.match_info.route.resource else request.path
         if started - self._checked > self.reload_interval:
             self._checked = started
             self.reload_if_changed()
@@ -186,7 +199,10 @@ class WebhookServer:
             return self._done(path, "not-serving", started, web.Response(status=503, text=why))
         handler = self.handlers[path]
         try:
-            answer = handler(review.request)
+            result = handler(review.request, **request.match_info)
+            answer = await result if inspect.isawaitable(result) else result
+        except NotServing as exc:
+            return self._done(path, "not-serving", started, web.Response(status=503, text=str(exc)))
         except Exception as exc:
             log.exception("webhook handler failed; the webhook's failurePolicy applies", webhook=path,
                           key=object_key(review.request))

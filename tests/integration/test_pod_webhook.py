@@ -1,0 +1,178 @@
+"""The member clusters' pod webhook end to end, and a member connected from its Karmada Cluster's secretRef.
+
+The member is an emulator whose admission chain calls tether's webhook over HTTPS with the shipped
+``ops/members/mutatingwebhookconfiguration.yaml`` (its URL and caBundle set, as the README says to): pods are
+created *without* a gate — generateName, as a Job controller creates them — and the webhook gates those tether
+places; the decider then places them. The Karmada control plane is the ``kube`` emulator.
+"""
+
+from __future__ import annotations
+
+import base64
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import trustme
+import yaml
+
+from tether.adapters.cli.replay import explain
+from tether.adapters.kubernetes.client import CLUSTERS, KubeClient
+from tether.adapters.kubernetes.members import POD_GROUPS, PODS, SECRETS
+from tether.adapters.kubernetes.pod_webhook import PodWebhook
+from tether.adapters.kubernetes.webhook import AdmissionRequest, NotServing
+from tether.adapters.kubernetes.webhook_certs import MUTATING_WEBHOOKS, ensure_self_signed
+from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
+from tether.adapters.testing.daemon import eventually, tether_stack
+from tether.core.events import PodGateDecided
+from tether.core.podgate import ADMISSION_ANNOTATION
+from tether.core.podplacement import PLACEMENT_ANNOTATION
+from tether.projections.members import MemberState
+from tether.projections.world import initial_world
+
+from .test_pod_placement import NS, _all_bound, emulator_only, member, racks_of
+
+ROOT = Path(__file__).resolve().parents[2]
+GROUP_ANNOTATION = "godel.bytedance.com/pod-group-name"
+
+
+def shipped_webhook(*, url: str, ca: bytes) -> dict[str, Any]:
+    [config] = yaml.safe_load_all((ROOT / "ops" / "members" / "mutatingwebhookconfiguration.yaml").read_text())
+    hook = config["webhooks"][0]
+    hook["clientConfig"] = {"url": url, "caBundle": base64.b64encode(ca).decode()}
+    return config
+
+
+def new_pod(prefix: str, *, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "generateName": prefix, "namespace": NS, "annotations": annotations or {}}, "spec": {
+        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9", "resources": {"requests": {"cpu": "1"}}}]}}
+
+
+async def test_the_webhook_gates_a_groups_pods_the_decider_places_them_and_explain_shows_both(
+        kube: KubeEnv, emulator_only: None) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        certs = Path(tmp) / "certs"
+        _, _, ca = ensure_self_signed(certs, names=["127.0.0.1"])
+        async with member("m1", tmp) as (emulator, m1, config1), tether_stack(kube, daemon_options={
+                "members": {"m1": config1}, "pod_webhook": True, "pod_webhook_port": 0,
+                "pod_webhook_host": "127.0.0.1", "pod_webhook_cert_dir": str(certs)}) as stack:
+            daemon = stack.daemon
+            assert daemon is not None and daemon.pod_webhook is not None
+            await emulator.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+                "name": NS, "labels": {"tether.dev/pod-placement": "enabled"}}})
+            url = f"https://127.0.0.1:{daemon.pod_webhook.port}/mutate/pods/m1"
+            await m1.create(MUTATING_WEBHOOKS, shipped_webhook(url=url, ca=ca))
+            await eventually(lambda: _listed(daemon, "m1"), "member m1 listed", within=20)
+
+            await m1.create(POD_GROUPS, {"apiVersion": POD_GROUPS.api_version, "kind": "PodGroup",
+                                         "metadata": {"name": "gang", "namespace": NS}, "spec": {
+                                             "minMember": 8, "affinity": {"podGroupAffinity": {
+                                                 "required": [{"topologyKey": "rack"}]}}}}, namespace=NS)
+            for _ in range(8):
+                await m1.create(PODS, new_pod("gang-", annotations={GROUP_ANNOTATION: "gang"}), namespace=NS)
+            plain = await m1.create(PODS, new_pod("plain-"), namespace=NS)
+            assert not (plain["spec"].get("schedulingGates")) and ADMISSION_ANNOTATION not in (
+                plain["metadata"].get("annotations") or {})  # nothing for tether to place: admitted unchanged
+
+            bound = await eventually(lambda: _all_bound(m1, "gang-"), "the group bound", within=20)
+            assert len(bound) == 8 and len(await racks_of(m1, bound)) == 1
+            name = sorted(bound)[0]
+            pod = await m1.get(PODS, name, namespace=NS)
+            annotations = pod["metadata"]["annotations"]
+            assert annotations[ADMISSION_ANNOTATION] and annotations[PLACEMENT_ANNOTATION].startswith("PodGroup gang")
+            assert not pod["spec"].get("schedulingGates")
+            await stack.wait_idle()
+
+            assert stack.log is not None
+            trail = await explain(stack.log, f"m1:Pod/{NS}/{name}")
+            answers = [r.event for r in trail.events if isinstance(r.event, PodGateDecided)]
+            assert len(answers) == 1 and answers[0].gated and answers[0].request_uid == annotations[
+                ADMISSION_ANNOTATION]
+            assert answers[0].generate_name == "gang-" and "PodGroup ml/gang" in answers[0].reason
+            assert answers[0].decided_at  # the member's log position the answer was computed at
+            assert any(type(c.command).__name__ == "ReleasePod" for cs in trail.caused.values() for c in cs)
+            ungated = await _decisions(stack, gated=False)
+            assert any(a.generate_name == "plain-" for a in ungated)
+
+
+async def _listed(daemon: Any, cluster: str) -> bool:
+    state = daemon.world.members.clusters.get(cluster)
+    return state is not None and not state.lists_pending
+
+
+async def _decisions(stack: Any, *, gated: bool) -> list[PodGateDecided]:
+    from tether.adapters.log import aclosing_iter, scan
+
+    out: list[PodGateDecided] = []
+    async with aclosing_iter(scan(stack.log, "events")) as chunks:
+        async for chunk in chunks:
+            out += [r.event for r in chunk if isinstance(r.event, PodGateDecided) and r.event.gated is gated]
+    return out
+
+
+async def test_a_request_from_a_member_not_connected_or_still_listing_is_not_served() -> None:
+    world = initial_world()
+    appended: list[Any] = []
+
+    async def append(records: Any) -> None:
+        appended.extend(records)
+
+    hook = PodWebhook(world=lambda: world, append=append)
+    request = AdmissionRequest(uid="u", operation="CREATE", namespace=NS, object={"metadata": {}, "spec": {}})
+    for state, expected in ((None, "not connected"), (MemberState(lists_pending={"Pod/"}), "lists pending")):
+        if state is not None:
+            world.members.clusters["m1"] = state
+        try:
+            await hook(request, cluster="m1")
+        except NotServing as exc:
+            assert expected in str(exc)
+        else:
+            raise AssertionError("answered from an incomplete member")
+    assert appended == []
+    world.members.clusters["m1"] = MemberState()
+    answer = await hook(request, cluster="m1")  # listed: answered, and recorded
+    assert answer.patch == () and [type(r.event).__name__ for r in appended] == ["PodGateDecided"]
+    await hook(AdmissionRequest(uid="d", operation="CREATE", namespace=NS, object={}, dry_run=True), cluster="m1")
+    assert len(appended) == 1  # a dry run is answered, never recorded
+
+
+async def test_a_member_joins_from_its_karmada_cluster_secret_ref_and_leaves_no_ca_file(
+        kube: KubeEnv, emulator_only: None) -> None:
+    ca = trustme.CA().cert_pem.bytes()
+    leftovers = _ca_files()
+    with tempfile.TemporaryDirectory() as tmp:
+        async with member("m9", tmp) as (emulator, _, _), \
+                tether_stack(kube, daemon_options={"members_from_karmada": True}) as stack:
+            karmada = KubeClient(kube.api_client)
+            await karmada.create(SECRETS, {"apiVersion": "v1", "kind": "Secret", "metadata": {
+                "name": "m9-secret", "namespace": kube.namespace}, "data": {
+                "token": base64.b64encode(b"member-token").decode(), "caBundle": base64.b64encode(ca).decode()}},
+                namespace=kube.namespace)
+            name = f"m9-{stack.suffix}"
+            await karmada.create(CLUSTERS, {"apiVersion": CLUSTERS.api_version, "kind": "Cluster", "metadata": {
+                "name": name}, "spec": {"apiEndpoint": emulator.url, "syncMode": "Push", "secretRef": {
+                    "namespace": kube.namespace, "name": "m9-secret"}}})
+            daemon = stack.daemon
+            assert daemon is not None and daemon.members is not None
+            await eventually(lambda: _listed(daemon, name), "member listed through its secretRef", within=20)
+            joined = daemon.members.members[name]
+            assert joined.origin == "cluster"
+            assert joined.api.configuration.api_key == {"authorization": "member-token"}
+            assert _ca_files() <= leftovers  # the CA file is gone
+            # the member's objects are in the world under its name
+            nodes = daemon.world.members.clusters[name].nodes
+            assert len(nodes) == 16 and all(n.startswith("m9-") for n in nodes)
+            await karmada.delete(CLUSTERS, name)
+            await eventually(lambda: _gone(daemon, name), "member left with its Cluster", within=20)
+
+
+def _ca_files() -> set[Path]:
+    return set(Path(tempfile.gettempdir()).glob("tether-member-ca-*"))
+
+
+async def _gone(daemon: Any, cluster: str) -> bool:
+    return cluster not in daemon.members.members and cluster not in daemon.world.members.clusters
+
+
+__all__ = ["emulator_only"]  # (the fixture, imported so that pytest finds it here)
