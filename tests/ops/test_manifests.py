@@ -359,6 +359,8 @@ CALL_SITES: dict[tuple[str, ...], set[tuple[str, str, str]]] = {
     ("leader.py", "get", "LEASES"): {("coordination.k8s.io", "leases", "get")},
     ("leader.py", "create", "LEASES"): {("coordination.k8s.io", "leases", "create")},
     ("leader.py", "replace", "LEASES"): {("coordination.k8s.io", "leases", "update")},
+    # --members-from-karmada: a Karmada Cluster's secretRef, read on the control plane (self.karmada)
+    ("members.py", "get", "SECRETS"): {("", "secrets", "get")},
     # watch.py lists and watches self.resource: one per WatchSource in daemon.py
     ("watch.py", "list", "self.resource"): set(),
     ("watch.py", "watch", "self.resource"): set(),
@@ -371,19 +373,41 @@ WATCHED = {
 #: Where each permission is granted: cluster-wide, or a Role in a namespace (optionally by resourceNames).
 NAMESPACED_GRANTS = {
     ("", "configmaps"): ("volcano-global", ["volcano-global-datasource-plugins"]),
+    ("", "secrets"): ("karmada-cluster", None),  # Karmada's cluster-secret namespace (Cluster spec.secretRef)
     ("coordination.k8s.io", "leases"): ("tether-system", None),
 }
 _METHODS = {"get", "list", "watch", "create", "patch", "replace", "delete", "delete_collection"}
 
+#: Member clusters (ops/members/rbac.yaml): the calls members.py makes with a member's client (``self.kube`` of
+#: ``_MemberKube``), on the member's API server — not Karmada's.
+MEMBER_FILES = {"members.py"}
+_FLUID = ("dataloads", "datamigrates", "dataprocesses", "databackups")
+MEMBER_CALL_SITES: dict[tuple[str, ...], set[tuple[str, str, str]]] = {
+    ("members.py", "get", "PODS"): {("", "pods", "get")},  # ReleasePod reads the pod as it is
+    ("members.py", "patch", "PODS"): {("", "pods", "patch")},  # … and tightens + ungates it in one JSON patch
+    # SetMemberCondition: res = _BY_KIND[kind] of a Fluid operation (tether's condition only)
+    ("members.py", "get", "res"): {("data.fluid.io", r, "get") for r in _FLUID},
+    ("members.py", "patch", "res", "status"): {("data.fluid.io", f"{r}/status", "patch") for r in _FLUID},
+}
+#: What _MemberKube inherits from KubeExecutor and calls in members: EmitMemberEvent → apply_emit_kubernetes_event
+#: (executor.py's create, get and patch of Events), checked below to be still what it calls.
+MEMBER_INHERITED = {"apply_emit_kubernetes_event": {("", "events", "create"), ("", "events", "get"),
+                                                    ("", "events", "patch")}}
 
-def code_call_sites() -> set[tuple[str, ...]]:
+
+def code_call_sites(*, plane: str = "control") -> set[tuple[str, ...]]:
+    """The API calls in adapters/kubernetes/*.py, of the control plane (Karmada's API server) or of the members."""
     found: set[tuple[str, ...]] = set()
     for path in sorted((ROOT / "adapters" / "kubernetes").glob("*.py")):
         if path.name == "client.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr in _METHODS and ast.unparse(node.func.value).endswith("kube") and node.args):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _METHODS
+                    and ast.unparse(node.func.value).endswith(("kube", "karmada")) and node.args):
+                continue
+            receiver = ast.unparse(node.func.value)
+            member = path.name in MEMBER_FILES and not receiver.endswith("karmada")
+            if member != (plane == "member"):
                 continue
             key: tuple[str, ...] = (path.name, node.func.attr, ast.unparse(node.args[0]))
             sub = next((kw for kw in node.keywords if kw.arg == "subresource"), None)
@@ -413,6 +437,75 @@ def test_call_sites_table_matches_the_code() -> None:
         f"new API calls (add them to CALL_SITES and to ops/deploy/rbac.yaml): {sorted(found - set(CALL_SITES))}; "
         f"calls gone from the code: {sorted(set(CALL_SITES) - found)}")
     assert watched_resources() == set(WATCHED)
+    members = code_call_sites(plane="member")
+    assert members == set(MEMBER_CALL_SITES), (
+        f"new member API calls (add them to MEMBER_CALL_SITES and to ops/members/rbac.yaml): "
+        f"{sorted(members - set(MEMBER_CALL_SITES))}; calls gone from the code: "
+        f"{sorted(set(MEMBER_CALL_SITES) - members)}")
+    source = (ROOT / "adapters" / "kubernetes" / "members.py").read_text()
+    executor = (ROOT / "adapters" / "kubernetes" / "executor.py").read_text()
+    for method in MEMBER_INHERITED:
+        assert f"self.{method}(" in source, f"members.py no longer calls {method}: update MEMBER_INHERITED"
+    assert {k for k in CALL_SITES if k[0] == "executor.py" and k[2] == "EVENTS"} == {
+        ("executor.py", verb, "EVENTS") for verb in ("create", "get", "patch")} and "_count_repeat" in executor
+
+
+def member_required_permissions() -> set[tuple[str, str, str]]:
+    from tether.adapters.kubernetes.members import MEMBER_RESOURCES
+
+    needed = set().union(*MEMBER_CALL_SITES.values(), *MEMBER_INHERITED.values())
+    for res in MEMBER_RESOURCES:  # each member's watch sources (members.py: one WatchSource per resource)
+        needed |= {(res.group, res.plural, "list"), (res.group, res.plural, "watch")}
+    return needed
+
+
+def member_granted() -> tuple[set[tuple[str, str, str]], list[str]]:
+    """(group, resource, verb) granted to tether's ServiceAccount in a member cluster, and problems."""
+    objects = [d for p in sorted((OPS / "members").glob("*.yaml")) if p.name != "kustomization.yaml" for d in docs(p)]
+    roles = {d["metadata"]["name"]: d for d in objects if d["kind"] == "ClusterRole"}
+    out: set[tuple[str, str, str]] = set()
+    problems = [f"{d['kind']}/{d['metadata']['name']}: member grants are cluster-wide ClusterRoles"
+                for d in objects if d["kind"] in ("Role", "RoleBinding")]
+    for binding in (d for d in objects if d["kind"] == "ClusterRoleBinding"):
+        if {"kind": "ServiceAccount", "name": "tether", "namespace": "tether-system"} not in binding["subjects"]:
+            continue
+        role = roles.get(binding["roleRef"]["name"])
+        if role is None:
+            problems.append(f"ClusterRoleBinding/{binding['metadata']['name']} refers to a missing ClusterRole")
+            continue
+        for rule in role["rules"]:
+            for field in ("apiGroups", "resources", "verbs"):
+                if "*" in rule[field]:
+                    problems.append(f"ClusterRole/{role['metadata']['name']}: '*' in {field}")
+            out |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    return out, problems
+
+
+def test_member_rbac_grants_exactly_what_the_code_uses() -> None:
+    have, problems = member_granted()
+    assert not problems, "\n".join(problems)
+    need = member_required_permissions()
+    assert not need - have, f"missing permissions in ops/members/rbac.yaml: {sorted(need - have)}"
+    assert not have - need, f"permissions tether never uses in a member: {sorted(have - need)}"
+
+
+def test_member_rbac_spot_checks() -> None:
+    have, _ = member_granted()
+    assert {v for g, r, v in have if r == "pods"} == {"get", "list", "watch", "patch"}  # never create or delete
+    assert not any(r in ("secrets", "pods/status", "pods/binding") for _, r, _ in have)
+    assert {(r, v) for g, r, v in have if g == "data.fluid.io" and not r.endswith("/status")} == {
+        (r, v) for r in _FLUID for v in ("get", "list", "watch")}  # an operation's spec is never written
+    assert {v for g, r, v in have if r in ("jobs", "podgroups", "nodes")} == {"list", "watch"}
+
+
+def test_member_webhook_configuration_is_narrow() -> None:
+    [config] = [d for d in docs(OPS / "members" / "mutatingwebhookconfiguration.yaml")]
+    [hook] = config["webhooks"]
+    assert hook["failurePolicy"] == "Ignore" and hook["sideEffects"] == "NoneOnDryRun"
+    assert hook["rules"] == [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                              "resources": ["pods"], "scope": "Namespaced"}]
+    assert hook["namespaceSelector"] == {"matchLabels": {"tether.dev/pod-placement": "enabled"}}
+    assert hook["clientConfig"]["url"].endswith("/mutate/pods/MEMBER_NAME")
 
 
 def granted() -> tuple[set[tuple[str, str, str]], list[str]]:
@@ -464,5 +557,9 @@ def test_rbac_spot_checks() -> None:
     claims = {v for g, r, v in have if r == "datasourceclaims"}
     assert "update" not in claims and "create" not in claims and "delete" not in claims
     assert not {v for g, r, v in have if r == "resourcebindings"} & {"create", "update", "delete"}
-    assert not any(r in ("secrets", "pods", "deployments") for _, r, _ in have)
+    assert not any(r in ("pods", "deployments") for _, r, _ in have)  # pods: in the members only
+    # a Karmada Cluster's secretRef, read by name: get only (no list/watch of Secrets), and — granted() checks
+    # NAMESPACED_GRANTS — only in Karmada's cluster-secret namespace
+    assert {(g, v) for g, r, v in have if r == "secrets"} == {("", "get")}
+    assert NAMESPACED_GRANTS[("", "secrets")] == ("karmada-cluster", None)
     assert ("coordination.k8s.io", "leases", "update") in have
