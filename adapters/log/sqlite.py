@@ -504,32 +504,37 @@ class SqliteLog:
 
     # -- reading ---------------------------------------------------------------------------------------------
 
+    async def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Every row of one query, as **one job** on the writer's thread (the statement runs to its end there).
+
+        Run as aiosqlite's separate execute/fetch/close jobs, a write transaction queued meanwhile on the same
+        thread would start while the query's read snapshot is still open; if the event loop's connection
+        committed since, SQLite cannot upgrade that stale snapshot and ``BEGIN IMMEDIATE`` fails at once with
+        "database is locked", without waiting (the busy timeout does not apply to it)."""
+        writer = self._writer
+        return await _submit(writer, lambda: writer._conn.execute(sql, params).fetchall())
+
     async def position(self, stream: Stream, *, consumer: str) -> Position:
-        async with self._writer.execute(
-            "SELECT partition, offset FROM positions WHERE consumer = ? AND stream = ?", (consumer, stream)
-        ) as cur:
-            return {int(p): int(o) for p, o in await cur.fetchall()}
+        rows = await self._query("SELECT partition, offset FROM positions WHERE consumer = ? AND stream = ?",
+                                 (consumer, stream))
+        return {int(p): int(o) for p, o in rows}
 
     async def end(self, stream: Stream) -> Position:
-        async with self._writer.execute(f"SELECT max(offset) FROM {_check_stream(stream)}") as cur:
-            row = await cur.fetchone()
-        return {0: int(row[0])} if row and row[0] is not None else {}
+        rows = await self._query(f"SELECT max(offset) FROM {_check_stream(stream)}")
+        return {0: int(rows[0][0])} if rows and rows[0][0] is not None else {}
 
     async def load_snapshot(self, name: str) -> Snapshot | None:
-        async with self._writer.execute(
-            "SELECT position, state, at_ms FROM snapshots WHERE name = ?", (name,)
-        ) as cur:
-            row = await cur.fetchone()
+        rows = await self._query("SELECT position, state, at_ms FROM snapshots WHERE name = ?", (name,))
+        row = rows[0] if rows else None
         if row is None:
             return None
         position = {int(p): int(o) for p, o in json.loads(row[0]).items()}
         return Snapshot(name=name, position=position, state=bytes(row[1]), at_ms=int(row[2]))
 
     async def dead_letters(self) -> list[DeadLetter]:
-        async with self._writer.execute(
-            "SELECT stream, offset, reason, coalesce(body, ''), at_ms FROM dead_letters ORDER BY stream, offset"
-        ) as cur:
-            return [DeadLetter(s, int(o), r, b, int(t)) for s, o, r, b, t in await cur.fetchall()]
+        rows = await self._query(
+            "SELECT stream, offset, reason, coalesce(body, ''), at_ms FROM dead_letters ORDER BY stream, offset")
+        return [DeadLetter(s, int(o), r, b, int(t)) for s, o, r, b, t in rows]
 
     async def _decode_rows(self, stream: Stream, rows: list[Any]) -> list[Record]:
         """Decode ``(offset, body)`` rows; corrupt ones are dead-lettered or raise (``on_corrupt``)."""

@@ -528,3 +528,26 @@ async def test_rows_written_on_the_event_loop_reach_the_database_file_by_checkpo
             assert db.execute("SELECT count(*) FROM events").fetchone() == (2,)
     finally:
         await log.close()
+
+
+async def test_reads_interleaved_with_writer_thread_transactions_never_lock_the_database(log: SqliteLog) -> None:
+    """``position``/``end``/``load_snapshot`` share the writer's thread with the transactions queued there
+    (snapshots, and appends when the loop's connection is busy). A read left half-done between two jobs on that
+    thread kept a stale snapshot open, and the next ``BEGIN IMMEDIATE`` failed at once with "database is locked"
+    (the daemon's decider died of it). Reads and writes interleaved freely must all succeed."""
+    await log.append("events", [event(f"c{i}") for i in range(20)])
+
+    async def reads() -> None:
+        for _ in range(300):
+            await asyncio.gather(log.end("events"), log.position("events", consumer="decider"),
+                                 log.load_snapshot("world"))
+
+    async def writes() -> None:
+        for i in range(150):  # appends on the loop's connection commit while the reads hold their snapshots
+            await log.append("events", [event(f"w{i}")])
+            await log.save_snapshot(Snapshot(name="world", position={0: i + 1}, state=b"x" * 64, at_ms=i))
+
+    await asyncio.gather(reads(), writes())
+    assert (await log.end("events")) == {0: 170}
+    snapshot = await log.load_snapshot("world")
+    assert snapshot is not None and snapshot.position == {0: 150}
