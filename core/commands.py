@@ -131,6 +131,45 @@ class EmitKubernetesEvent(msgspec.Struct, tag=True, frozen=True):
     message: str
 
 
+class ResumeBinding(msgspec.Struct, tag=True, frozen=True):
+    """Lift ``spec.suspension.scheduling`` of a binding admission let go (``binding`` carries its uid), recording
+    the whole request admitted (``admitted_request``: resource → quantity) and clearing the hold annotation.
+
+    The binding counts as admitted from the moment this is issued (``projections.admission``): a retry is the same
+    command, never a second admission."""
+
+    binding: ObjectRef
+    admitted_request: tuple[tuple[str, str], ...]
+    reason: str = ""
+
+
+class SetAdmissionHold(msgspec.Struct, tag=True, frozen=True):
+    """Say on a binding why admission holds it (``tether.dev/admission``), or, with ``overrun``, why its grown
+    request no longer fits its queue (``tether.dev/admission-overrun``). An empty text removes the annotation."""
+
+    binding: ObjectRef
+    annotation: str
+    text: str
+
+
+class UpdateQueueStatus(msgspec.Struct, tag=True, frozen=True):
+    """Write a Volcano Queue's status as admission sees it: ``allocated`` (quantities), ``pending`` (bindings
+    held), ``running`` (bindings admitted), ``inqueue`` (admitted in the last cycle, not scheduled yet)."""
+
+    queue: ObjectRef
+    allocated: tuple[tuple[str, str], ...]
+    pending: int
+    running: int
+    inqueue: int
+
+
+class CreateQueue(msgspec.Struct, tag=True, frozen=True):
+    """Create a Volcano Queue (the ``default`` queue, as Volcano Global does at start-up), if it does not exist."""
+
+    name: str
+    weight: int = 1
+
+
 Command = (
     AddFinalizer
     | RemoveFinalizer
@@ -143,6 +182,10 @@ Command = (
     | LookupDataLocation
     | StartTimer
     | EmitKubernetesEvent
+    | ResumeBinding
+    | SetAdmissionHold
+    | UpdateQueueStatus
+    | CreateQueue
 )
 
 COMMAND_TYPES: tuple[type[Command], ...] = (
@@ -157,6 +200,10 @@ COMMAND_TYPES: tuple[type[Command], ...] = (
     LookupDataLocation,
     StartTimer,
     EmitKubernetesEvent,
+    ResumeBinding,
+    SetAdmissionHold,
+    UpdateQueueStatus,
+    CreateQueue,
 )
 
 _encoder = msgspec.json.Encoder()
@@ -188,6 +235,10 @@ def _target_by_match(command: Command) -> ObjectKey:
             return ObjectKey(subject)
         case EmitKubernetesEvent(involved=ref):
             return ref.key
+        case ResumeBinding(binding=ref) | SetAdmissionHold(binding=ref) | UpdateQueueStatus(queue=ref):
+            return ref.key
+        case CreateQueue(name=name):
+            return object_key("Queue", "", name)
 
 
 def _data_source_target(command: Any) -> ObjectKey:
@@ -208,6 +259,10 @@ _TARGETS: dict[type, Callable[[Any], ObjectKey]] = {
     LookupDataLocation: lambda c: ObjectKey(f"Data/{c.identity.key}"),
     StartTimer: lambda c: ObjectKey(c.subject),
     EmitKubernetesEvent: lambda c: c.involved.key,
+    ResumeBinding: lambda c: c.binding.key,
+    SetAdmissionHold: lambda c: c.binding.key,
+    UpdateQueueStatus: lambda c: c.queue.key,
+    CreateQueue: lambda c: object_key("Queue", "", c.name),
 }
 
 

@@ -22,6 +22,8 @@ Three families:
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from .identity import DataIdentity
@@ -126,6 +128,23 @@ class TimerFired(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
     subject: str
 
 
+class BindingAdmissionDecided(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
+    """tether's admission webhook answered a ResourceBinding CREATE or UPDATE (``core.binding_admission``).
+
+    ``obj`` is the request's object as the API server sent it (trimmed), ``patch`` the JSON Patch tether answered
+    (empty: admitted unchanged), ``decided_at`` the offset of the last event folded into the world it was decided
+    from — ``tether replay --diff`` re-derives the patch from the world at exactly that position. The decision
+    changes nothing in the world: the binding as stored arrives through the watch like any other write."""
+
+    key: str
+    operation: str
+    obj: KubeObject
+    patch: tuple[dict[str, Any], ...] = ()
+    reason: str = ""
+    decided_at: int = 0
+    suspended: bool = False
+
+
 Event = (
     ObjectObserved
     | ObjectDeleted
@@ -137,6 +156,7 @@ Event = (
     | CommandSucceeded
     | CommandFailed
     | TimerFired
+    | BindingAdmissionDecided
 )
 
 EVENT_TYPES: tuple[type[Event], ...] = (
@@ -150,6 +170,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     CommandSucceeded,
     CommandFailed,
     TimerFired,
+    BindingAdmissionDecided,
 )
 
 
@@ -170,3 +191,5 @@ def event_key(event: Event) -> str:
             return t
         case TimerFired(subject=s):
             return s
+        case BindingAdmissionDecided(key=k):
+            return k

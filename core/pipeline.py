@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from tether.projections.world import World, evolve, note_issued, slot
 
+from .admission_decider import decide_admission
 from .commands import StartTimer, command_id, command_name, command_target
 from .datadependency import Decision, backoff_ms, decide
 from .envelope import CommandRecord, EventRecord
@@ -48,6 +49,8 @@ def step(world: World, record: EventRecord) -> list[CommandRecord]:
     # Nothing is decided from a half-listed world (events.ListsStarted): what the lists touch is reconciled once
     # they have all ended. A failed command's retry timer is still started, so that its slot is not left parked.
     decisions = [] if world.lists_pending else decide(world, record, touched)  # (the retry may be computed after it)
+    if not world.lists_pending and world.admission.bindings:  # queue admission, a sibling decider (its own module)
+        decisions += decide_admission(world, record, touched)
     if isinstance(record.event, CommandFailed):
         decisions = _retry_failed(world, record) + decisions
     if not decisions:

@@ -37,6 +37,7 @@ from tether.core.commands import (
     DATASOURCE_FINALIZER,
     Command,
     LookupDataLocation,
+    ResumeBinding,
     StartTimer,
     command_name,
     command_target,
@@ -59,6 +60,7 @@ from tether.core.identity import DataIdentity, data_source_name
 from tether.core.kube import KubeObject
 from tether.core.plugin_config import EMPTY_PLUGINS, PluginSet, parse_plugin_configmap
 
+from .admission import CYCLE_PURPOSE, AdmissionState, fold_admission, note_cycle_armed, note_resume
 from .views import (
     BINDING,
     CLAIM,
@@ -80,6 +82,7 @@ class Settings(msgspec.Struct, frozen=True):
     """What the projection needs to know about the installation."""
 
     plugin_configmap: str = "volcano-global/volcano-global-datasource-plugins"
+    admission_configmap: str = "tether-system/tether-admission"  # plugin tiers and queue-managed kinds
 
 
 class Lookup(msgspec.Struct):
@@ -156,6 +159,7 @@ class World(msgspec.Struct):
     lists_pending: set[str] = set()  # lists started and not ended (ListsStarted): nothing is decided until it is empty
     events: int = 0
     last_at_ms: int = 0
+    admission: AdmissionState = msgspec.field(default_factory=AdmissionState)  # queue admission (projections.admission)
 
     def summary(self) -> dict[str, int]:
         bound = sum(1 for c in self.claims.values() if c.phase == "Bound")
@@ -606,6 +610,7 @@ def evolve(world: World, record: EventRecord, touched: Touched | None = None) ->
     fold = _FOLDS.get(type(event))
     if fold is not None:
         fold(world, record, event, touched)
+    fold_admission(world.admission, record, admission_configmap=world.settings.admission_configmap)
     return touched
 
 
@@ -645,9 +650,13 @@ def note_issued(world: World, command: Command, command_id: str, *, command_slot
     world.inflight[command_slot or slot(command_name(command), command_target(command))] = command_id
     if isinstance(command, LookupDataLocation):
         world.lookups_in_flight[command.identity.key] = command.attempt
+    elif isinstance(command, ResumeBinding):
+        note_resume(world.admission, binding_key=command.binding.key, command_id=command_id)
     elif isinstance(command, StartTimer):
         world.timers[command.timer_id] = Timer(fire_at_ms=command.fire_at_ms, purpose=command.purpose,
                                                subject=command.subject)
+        if command.purpose == CYCLE_PURPOSE:
+            note_cycle_armed(world.admission, fire_at_ms=command.fire_at_ms)
 
 
 
