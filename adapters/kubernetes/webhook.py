@@ -25,10 +25,11 @@ Each answer is timed (``observe(webhook, outcome, seconds)``) for the daemon's m
 from __future__ import annotations
 
 import base64
+import inspect
 import os
 import ssl
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
 from typing import Any, Protocol
 
@@ -71,7 +72,9 @@ class WebhookAnswer(msgspec.Struct, frozen=True):
 
 
 class WebhookHandler(Protocol):
-    def __call__(self, request: AdmissionRequest) -> WebhookAnswer: ...
+    """A handler answers at once, or — to record its decision before the API server acts on it — awaits that."""
+
+    def __call__(self, request: AdmissionRequest) -> WebhookAnswer | Awaitable[WebhookAnswer]: ...
 
 
 Observe = Callable[[str, str, float], None]
@@ -186,7 +189,8 @@ class WebhookServer:
             return self._done(path, "not-serving", started, web.Response(status=503, text=why))
         handler = self.handlers[path]
         try:
-            answer = handler(review.request)
+            result = handler(review.request)
+            answer = await result if inspect.isawaitable(result) else result
         except Exception as exc:
             log.exception("webhook handler failed; the webhook's failurePolicy applies", webhook=path,
                           key=object_key(review.request))
