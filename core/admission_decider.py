@@ -76,16 +76,18 @@ class _Pass:
         self.out: list[Decision] = []
         self.data = _Decide(world, record)
 
-    def emit(self, command: Command, reason: str) -> None:
+    def emit(self, command: Command, reason: str) -> bool:
+        """Decide ``command`` unless it would change nothing now; returns whether it was decided."""
         world = self.world
         cid = command_id(command)
         target = command_target(command)
         at = f"{command_name(command)}:{target}"
         if (world.rejected and cid in world.rejected) or (world.retry_wait and at in world.retry_wait):
-            return  # refused for good, or waiting for its retry timer (which brings the object back)
+            return False  # refused for good, or waiting for its retry timer (which brings the object back)
         if world.inflight.get(at) == cid:
-            return  # the same request is in flight
+            return False  # the same request is in flight
         self.out.append(Decision(command=command, reason=reason, decider=DECIDER, id=cid, key=target, slot=at))
+        return True
 
     # --- bindings held for their data -----------------------------------------------------------------------
 
@@ -120,10 +122,10 @@ class _Pass:
 
     def resume(self, binding: AdmissionBinding, total: ResourceList, why: str) -> None:
         key = binding.ref.key
-        self.emit(ResumeBinding(binding=binding.ref, admitted_request=_quantities(total), reason=why),
-                  f"{key} admitted: {why}")
-        self.emit(EmitKubernetesEvent(involved=binding.ref, event_type="Normal", reason="Admitted", message=why),
-                  f"{key} admitted")
+        if self.emit(ResumeBinding(binding=binding.ref, admitted_request=_quantities(total), reason=why),
+                     f"{key} admitted: {why}"):
+            self.emit(EmitKubernetesEvent(involved=binding.ref, event_type="Normal", reason="Admitted",
+                                          message=why), f"{key} admitted")
 
     def annotate(self, binding: AdmissionBinding, annotation: str, text: str, *, event: str = "",
                  warning: bool = False) -> None:
@@ -131,8 +133,9 @@ class _Pass:
         if (held or "") == text:
             return
         key = binding.ref.key
-        self.emit(SetAdmissionHold(binding=binding.ref, annotation=annotation, text=text),
-                  f"{key}: {text}" if text else f"{key}: {annotation} no longer applies")
+        if not self.emit(SetAdmissionHold(binding=binding.ref, annotation=annotation, text=text),
+                         f"{key}: {text}" if text else f"{key}: {annotation} no longer applies"):
+            return
         if text and event:
             self.emit(EmitKubernetesEvent(involved=binding.ref, event_type="Warning" if warning else "Normal",
                                           reason=event, message=text), f"{key}: {event}")
@@ -258,6 +261,11 @@ def decide_admission(world: World, record: EventRecord, touched: Touched) -> lis
                                                                           if k in state.bindings)
         waiting = False
         for key in keys:
+            binding = state.bindings[key]
+            if binding.suspended and key in state.admitted and f"resume_binding:{key}" not in world.inflight:
+                # admitted, its resume failed and its retry timer fired: the same request again (counted once)
+                decider.resume(binding, scale(binding.request, binding.replicas * decider.copies(binding)),
+                               "admitted earlier; resuming again")
             if not _waiting(state, key):
                 continue
             waiting = True

@@ -113,7 +113,7 @@ def decide_binding_admission(*, world: World, operation: str, obj: Mapping[str, 
     raw.setdefault("kind", "ResourceBinding")
     try:
         kube_object = trim(raw)
-    except (msgspec.ValidationError, TypeError) as error:
+    except (msgspec.ValidationError, TypeError, AttributeError) as error:
         return BindingVerdict(reason=f"malformed binding admitted unchanged: {error}")
     view = parse_binding(kube_object)
     metadata = _mapping(obj.get("metadata"))

@@ -39,7 +39,7 @@ def _request_object(request: AdmissionRequest) -> tuple[str, KubeObject]:
     key = f"ResourceBinding/{request.namespace or meta.get('namespace', '')}/{name}"
     try:
         return key, trim(obj)
-    except (msgspec.ValidationError, TypeError):  # recorded all the same: the decision says it was malformed
+    except (msgspec.ValidationError, TypeError, AttributeError):  # recorded all the same (the reason says why)
         return key, KubeObject(api_version=str(obj.get("apiVersion", "")), kind="ResourceBinding",
                                metadata=ObjectMeta(name=name, namespace=request.namespace))
 
