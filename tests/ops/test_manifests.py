@@ -350,6 +350,18 @@ CALL_SITES: dict[tuple[str, ...], set[tuple[str, str, str]]] = {
     ("executor.py", "patch", "DATASOURCES"): {("datadependency.volcano.sh", "datasources", "patch")},
     ("executor.py", "delete", "DATASOURCES"): {("datadependency.volcano.sh", "datasources", "delete")},
     ("executor.py", "create", "EVENTS"): {("", "events", "create")},
+    ("executor.py", "get", "EVENTS"): {("", "events", "get")},  # a repeated Event is counted on the existing one
+    ("executor.py", "patch", "EVENTS"): {("", "events", "patch")},
+    # queue admission (admission_executor.py): resume/hold annotations go through res (resourcebindings, above)
+    ("admission_executor.py", "patch", "res"): {("work.karmada.io", "resourcebindings", "patch")},
+    ("admission_executor.py", "get", "QUEUES"): {("scheduling.volcano.sh", "queues", "get")},
+    ("admission_executor.py", "patch", "QUEUES", "status"): {("scheduling.volcano.sh", "queues/status", "patch")},
+    ("admission_executor.py", "create", "QUEUES"): {("scheduling.volcano.sh", "queues", "create")},
+    # --webhook-self-signed: the caBundle of tether's MutatingWebhookConfiguration
+    ("webhook_certs.py", "get", "MUTATING_WEBHOOKS"): {
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get")},
+    ("webhook_certs.py", "patch", "MUTATING_WEBHOOKS"): {
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch")},
     ("leader.py", "get", "LEASES"): {("coordination.k8s.io", "leases", "get")},
     ("leader.py", "create", "LEASES"): {("coordination.k8s.io", "leases", "create")},
     ("leader.py", "replace", "LEASES"): {("coordination.k8s.io", "leases", "update")},
@@ -361,10 +373,14 @@ WATCHED = {
     "CONFIGMAPS": ("", "configmaps"), "CLUSTERS": ("cluster.karmada.io", "clusters"),
     "DATASOURCES": ("datadependency.volcano.sh", "datasources"),
     "CLAIMS": ("datadependency.volcano.sh", "datasourceclaims"), "BINDINGS": ("work.karmada.io", "resourcebindings"),
+    # --admission: queues, priorities and the workloads' queue names (read only)
+    "QUEUES": ("scheduling.volcano.sh", "queues"), "PRIORITY_CLASSES": ("scheduling.k8s.io", "priorityclasses"),
+    "DEPLOYMENTS": ("apps", "deployments"), "VOLCANO_JOBS": ("batch.volcano.sh", "jobs"),
 }
 #: Where each permission is granted: cluster-wide, or a Role in a namespace (optionally by resourceNames).
 NAMESPACED_GRANTS = {
-    ("", "configmaps"): ("volcano-global", ["volcano-global-datasource-plugins"]),
+    # the plugin ConfigMap (volcano-global) and the admission ConfigMap (tether-system), each by name: see granted()
+    ("", "configmaps"): ("volcano-global|tether-system", None),
     ("coordination.k8s.io", "leases"): ("tether-system", None),
 }
 _METHODS = {"get", "list", "watch", "create", "patch", "replace", "delete", "delete_collection"}
@@ -437,7 +453,9 @@ def granted() -> tuple[set[tuple[str, str, str]], list[str]]:
                         problems.append(f"{group}/{resource} should be granted cluster-wide, without resourceNames")
                     if where is not None:
                         namespace, names = where
-                        if binding["kind"] != "RoleBinding" or ns != namespace:
+                        if names is None and rule.get("resourceNames") is None and group == "":
+                            problems.append(f"{group}/{resource} should be limited by resourceNames")
+                        if binding["kind"] != "RoleBinding" or ns not in namespace.split("|"):
                             problems.append(f"{group}/{resource} should only be granted in namespace {namespace}")
                         if names is not None and rule.get("resourceNames") != names:
                             problems.append(f"{group}/{resource} should be limited to resourceNames {names}")
@@ -458,5 +476,7 @@ def test_rbac_spot_checks() -> None:
     claims = {v for g, r, v in have if r == "datasourceclaims"}
     assert "update" not in claims and "create" not in claims and "delete" not in claims
     assert not {v for g, r, v in have if r == "resourcebindings"} & {"create", "update", "delete"}
-    assert not any(r in ("secrets", "pods", "deployments") for _, r, _ in have)
+    assert not any(r in ("secrets", "pods") for _, r, _ in have)
+    workloads = {v for g, r, v in have if r in ("deployments", "jobs")}
+    assert workloads <= {"list", "watch"}  # the workloads are read for their queue names, never written
     assert ("coordination.k8s.io", "leases", "update") in have
