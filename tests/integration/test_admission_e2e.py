@@ -23,21 +23,25 @@ from typing import Any
 
 import pytest
 
+from tether.adapters.cli.replay import diff, explain
 from tether.adapters.kubernetes import manifests
-from tether.adapters.kubernetes.client import BINDINGS, CONFIGMAPS, DEPLOYMENTS, QUEUES, KubeClient, KubeError
+from tether.adapters.kubernetes.client import (
+    BINDINGS,
+    CONFIGMAPS,
+    DEPLOYMENTS,
+    JSON_PATCH,
+    QUEUES,
+    KubeClient,
+    KubeError,
+)
 from tether.adapters.kubernetes.webhook_certs import CA_FILE, MUTATING_WEBHOOKS, inject_ca_bundle
+from tether.adapters.sandbox.kube_emulator.karmada_scheduler import detector_rewrite
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.daemon import Stack, excluded, tether_stack
+from tether.core.events import BindingAdmissionDecided
 from tether.projections.admission import ADMISSION_ANNOTATION
 
 pytestmark = pytest.mark.cluster
-
-
-def detector_rewrite(rb: dict[str, Any], placement: dict[str, Any]) -> dict[str, Any]:
-    """What Karmada's detector does on a policy apply: ``placement`` overwritten from the policy (tether's
-    exclusions gone), ``clusters``, ``suspension`` and annotations kept. A merge patch of ``spec.placement``."""
-    return {"metadata": {"resourceVersion": rb["metadata"]["resourceVersion"]},
-            "spec": {"placement": placement}}
 
 
 class History:
@@ -139,7 +143,8 @@ async def test_a_bound_claims_binding_is_never_scheduled_away_from_its_data(karm
             rb = await stack.eventually(scheduled, what="scheduled")
             rewritten = await stack.kube.patch(BINDINGS, "etl-deployment", detector_rewrite(rb, {
                 "clusterAffinity": {"clusterNames": sorted([*east, west])},
-                "replicaScheduling": {"replicaSchedulingType": "Duplicated"}}), namespace=stack.namespace)
+                "replicaScheduling": {"replicaSchedulingType": "Duplicated"}}), namespace=stack.namespace,
+                content_type=JSON_PATCH)
             assert west in excluded(rewritten)  # undone in the same request
             await stack.eventually(lambda: asyncio.sleep(0, len(history.clusters.get("etl-deployment", [])) >= 3),
                                    what="the rewrite rescheduled")
@@ -148,6 +153,14 @@ async def test_a_bound_claims_binding_is_never_scheduled_away_from_its_data(karm
             await history.stop()
         seen = history.clusters["etl-deployment"]
         assert any(seen) and all(set(names) <= east for names in seen), seen
+        # each decision is in the log: --explain shows it, --diff re-derives it from the world it was decided on
+        assert stack.log is not None
+        trail = await explain(stack.log, f"ResourceBinding/{stack.namespace}/etl-deployment")
+        decisions = [e.event for e in trail.events if isinstance(e.event, BindingAdmissionDecided)]
+        assert [d.operation for d in decisions][:1] == ["CREATE"] and decisions[0].patch
+        assert any(d.operation == "UPDATE" and d.patch for d in decisions)  # the detector rewrite, undone
+        _, differences = await diff(stack.log)
+        assert [(d.kind, d.admission, d.detail) for d in differences if d.admission] == []
 
 
 async def test_a_resolving_claim_holds_its_binding_until_the_placement_is_in(karmada_kube: KubeEnv,
