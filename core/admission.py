@@ -476,6 +476,9 @@ def _round_robin(states: Mapping[str, QueueState], session: Session, predicates:
     whole = session.whole_request
     headroom = session.headroom
     starved = False
+    # the capacity plugin, when it is the first predicate: a queue whose capability is used up can then be drained
+    # at once (_drain_exhausted) — every later binding asking for that resource gets capacity's own verdict
+    capacity_first = predicates[0][0] if predicates and predicates[0][0] == "capacity" else None
     active = [state for state in states.values() if state.pending]
     while active:
         active.sort(key=queue_key)
@@ -493,6 +496,8 @@ def _round_robin(states: Mapping[str, QueueState], session: Session, predicates:
                                 state.deferred.append(entry)
                             elif not starved:
                                 starved = _short_of_room(headroom, demand) and fair_share.within_share(state, demand)
+                        if plugin == capacity_first:
+                            starved = _drain_exhausted(state, whole, held, headroom, fair_share, starved)
                         break
                 else:
                     held.pop(binding.key, None)  # (held in the fair pass, admitted by the backfill)
@@ -505,6 +510,31 @@ def _round_robin(states: Mapping[str, QueueState], session: Session, predicates:
                     resume.append(binding.key)
                     break
         active = [state for state in active if state.pending]
+    return starved
+
+
+def _drain_exhausted(state: QueueState, whole: bool, held: dict[str, Hold], headroom: Mapping[str, int],
+                     fair_share: ProportionPlugin | None, starved: bool) -> bool:
+    """After a capability hold: if the queue's (or an ancestor's) capability of some resource is used up, every
+    pending binding of the queue that asks for any of it would be held by capacity, the first predicate, whatever
+    the other predicates say — hold them now, with the reason capacity gives, instead of offering them one per round
+    (the bulk of a cycle over a full queue). Bindings that do not ask for a used-up resource stay pending. Returns
+    ``starved`` updated exactly as the round robin would have."""
+    exhausted = {name for holder in state.chain for name, limit in holder.queue.capability.items()
+                 if holder.subtree.get(name, 0) >= limit}
+    if not exhausted:
+        return starved
+    keep: list[tuple[Any, Binding, ResourceList]] = []
+    for entry in reversed(state.pending):  # in offer order (pending is popped from its end)
+        _, binding, total = entry
+        demand = total if whole else binding.request
+        if not any(demand.get(name, 0) > 0 for name in exhausted):
+            keep.append(entry)
+            continue
+        held[binding.key] = Hold(binding.key, "capacity", capability_overrun(state, demand))
+        if fair_share is not None and not starved:
+            starved = _short_of_room(headroom, demand) and fair_share.within_share(state, demand)
+    state.pending[:] = keep[::-1]  # in place: the round robin holds this very list
     return starved
 
 

@@ -165,6 +165,43 @@ class EmitMemberEvent(msgspec.Struct, tag=True, frozen=True):
     event_type: str
     reason: str
     message: str
+class ResumeBinding(msgspec.Struct, tag=True, frozen=True):
+    """Lift ``spec.suspension.scheduling`` of a binding admission let go (``binding`` carries its uid), recording
+    the whole request admitted (``admitted_request``: resource → quantity) and clearing the hold annotation.
+
+    The binding counts as admitted from the moment this is issued (``projections.admission``): a retry is the same
+    command, never a second admission."""
+
+    binding: ObjectRef
+    admitted_request: tuple[tuple[str, str], ...]
+    reason: str = ""
+
+
+class SetAdmissionHold(msgspec.Struct, tag=True, frozen=True):
+    """Say on a binding why admission holds it (``tether.dev/admission``), or, with ``overrun``, why its grown
+    request no longer fits its queue (``tether.dev/admission-overrun``). An empty text removes the annotation."""
+
+    binding: ObjectRef
+    annotation: str
+    text: str
+
+
+class UpdateQueueStatus(msgspec.Struct, tag=True, frozen=True):
+    """Write a Volcano Queue's status as admission sees it: ``allocated`` (quantities), ``pending`` (bindings
+    held), ``running`` (bindings admitted), ``inqueue`` (admitted in the last cycle, not scheduled yet)."""
+
+    queue: ObjectRef
+    allocated: tuple[tuple[str, str], ...]
+    pending: int
+    running: int
+    inqueue: int
+
+
+class CreateQueue(msgspec.Struct, tag=True, frozen=True):
+    """Create a Volcano Queue (the ``default`` queue, as Volcano Global does at start-up), if it does not exist."""
+
+    name: str
+    weight: int = 1
 
 
 Command = (
@@ -182,6 +219,10 @@ Command = (
     | ReleasePod
     | SetMemberCondition
     | EmitMemberEvent
+    | ResumeBinding
+    | SetAdmissionHold
+    | UpdateQueueStatus
+    | CreateQueue
 )
 
 COMMAND_TYPES: tuple[type[Command], ...] = (
@@ -199,6 +240,10 @@ COMMAND_TYPES: tuple[type[Command], ...] = (
     ReleasePod,
     SetMemberCondition,
     EmitMemberEvent,
+    ResumeBinding,
+    SetAdmissionHold,
+    UpdateQueueStatus,
+    CreateQueue,
 )
 
 _encoder = msgspec.json.Encoder()
@@ -234,6 +279,10 @@ def _target_by_match(command: Command) -> ObjectKey:
             return ObjectKey(f"{cluster}:{ref.key}")
         case SetMemberCondition(cluster=cluster, target=ref) | EmitMemberEvent(cluster=cluster, involved=ref):
             return ObjectKey(f"{cluster}:{ref.key}")
+        case ResumeBinding(binding=ref) | SetAdmissionHold(binding=ref) | UpdateQueueStatus(queue=ref):
+            return ref.key
+        case CreateQueue(name=name):
+            return object_key("Queue", "", name)
 
 
 def _data_source_target(command: Any) -> ObjectKey:
@@ -257,6 +306,10 @@ _TARGETS: dict[type, Callable[[Any], ObjectKey]] = {
     ReleasePod: lambda c: ObjectKey(f"{c.cluster}:{c.pod.key}"),
     SetMemberCondition: lambda c: ObjectKey(f"{c.cluster}:{c.target.key}"),
     EmitMemberEvent: lambda c: ObjectKey(f"{c.cluster}:{c.involved.key}"),
+    ResumeBinding: lambda c: c.binding.key,
+    SetAdmissionHold: lambda c: c.binding.key,
+    UpdateQueueStatus: lambda c: c.queue.key,
+    CreateQueue: lambda c: object_key("Queue", "", c.name),
 }
 
 

@@ -186,6 +186,21 @@ def pod_admission_key(cluster: str, namespace: str, name: str, request_uid: str)
     if name:
         return member_key(cluster, f"Pod/{namespace}/{name}")
     return member_key(cluster, f"PodAdmission/{namespace}/{request_uid}")
+class BindingAdmissionDecided(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
+    """tether's admission webhook answered a ResourceBinding CREATE or UPDATE (``core.binding_admission``).
+
+    ``obj`` is the request's object as the API server sent it (trimmed), ``patch`` the JSON Patch tether answered
+    (empty: admitted unchanged), ``decided_at`` the offset of the last event folded into the world it was decided
+    from — ``tether replay --diff`` re-derives the patch from the world at exactly that position. The decision
+    changes nothing in the world: the binding as stored arrives through the watch like any other write."""
+
+    key: str
+    operation: str
+    obj: KubeObject
+    patch: tuple[dict[str, Any], ...] = ()
+    reason: str = ""
+    decided_at: int = 0
+    suspended: bool = False
 
 
 Event = (
@@ -201,6 +216,7 @@ Event = (
     | TimerFired
     | MemberDisconnected
     | PodGateDecided
+    | BindingAdmissionDecided
 )
 
 EVENT_TYPES: tuple[type[Event], ...] = (
@@ -216,6 +232,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     TimerFired,
     MemberDisconnected,
     PodGateDecided,
+    BindingAdmissionDecided,
 )
 
 
@@ -240,3 +257,5 @@ def event_key(event: Event) -> str:
             return s
         case PodGateDecided(cluster=cluster, namespace=ns, name=name, request_uid=uid):
             return pod_admission_key(cluster, ns, name, uid)
+        case BindingAdmissionDecided(key=k):
+            return k

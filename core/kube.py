@@ -167,6 +167,8 @@ def trim(raw: dict[str, Any]) -> KubeObject:
     }
     obj = msgspec.convert(trimmed, KubeObject, strict=False)
     spec, status = raw.get("spec") or {}, raw.get("status") or {}
+    if trimmed["kind"] == "PriorityClass" and not spec:  # its value and globalDefault sit at the top level: kept
+        spec = {k: raw[k] for k in ("value", "globalDefault") if k in raw}  # under spec (admission reads them)
     if not isinstance(spec, dict) or not isinstance(status, dict):
         raise msgspec.ValidationError("Expected `object` for `$.spec` and `$.status`")
     obj.spec, obj.status = raw_object(spec), raw_object(status)

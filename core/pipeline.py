@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from tether.projections.world import World, evolve, note_issued, slot
 
+from .admission_decider import decide_admission
 from .commands import StartTimer, command_id, command_name, command_target
 from .datadependency import Decision, backoff_ms, decide
 from .envelope import CommandRecord, EventRecord
@@ -51,6 +52,8 @@ def step(world: World, record: EventRecord) -> list[CommandRecord]:
     decisions = [] if world.lists_pending else decide(world, record, touched)  # (the retry may be computed after it)
     if touched.members:  # pod placement waits for its own member's lists only (core/podplacement.py)
         decisions += decide_pods(world, record, touched)
+    if not world.lists_pending and world.admission.bindings:  # queue admission, a sibling decider (its own module)
+        decisions += decide_admission(world, record, touched)
     if isinstance(record.event, CommandFailed):
         decisions = _retry_failed(world, record) + decisions
     if not decisions:

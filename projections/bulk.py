@@ -39,6 +39,7 @@ from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import CommandSucceeded, ObjectDeleted, ObjectObserved, ObjectsListed
 from tether.core.kube import KubeObject
 
+from .admission import fold_admission
 from .views import BINDING, CLAIM, CLUSTER, DATASOURCE, cluster_ready, parse_binding, parse_claim, parse_source
 from .world import (
     _FOLDS,
@@ -119,6 +120,7 @@ class BulkFold:
                             held[key] = obj
                 else:
                     self._hold(obj)
+            fold_admission(world.admission, last, admission_configmap=world.settings.admission_configmap)
             if issued:
                 caused = issued.pop(last.offset, None)
                 if caused:

@@ -38,6 +38,7 @@ from tether.core.commands import (
     Command,
     EmitMemberEvent,
     LookupDataLocation,
+    ResumeBinding,
     StartTimer,
     command_name,
     command_target,
@@ -61,6 +62,7 @@ from tether.core.identity import DataIdentity, data_source_name
 from tether.core.kube import KubeObject
 from tether.core.plugin_config import EMPTY_PLUGINS, PluginSet, parse_plugin_configmap
 
+from .admission import CYCLE_PURPOSE, AdmissionState, fold_admission, note_cycle_armed, note_resume
 from .members import (
     Members,
     member_disconnected,
@@ -89,6 +91,7 @@ class Settings(msgspec.Struct, frozen=True):
     """What the projection needs to know about the installation."""
 
     plugin_configmap: str = "volcano-global/volcano-global-datasource-plugins"
+    admission_configmap: str = "tether-system/tether-admission"  # plugin tiers and queue-managed kinds
 
 
 class Lookup(msgspec.Struct):
@@ -167,6 +170,7 @@ class World(msgspec.Struct):
     members: Members = msgspec.field(default_factory=Members)  # the member clusters (projections/members.py)
     events: int = 0
     last_at_ms: int = 0
+    admission: AdmissionState = msgspec.field(default_factory=AdmissionState)  # queue admission (projections.admission)
 
     def summary(self) -> dict[str, int]:
         bound = sum(1 for c in self.claims.values() if c.phase == "Bound")
@@ -674,6 +678,7 @@ def evolve(world: World, record: EventRecord, touched: Touched | None = None) ->
     fold = _FOLDS.get(type(event))
     if fold is not None:
         fold(world, record, event, touched)
+    fold_admission(world.admission, record, admission_configmap=world.settings.admission_configmap)
     return touched
 
 
@@ -713,9 +718,13 @@ def note_issued(world: World, command: Command, command_id: str, *, command_slot
     world.inflight[command_slot or slot(command_name(command), command_target(command))] = command_id
     if isinstance(command, LookupDataLocation):
         world.lookups_in_flight[command.identity.key] = command.attempt
+    elif isinstance(command, ResumeBinding):
+        note_resume(world.admission, binding_key=command.binding.key, command_id=command_id)
     elif isinstance(command, StartTimer):
         world.timers[command.timer_id] = Timer(fire_at_ms=command.fire_at_ms, purpose=command.purpose,
                                                subject=command.subject)
+        if command.purpose == CYCLE_PURPOSE:
+            note_cycle_armed(world.admission, fire_at_ms=command.fire_at_ms)
     elif isinstance(command, EmitMemberEvent) and command.involved.kind == "PodGroup":
         held = world.members.clusters.get(command.cluster)  # reported on transitions only (projections.members)
         if held is not None:

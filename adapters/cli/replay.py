@@ -37,8 +37,16 @@ from rich.text import Text
 from tether.adapters.cli.log import console, open_for_cli
 from tether.adapters.cli.render import line, type_name
 from tether.adapters.log import EventLog, Record, Snapshot, Stream, aclosing_iter, scan
+from tether.core.binding_admission import decide_binding_admission
 from tether.core.envelope import CommandRecord, EventRecord, parse_rfc3339_ms, rfc3339
-from tether.core.events import ObjectDeleted, ObjectObserved, pod_admission_key, split_member_key
+from tether.core.events import (
+    BindingAdmissionDecided,
+    ObjectDeleted,
+    ObjectObserved,
+    pod_admission_key,
+    split_member_key,
+)
+from tether.core.kube import object_dict
 from tether.core.pipeline import step
 from tether.core.podgate import ADMISSION_ANNOTATION
 from tether.projections.bulk import BulkFold
@@ -80,6 +88,7 @@ class Difference(msgspec.Struct):
     recorded: CommandRecord | None = None
     replayed: CommandRecord | None = None
     detail: str = ""
+    admission: str = ""  # a webhook decision that re-derives differently: its binding's key
 
 
 async def _start(log: EventLog, use_snapshot: bool, until_offset: int | None, until_ms: int | None
@@ -342,6 +351,7 @@ async def diff(log: EventLog, *, until_offset: int | None = None, until_ms: int 
             for command in chunk:
                 recorded[command.causation].append(command)  # type: ignore[arg-type]
     differences: list[Difference] = []
+    admissions = await _admission_decisions(log, until_offset=until_offset)
 
     def fold(w: World, record: EventRecord) -> None:
         cause = f"{record.partition}:{record.offset}"
@@ -349,6 +359,8 @@ async def diff(log: EventLog, *, until_offset: int | None = None, until_ms: int 
         mine = recorded.pop(cause, [])
         if derived or mine:
             differences.extend(compare(cause, mine, derived))
+        for decided in admissions.pop(record.offset, ()):  # decided from the world as of this very event
+            differences.extend(_rederive_admission(w, decided))
 
     if start:  # the replay starts from a snapshot: commands of the events it covers are out of range
         for cause in [c for c in recorded if (o := _cause_offset(c)) is not None and o <= start]:
@@ -363,8 +375,44 @@ async def diff(log: EventLog, *, until_offset: int | None = None, until_ms: int 
     return result, differences
 
 
+async def _admission_decisions(log: EventLog, *, until_offset: int | None) -> dict[int, list[EventRecord]]:
+    """The webhook's recorded decisions by the offset of the world they were decided from.
+
+    A decision is appended *after* the position it was decided at (the webhook answers between two of the
+    decider's batches, and other events are appended meanwhile), so the world it saw is the fold up to
+    ``decided_at``, not up to the decision's own offset. ``--diff`` therefore reads the decisions first (one pass
+    over the events) and re-derives each right after folding the event at its ``decided_at``."""
+    out: dict[int, list[EventRecord]] = defaultdict(list)
+    async with aclosing_iter(scan(log, "events", until_offset=until_offset)) as chunks:
+        async for chunk in chunks:
+            for record in chunk:
+                if isinstance(record, EventRecord) and isinstance(record.event, BindingAdmissionDecided):
+                    out[record.event.decided_at].append(record)
+    return out
+
+
+def _rederive_admission(world: World, record: EventRecord) -> list[Difference]:
+    event = record.event
+    assert isinstance(event, BindingAdmissionDecided)
+    obj = {"apiVersion": event.obj.api_version, "kind": event.obj.kind,
+           "metadata": msgspec.to_builtins(event.obj.metadata), "spec": object_dict(event.obj.spec),
+           "status": object_dict(event.obj.status)}
+    verdict = decide_binding_admission(world=world, operation=event.operation, obj=obj)
+    if verdict.patch == event.patch:
+        return []
+    was, now = (msgspec.json.encode(list(patch)).decode() for patch in (event.patch, verdict.patch))
+    detail = f"webhook decision at event {record.offset} (decided at {event.decided_at}): patch {was} → {now}"
+    return [Difference(kind="changed", causation=f"{record.partition}:{record.offset}", detail=detail,
+                       admission=event.key)]
+
+
 def print_differences(differences: list[Difference], out: Console) -> None:
     for d in differences:
+        if d.admission:
+            out.print(Text(f"{d.kind:<8}", style="bold magenta") + Text(f" event {d.causation}: admission of "
+                                                                          f"{d.admission}"))
+            out.print(Text(f"         {d.detail}", style="dim"))
+            continue
         style = {"missing": "red", "extra": "yellow", "changed": "magenta"}[d.kind]
         subject = d.recorded if d.kind != "missing" else d.replayed
         assert subject is not None

@@ -71,12 +71,29 @@ def parse_members(values: tuple[str, ...]) -> dict[str, str]:
               help="Port of the pod webhook.")
 @click.option("--pod-webhook-cert-dir", default="/var/run/tether/webhook", show_default=True,
               help="Directory with the pod webhook's tls.crt and tls.key (re-read when they rotate).")
+@click.option("--admission/--no-admission", default=False, show_default=True,
+              help="Queue admission: watch Queues, PriorityClasses, Deployments and the admission ConfigMap.")
+@click.option("--admission-configmap", default="tether-system/tether-admission", show_default=True,
+              help="NAMESPACE/NAME of the admission ConfigMap (volcano-scheduler.conf tiers, queue-managed kinds).")
+@click.option("--admission-volcano-jobs", is_flag=True, help="Also watch batch.volcano.sh Jobs (their queue).")
+@click.option("--webhook-port", type=int, default=None,
+              help="Serve the ResourceBinding admission webhook on this port (HTTPS; off when not given).")
+@click.option("--webhook-cert-dir", default="/var/run/tether/webhook", show_default=True,
+              help="Directory with tls.crt and tls.key (re-read when they rotate).")
+@click.option("--webhook-self-signed", is_flag=True,
+              help="Make a CA and serving certificate in --webhook-cert-dir and inject the caBundle.")
+@click.option("--webhook-service", default="tether-webhook", show_default=True,
+              help="The webhook's Service (the self-signed certificate's name is SERVICE.NAMESPACE.svc).")
+@click.option("--webhook-configuration", default="tether-resourcebindings", show_default=True,
+              help="The MutatingWebhookConfiguration whose caBundle --webhook-self-signed fills.")
 @click.option("--log-level", default="info", show_default=True)
 @click.option("--json-logs/--console-logs", default=True, show_default=True)
 def run_cmd(log_url: str, kubeconfig: str | None, context: str | None, in_cluster: bool, plugin_configmap: str,
             watch_namespace: str, http_port: int, push_token: str, leader_elect: bool, lease_namespace: str,
             refresh_interval: float | None, members: tuple[str, ...], members_from_karmada: bool, pod_webhook: bool,
-            pod_webhook_port: int, pod_webhook_cert_dir: str, log_level: str, json_logs: bool) -> None:
+            pod_webhook_port: int, pod_webhook_cert_dir: str, admission: bool, admission_configmap: str,
+            admission_volcano_jobs: bool, webhook_port: int | None, webhook_cert_dir: str, webhook_self_signed: bool,
+            webhook_service: str, webhook_configuration: str, log_level: str, json_logs: bool) -> None:
     """Run the daemon: watch, decide, apply — until SIGTERM/SIGINT."""
     configure_logging(log_level, json_logs=json_logs)
     kubeconfigs = parse_members(members)
@@ -86,6 +103,11 @@ def run_cmd(log_url: str, kubeconfig: str | None, context: str | None, in_cluste
                        refresh_interval=refresh_interval, members=kubeconfigs,
                        members_from_karmada=members_from_karmada, pod_webhook=pod_webhook,
                        pod_webhook_port=pod_webhook_port, pod_webhook_cert_dir=pod_webhook_cert_dir,
+                       admission=admission, admission_configmap=admission_configmap,
+                       admission_volcano_jobs=admission_volcano_jobs,
+                       webhook_port=webhook_port, webhook_cert_dir=webhook_cert_dir,
+                       webhook_self_signed=webhook_self_signed, webhook_service=webhook_service,
+                       webhook_namespace=lease_namespace, webhook_configuration=webhook_configuration,
                        identity=os.environ.get("POD_NAME") or DaemonConfig().identity)
 
     async def main() -> int:

@@ -38,6 +38,7 @@ import random
 import socket
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -49,13 +50,33 @@ from tether.adapters.daemon.endpoints import Endpoints
 from tether.adapters.daemon.metrics import Metrics
 from tether.adapters.daemon.runtime import Runtime
 from tether.adapters.daemon.timers import TimerService
-from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, CLUSTERS, CONFIGMAPS, DATASOURCES, KubeClient
+from tether.adapters.kubernetes.binding_webhook import BindingWebhook
+from tether.adapters.kubernetes.client import (
+    BINDINGS,
+    CLAIMS,
+    CLUSTERS,
+    CONFIGMAPS,
+    DATASOURCES,
+    DEPLOYMENTS,
+    PRIORITY_CLASSES,
+    QUEUES,
+    VOLCANO_JOBS,
+    KubeClient,
+    KubeError,
+)
 from tether.adapters.kubernetes.executor import KubeExecutor, ObjectCache
 from tether.adapters.kubernetes.leader import LeaderElector
 from tether.adapters.kubernetes.members import MemberClusters, MemberExecutor
 from tether.adapters.kubernetes.pod_webhook import PodWebhook
 from tether.adapters.kubernetes.watch import WatchSource
 from tether.adapters.kubernetes.webhook import WebhookServer
+from tether.adapters.kubernetes.webhook_certs import (
+    CERT_FILE,
+    KEY_FILE,
+    ensure_self_signed,
+    inject_ca_bundle,
+    service_names,
+)
 from tether.adapters.log import EventLog
 from tether.adapters.log.url import open_log
 from tether.core.envelope import EventRecord
@@ -94,6 +115,19 @@ class DaemonConfig:
     pod_webhook_host: str = "0.0.0.0"
     pod_webhook_port: int = 9443
     pod_webhook_cert_dir: str = "/var/run/tether/webhook"  # tls.crt and tls.key, re-read when they rotate
+    # queue admission (README "Admission"): watch Queues, PriorityClasses, workloads and the admission ConfigMap
+    admission: bool = False
+    admission_configmap: str = "tether-system/tether-admission"
+    admission_volcano_jobs: bool = False  # also watch batch.volcano.sh Jobs (their CRD must exist)
+    # the ResourceBinding admission webhook (None: not served)
+    webhook_port: int | None = None
+    webhook_host: str = "0.0.0.0"
+    webhook_cert_dir: str = "/var/run/tether/webhook"  # tls.crt/tls.key (cert-manager's Secret, or self-signed)
+    webhook_self_signed: bool = False  # make the certificates in webhook_cert_dir and inject the caBundle
+    webhook_service: str = "tether-webhook"
+    webhook_namespace: str = "tether-system"
+    webhook_configuration: str = "tether-resourcebindings"  # the MutatingWebhookConfiguration (caBundle)
+    webhook_extra_names: list[str] = field(default_factory=list)  # more names for the self-signed certificate
 
 
 async def api_client_for(cfg: DaemonConfig) -> client.ApiClient:
@@ -120,6 +154,7 @@ class Daemon:
         self.resolvers: ResolverSet | None = None
         self.endpoints: Endpoints | None = None
         self.leader: LeaderElector | None = None
+        self.webhook: WebhookServer | None = None
         self.started = asyncio.Event()
         self._member_clients = member_clients or {}
         self.members: MemberClusters | None = None
@@ -161,6 +196,64 @@ class Daemon:
             host=self.cfg.pod_webhook_host, port=self.cfg.pod_webhook_port,
             observe=lambda path, outcome, seconds: metrics.pod_webhook_latency.labels(outcome).observe(seconds))
         await self.pod_webhook.start()
+
+    def webhook_serving(self) -> tuple[bool, str]:
+        """Whether this replica may answer admission requests for bindings: what the pod webhook needs, and every
+        control-plane list done (``World.lists_pending``). Otherwise the webhook answers 503 and its failurePolicy
+        applies."""
+        current, why = self.pod_webhook_serving()
+        if not current:
+            return current, why
+        assert self.runtime is not None
+        if self.runtime.world.lists_pending or not all(s.synced.is_set() for s in self.sources):
+            return False, "lists pending: the world is not complete yet"
+        return True, "current"
+
+    async def _start_webhook(self, kube: KubeClient) -> None:
+        cfg = self.cfg
+        assert self._log is not None and cfg.webhook_port is not None
+        cert, key = Path(cfg.webhook_cert_dir) / CERT_FILE, Path(cfg.webhook_cert_dir) / KEY_FILE
+        ca = b""
+        if cfg.webhook_self_signed:
+            names = [*service_names(cfg.webhook_service, cfg.webhook_namespace), *cfg.webhook_extra_names]
+            cert, key, ca = ensure_self_signed(cfg.webhook_cert_dir, names=names)
+        log_ = self._log
+        handler = BindingWebhook(world=lambda: self.world, append=lambda records: log_.append("events", records))
+        metrics = self.metrics
+        self.webhook = WebhookServer(
+            handlers={handler.path: handler}, cert_file=str(cert), key_file=str(key), serving=self.webhook_serving,
+            host=cfg.webhook_host, port=cfg.webhook_port,
+            observe=lambda path, outcome, seconds: metrics.webhook_latency.labels(path, outcome).observe(seconds))
+        await self.webhook.start()
+        if ca:
+            try:
+                await inject_ca_bundle(kube, cfg.webhook_configuration, ca)
+            except (LookupError, KubeError, RuntimeError) as exc:  # served anyway: the configuration may come later
+                log.warning("could not inject the webhook's caBundle", configuration=cfg.webhook_configuration,
+                            error=str(exc)[:200])
+
+    async def _admission_metrics(self) -> None:
+        """Held/admitted bindings per queue, from the world, every second (read only)."""
+        assert self.runtime is not None
+        await self.runtime.recovered.wait()
+        seen: set[tuple[str, str]] = set()
+        while True:
+            state = self.runtime.world.admission
+            counts: dict[tuple[str, str], int] = {}
+            for key, binding in state.bindings.items():
+                if not state.managed.manages(binding.workload_kind, binding.ref.namespace):
+                    continue
+                workload = state.workloads.get(binding.workload)
+                queue = workload.queue if workload is not None else "default"
+                held = binding.suspended and key not in state.admitted
+                counts[(queue, "held" if held else "admitted")] = counts.get((queue, "held" if held else "admitted"),
+                                                                             0) + 1
+            for labels in seen - set(counts):
+                self.metrics.admission_bindings.labels(*labels).set(0)
+            for labels, count in counts.items():
+                self.metrics.admission_bindings.labels(*labels).set(count)
+            seen |= set(counts)
+            await asyncio.sleep(1.0)
 
     async def _on_table_moved(self, identity: DataIdentity) -> Event:
         assert self.resolvers is not None and self._log is not None
@@ -226,7 +319,8 @@ class Daemon:
         self.runtime = Runtime(
             self._log, executors=[KubeExecutor(kube, cache=known),
                                   CatalogExecutor(self.resolvers, metrics=self.metrics), member_executor],
-            timers=timers, settings=Settings(plugin_configmap=self.cfg.plugin_configmap), metrics=self.metrics,
+            timers=timers, settings=Settings(plugin_configmap=self.cfg.plugin_configmap,
+                                             admission_configmap=self.cfg.admission_configmap), metrics=self.metrics,
             snapshot_every=self.cfg.snapshot_every, concurrency=self.cfg.executor_concurrency,
             on_world_changed=self._sync_resolvers)
         ns = self.cfg.watch_namespace
@@ -235,6 +329,7 @@ class Daemon:
                         field_selector=f"metadata.name={plugin_name}"),
             WatchSource(kube, self._log, CLUSTERS, on_object=self.members.cluster_observed),
             WatchSource(kube, self._log, DATASOURCES, on_object=known.observe),
+            *self._admission_sources(kube),
             WatchSource(kube, self._log, BINDINGS, namespace=ns, on_object=known.observe),
             # last: a claim is decided with all it refers to
             WatchSource(kube, self._log, CLAIMS, namespace=ns, on_object=known.observe),
@@ -242,6 +337,8 @@ class Daemon:
         self.endpoints = Endpoints(metrics=self.metrics, ready=self.ready, on_table_moved=self._on_table_moved,
                                    push_token=self.cfg.push_token, host=self.cfg.http_host, port=self.cfg.http_port)
         await self.endpoints.start()
+        if self.cfg.webhook_port is not None:  # up at once: a replica that is not current answers 503
+            await self._start_webhook(kube)
         tasks: list[asyncio.Task[Any]] = []
         exit_code = 0
         try:
@@ -259,8 +356,9 @@ class Daemon:
                 self.metrics.leader.set(1)
             await self.initial_lists()
             await self.members.start()  # each member lists and watches on its own (adapters/kubernetes/members.py)
+            extra = [self._admission_metrics()] if self.cfg.admission else []
             tasks.append(asyncio.create_task(self.runtime.run(*(s.run() for s in self.sources),
-                                                              self.poll_locations(), self.report_state()),
+                                                              self.poll_locations(), self.report_state(), *extra),
                                              name="runtime"))
             self.started.set()
             log.info("tether running", log=self.cfg.log_url, http_port=self.endpoints.port)
@@ -303,6 +401,8 @@ class Daemon:
             if self.pod_webhook is not None:
                 await self.pod_webhook.stop()
             await self.endpoints.stop()
+            if self.webhook is not None:
+                await self.webhook.stop()
             await self.resolvers.aclose()
             if owns_log:
                 await self._log.close()
@@ -337,6 +437,26 @@ class Daemon:
             except Exception as exc:  # a log hiccup costs one reading of the lag, nothing else
                 log.debug("could not read the consumers' lag", error=repr(exc)[:200])
             await asyncio.sleep(interval)
+
+    def _admission_sources(self, kube: KubeClient) -> list[WatchSource]:
+        """What queue admission reads (``--admission``): Queues, PriorityClasses, the workloads whose queue names
+        the bindings need, and the admission ConfigMap — listed before the bindings, so a binding is decided with
+        its queue known."""
+        if not self.cfg.admission:
+            return []
+        assert self._log is not None
+        ns = self.cfg.watch_namespace
+        config_ns, _, config_name = self.cfg.admission_configmap.partition("/")
+        sources = [
+            WatchSource(kube, self._log, CONFIGMAPS, namespace=config_ns,
+                        field_selector=f"metadata.name={config_name}"),
+            WatchSource(kube, self._log, QUEUES),
+            WatchSource(kube, self._log, PRIORITY_CLASSES),
+            WatchSource(kube, self._log, DEPLOYMENTS, namespace=ns),
+        ]
+        if self.cfg.admission_volcano_jobs:
+            sources.append(WatchSource(kube, self._log, VOLCANO_JOBS, namespace=ns))
+        return sources
 
     async def _freeze_heap_once_recovered(self) -> None:
         """Collect, then freeze everything alive, once the world is recovered (module doc)."""

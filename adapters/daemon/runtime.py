@@ -78,9 +78,11 @@ from tether.core.events import (
     CommandFailed,
     CommandSucceeded,
     Event,
+    TimerFired,
     event_key,
 )
 from tether.core.pipeline import step
+from tether.projections.admission import CYCLE_PURPOSE as ADMISSION_CYCLE
 from tether.projections.snapshot import decode_world, encode_world
 from tether.projections.world import Settings, World, initial_world, slot
 
@@ -175,8 +177,14 @@ class Runtime:
         plugins = self.world.plugins
         for record in batch.records:
             assert isinstance(record, EventRecord)
-            produced.extend(step(self.world, record))
-            self.metrics.events.labels(type(record.event).__name__).inc()
+            event = record.event
+            if type(event) is TimerFired and event.purpose == ADMISSION_CYCLE:  # timed: the admission cycle's step
+                began = time.perf_counter()
+                produced.extend(step(self.world, record))
+                self.metrics.admission_cycle.observe(time.perf_counter() - began)
+            else:
+                produced.extend(step(self.world, record))
+            self.metrics.events.labels(type(event).__name__).inc()
         self._since_snapshot += len(batch.records)
         snapshot_due = self._since_snapshot >= self.snapshot_every
         if produced or snapshot_due:

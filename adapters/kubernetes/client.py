@@ -53,7 +53,12 @@ CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
 EVENTS = Resource("", "v1", "events", "Event", True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
 
-BY_KIND = {r.kind: r for r in (CLAIMS, DATASOURCES, BINDINGS, CLUSTERS, CONFIGMAPS, EVENTS, LEASES)}
+QUEUES = Resource("scheduling.volcano.sh", "v1beta1", "queues", "Queue", False)
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", True)
+VOLCANO_JOBS = Resource("batch.volcano.sh", "v1alpha1", "jobs", "Job", True)  # (not in BY_KIND: watched only)
+
+BY_KIND = {r.kind: r for r in (CLAIMS, DATASOURCES, BINDINGS, CLUSTERS, CONFIGMAPS, EVENTS, LEASES, QUEUES)}
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"

@@ -62,6 +62,7 @@ from tether.core.events import CommandFailed, CommandSucceeded, Event
 from tether.core.kube import KubeObject, ObjectRef, as_json, object_key, trim
 from tether.core.placement import plan_placement
 
+from .admission_executor import ADMISSION_COMMANDS, AdmissionCommands
 from .client import BY_KIND, DATASOURCES, EVENTS, JSON_PATCH, KubeClient, KubeError, Resource, merge_patch
 
 log = structlog.get_logger("tether.executor")
@@ -69,7 +70,7 @@ log = structlog.get_logger("tether.executor")
 #: The commands this executor applies (the others go to the catalog and timer adapters).
 KUBE_COMMANDS: tuple[type[Command], ...] = (
     AddFinalizer, RemoveFinalizer, UpdateClaimStatus, UpdateDataSourceStatus, CreateDataSource,
-    UpdateDataSourceLocality, DeleteDataSource, SetBindingPlacement, EmitKubernetesEvent,
+    UpdateDataSourceLocality, DeleteDataSource, SetBindingPlacement, EmitKubernetesEvent, *ADMISSION_COMMANDS,
 )
 
 
@@ -148,8 +149,8 @@ def _failed_precondition(exc: KubeError) -> bool:
     return exc.status == 422 and "test" in exc.message.lower()
 
 
-class KubeExecutor:
-    """Applies Kubernetes commands through a :class:`KubeClient`."""
+class KubeExecutor(AdmissionCommands):
+    """Applies Kubernetes commands through a :class:`KubeClient` (queue admission's from :class:`AdmissionCommands`)."""
 
     def __init__(self, kube: KubeClient, *, conflict_retries: int = 5, error_retries: int = 3,
                  backoff: float = 0.2, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,

@@ -17,6 +17,7 @@ moves the clock past them.
 from __future__ import annotations
 
 import copy
+import json
 from collections import deque
 from typing import Any
 
@@ -25,15 +26,19 @@ from tether.core.commands import (
     LOCATION_ANNOTATION,
     AddFinalizer,
     CreateDataSource,
+    CreateQueue,
     DeleteDataSource,
     EmitKubernetesEvent,
     LookupDataLocation,
     RemoveFinalizer,
+    ResumeBinding,
+    SetAdmissionHold,
     SetBindingPlacement,
     StartTimer,
     UpdateClaimStatus,
     UpdateDataSourceLocality,
     UpdateDataSourceStatus,
+    UpdateQueueStatus,
     command_name,
     command_target,
 )
@@ -54,9 +59,10 @@ from tether.core.identity import DataIdentity
 from tether.core.kube import KubeObject, ObjectKey, as_json, object_key, trim
 from tether.core.pipeline import step
 from tether.core.placement import plan_placement
+from tether.projections.admission import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION
 from tether.projections.world import World, initial_world
 
-_STATUS_KINDS = {"DataSourceClaim", "DataSource", "ResourceBinding"}
+_STATUS_KINDS = {"DataSourceClaim", "DataSource", "ResourceBinding", "Queue"}
 
 
 class FakeCluster:
@@ -70,6 +76,8 @@ class FakeCluster:
         self.lookups: list[str] = []  # identity keys looked up, in order
         self.kube_events: list[EmitKubernetesEvent] = []
         self.timers: dict[str, StartTimer] = {}
+        self.resumed: list[str] = []  # bindings a ResumeBinding unsuspended, in order
+        self.resume_failures = 0  # the next n ResumeBindings that reach the API fail (retryable)
 
     # --- objects ------------------------------------------------------------------------------------------
 
@@ -138,6 +146,15 @@ class FakeCluster:
             case EmitKubernetesEvent():
                 self.kube_events.append(command)
                 return ok(None)
+            case CreateQueue():
+                key = object_key("Queue", "", command.name)
+                if key in self.objects:
+                    return ok(trim(self.objects[key]), noop=True)
+                queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                         "metadata": {"name": command.name, "uid": f"uid-{self.rv + 1}", "generation": 1},
+                         "spec": {"weight": command.weight, "reclaimable": True}}
+                self.objects[key] = queue
+                return ok(self._bump(queue))
             case CreateDataSource():
                 key = object_key("DataSource", "", command.name)
                 if key in self.objects:
@@ -214,6 +231,34 @@ class FakeCluster:
                     spec["rescheduleTriggeredAt"] = command.reschedule_at
                 meta["generation"] = meta.get("generation", 1) + 1
                 return ok(self._bump(raw))
+            case ResumeBinding():
+                spec = raw.setdefault("spec", {})
+                if (spec.get("suspension") or {}).get("scheduling") is not True:
+                    return ok(trim(raw), noop=True)
+                if self.resume_failures > 0:  # a transient failure, as the API's 5xx (tests of retries)
+                    self.resume_failures -= 1
+                    return fail("InternalError", "injected failure", retryable=True)
+                spec["suspension"].pop("scheduling")
+                annotations = meta.setdefault("annotations", {})
+                annotations.pop(ADMISSION_ANNOTATION, None)
+                annotations[ADMITTED_REQUEST_ANNOTATION] = json.dumps(dict(command.admitted_request),
+                                                                      separators=(",", ":"))
+                meta["generation"] = meta.get("generation", 1) + 1
+                self.resumed.append(target)
+                return ok(self._bump(raw))
+            case SetAdmissionHold():
+                annotations = meta.setdefault("annotations", {})
+                if annotations.get(command.annotation) == (command.text or None):
+                    return ok(trim(raw), noop=True)
+                if command.text:
+                    annotations[command.annotation] = command.text
+                else:
+                    annotations.pop(command.annotation, None)
+                return ok(self._bump(raw))
+            case UpdateQueueStatus():
+                wanted = {"allocated": dict(command.allocated), "pending": command.pending,
+                          "running": command.running, "inqueue": command.inqueue}
+                return self._set_status(raw, {**(raw.get("status") or {}), **wanted}, ok)
         raise AssertionError(f"unhandled command {command!r}")
 
     def _set_status(self, raw: dict[str, Any], status: dict[str, Any], ok: Any) -> list[tuple[str, Event]]:

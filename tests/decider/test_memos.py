@@ -56,6 +56,10 @@ def test_command_target_table_matches_the_match() -> None:
         c.ReleasePod(cluster="m1", pod=REF, gate="g"),
         c.SetMemberCondition(cluster="m1", target=REF, condition=Condition(type="T", status="True", reason="R")),
         c.EmitMemberEvent(cluster="m1", involved=REF, event_type="Normal", reason="r", message="m"),
+        c.ResumeBinding(binding=REF, admitted_request=(("cpu", "1"),)),
+        c.SetAdmissionHold(binding=REF, annotation="a", text="t"),
+        c.UpdateQueueStatus(queue=REF, allocated=(), pending=0, running=0, inqueue=0),
+        c.CreateQueue(name="default"),
     ]
     assert {type(command) for command in commands} == set(c.COMMAND_TYPES)
     for command in commands:

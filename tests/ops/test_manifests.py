@@ -352,8 +352,14 @@ CALL_SITES: dict[tuple[str, ...], set[tuple[str, str, str]]] = {
     ("executor.py", "create", "EVENTS"): {("", "events", "create")},
     ("executor.py", "get", "EVENTS"): {("", "events", "get")},  # a repeated Event: counted on the one on record
     ("executor.py", "patch", "EVENTS"): {("", "events", "patch")},
+    # queue admission (admission_executor.py): resume/hold annotations go through res (resourcebindings, above)
+    ("admission_executor.py", "patch", "res"): {("work.karmada.io", "resourcebindings", "patch")},
+    ("admission_executor.py", "get", "QUEUES"): {("scheduling.volcano.sh", "queues", "get")},
+    ("admission_executor.py", "patch", "QUEUES", "status"): {("scheduling.volcano.sh", "queues/status", "patch")},
+    ("admission_executor.py", "create", "QUEUES"): {("scheduling.volcano.sh", "queues", "create")},
+    # the caBundle of tether's MutatingWebhookConfiguration (--webhook-self-signed)
     ("webhook_certs.py", "get", "MUTATING_WEBHOOKS"): {
-        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get")},  # caBundle injection
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get")},
     ("webhook_certs.py", "patch", "MUTATING_WEBHOOKS"): {
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch")},
     ("leader.py", "get", "LEASES"): {("coordination.k8s.io", "leases", "get")},
@@ -369,10 +375,14 @@ WATCHED = {
     "CONFIGMAPS": ("", "configmaps"), "CLUSTERS": ("cluster.karmada.io", "clusters"),
     "DATASOURCES": ("datadependency.volcano.sh", "datasources"),
     "CLAIMS": ("datadependency.volcano.sh", "datasourceclaims"), "BINDINGS": ("work.karmada.io", "resourcebindings"),
+    # --admission: queues, priorities and the workloads' queue names (read only)
+    "QUEUES": ("scheduling.volcano.sh", "queues"), "PRIORITY_CLASSES": ("scheduling.k8s.io", "priorityclasses"),
+    "DEPLOYMENTS": ("apps", "deployments"), "VOLCANO_JOBS": ("batch.volcano.sh", "jobs"),
 }
 #: Where each permission is granted: cluster-wide, or a Role in a namespace (optionally by resourceNames).
 NAMESPACED_GRANTS = {
-    ("", "configmaps"): ("volcano-global", ["volcano-global-datasource-plugins"]),
+    # the plugin ConfigMap (volcano-global) and the admission ConfigMap (tether-system), each by name: see granted()
+    ("", "configmaps"): ("volcano-global|tether-system", None),
     ("", "secrets"): ("karmada-cluster", None),  # Karmada's cluster-secret namespace (Cluster spec.secretRef)
     ("coordination.k8s.io", "leases"): ("tether-system", None),
 }
@@ -536,7 +546,9 @@ def granted() -> tuple[set[tuple[str, str, str]], list[str]]:
                         problems.append(f"{group}/{resource} should be granted cluster-wide, without resourceNames")
                     if where is not None:
                         namespace, names = where
-                        if binding["kind"] != "RoleBinding" or ns != namespace:
+                        if (group, base) == ("", "configmaps") and rule.get("resourceNames") is None:
+                            problems.append(f"{group}/{resource} should be limited by resourceNames")  # each by name
+                        if binding["kind"] != "RoleBinding" or ns not in namespace.split("|"):
                             problems.append(f"{group}/{resource} should only be granted in namespace {namespace}")
                         if names is not None and rule.get("resourceNames") != names:
                             problems.append(f"{group}/{resource} should be limited to resourceNames {names}")
@@ -557,9 +569,11 @@ def test_rbac_spot_checks() -> None:
     claims = {v for g, r, v in have if r == "datasourceclaims"}
     assert "update" not in claims and "create" not in claims and "delete" not in claims
     assert not {v for g, r, v in have if r == "resourcebindings"} & {"create", "update", "delete"}
-    assert not any(r in ("pods", "deployments") for _, r, _ in have)  # pods: in the members only
+    assert not any(r == "pods" for _, r, _ in have)  # pods: in the members only
     # a Karmada Cluster's secretRef, read by name: get only (no list/watch of Secrets), and — granted() checks
     # NAMESPACED_GRANTS — only in Karmada's cluster-secret namespace
     assert {(g, v) for g, r, v in have if r == "secrets"} == {("", "get")}
     assert NAMESPACED_GRANTS[("", "secrets")] == ("karmada-cluster", None)
+    workloads = {v for g, r, v in have if r in ("deployments", "jobs")}
+    assert workloads <= {"list", "watch"}  # the workloads are read for their queue names, never written
     assert ("coordination.k8s.io", "leases", "update") in have

@@ -378,3 +378,13 @@ class KarmadaScheduler:
             return obj
 
         await self.store.patch(rt, name, apply, namespace=namespace, subresource="status")
+
+
+def detector_rewrite(rb: dict[str, Any], placement: dict[str, Any]) -> list[dict[str, Any]]:
+    """What Karmada's resource detector does to a binding on every policy apply, as a JSON Patch for tests:
+    ``spec.placement`` replaced whole by the policy's (an external controller's edits, tether's exclusions among
+    them, are gone), ``clusters``, ``rescheduleTriggeredAt``, ``suspension`` and the annotations kept; guarded by
+    the resourceVersion read (a JSON merge patch would merge into the old placement, which the detector does not)."""
+    return [{"op": "test", "path": "/metadata/resourceVersion", "value": rb["metadata"]["resourceVersion"]},
+            {"op": "replace" if "placement" in (rb.get("spec") or {}) else "add", "path": "/spec/placement",
+             "value": placement}]

@@ -1,0 +1,282 @@
+"""The admission decider: which suspended ResourceBindings may go, decided from the world on a timer.
+
+A sibling of the data-dependency decider in ``core.pipeline.step``. Two kinds of held bindings:
+
+* **held for their data** (the webhook suspended them because a claim of the workload was still resolving, and
+  their kind is not queue-managed): resumed as soon as tether's placement is on the binding and no claim of the
+  workload is resolving any more — decided on the event that shows it (the binding's own write), no cycle needed;
+* **queue-managed** (the admission ConfigMap's ``queue-managed`` kinds and namespaces): admitted by a Volcano-style
+  session, :func:`tether.core.admission.admission_cycle`, once per **cycle**. A cycle is a ``TimerFired`` event
+  (purpose ``admission-cycle``): the decider arms the next one, one second after the event that shows a binding
+  waiting, whenever one is waiting and none is armed. Time therefore comes only from events, and a replay
+  re-derives every admission.
+
+Per cycle the session's inputs are built from the world alone (``projections.admission``): Queues, PriorityClasses,
+the ready Karmada Clusters' ``resourceSummary``, each binding's request (``resourceRequest`` x replicas x copies —
+copies is 1 for a Divided placement, the number of clusters it runs on, or may run on, for a Duplicated one), its
+priority (``schedulePriority``, else the workload's PriorityClass, else the global default), its queue (from the
+workload, resolved as Volcano Global does, at the workload's observation). Its outcome becomes commands:
+
+* ``ResumeBinding`` for each binding admitted, in admission order; the binding counts as admitted from the moment
+  the command is issued (``note_resume``), so a retry, or a cycle before the outcome, never admits it twice;
+* ``SetAdmissionHold`` with the reason of each held binding (``tether.dev/admission: queue q1: cpu 10/8``) and a
+  Kubernetes Event when the reason changes (Karmada writes nothing on a suspended binding);
+* ``UpdateQueueStatus`` (allocated, pending, running, inqueue) on each Queue whose status differs;
+* ``CreateQueue`` for ``default`` when a binding wants it and it does not exist;
+* re-check of admitted bindings whose request grew (scale-up, Divided → Duplicated): Karmada forbids suspending a
+  scheduled binding, so the outcome is the ``tether.dev/admission-overrun`` annotation and a Warning Event — the
+  workload keeps running, and its queue, charged the grown request, admits nothing new until it fits again.
+"""
+
+from __future__ import annotations
+
+from tether.projections.admission import (
+    ADMISSION_ANNOTATION,
+    CYCLE_PURPOSE,
+    OVERRUN_ANNOTATION,
+    AdmissionBinding,
+    AdmissionState,
+)
+from tether.projections.world import Touched, World
+
+from .admission import DEFAULT_QUEUE, Binding, QueueStatus, admission_cycle, recheck_admitted
+from .binding_admission import RESOLVING_REASONS
+from .commands import (
+    Command,
+    CreateQueue,
+    EmitKubernetesEvent,
+    ResumeBinding,
+    SetAdmissionHold,
+    StartTimer,
+    UpdateQueueStatus,
+    command_id,
+    command_name,
+    command_target,
+)
+from .datadependency import Decision, _Decide
+from .envelope import EventRecord
+from .events import TimerFired
+from .quantity import ResourceList, format_milli, scale
+
+DECIDER = "admission"
+CYCLE_SUBJECT = "Admission//cycle"
+CYCLE_INTERVAL_MS = 1_000
+
+
+def _quantities(request: ResourceList) -> tuple[tuple[str, str], ...]:
+    return tuple((name, format_milli(amount)) for name, amount in sorted(request.items()))
+
+
+class _Pass:
+    """One decision pass: the commands, filtered as the data-dependency decider filters its own."""
+
+    def __init__(self, world: World, record: EventRecord) -> None:
+        self.world = world
+        self.record = record
+        self.out: list[Decision] = []
+        self.data = _Decide(world, record)
+
+    def emit(self, command: Command, reason: str) -> bool:
+        """Decide ``command`` unless it would change nothing now; returns whether it was decided."""
+        world = self.world
+        cid = command_id(command)
+        target = command_target(command)
+        at = f"{command_name(command)}:{target}"
+        if (world.rejected and cid in world.rejected) or (world.retry_wait and at in world.retry_wait):
+            return False  # refused for good, or waiting for its retry timer (which brings the object back)
+        if world.inflight.get(at) == cid:
+            return False  # the same request is in flight
+        self.out.append(Decision(command=command, reason=reason, decider=DECIDER, id=cid, key=target, slot=at))
+        return True
+
+    # --- bindings held for their data -----------------------------------------------------------------------
+
+    def resolving(self, workload: str) -> list[str]:
+        """The workload's claims whose DataSource is still on its way (lookup or creation under way)."""
+        world, data = self.world, self.data
+        out = []
+        for key in sorted(world.claims_by_workload.get(workload, ())):
+            claim = world.claims[key]
+            if claim.deleting or claim.identity is None or data.source_for(key, claim) is not None:
+                continue
+            if data.anticipated(claim) is None and data.why_pending(claim).reason in RESOLVING_REASONS:
+                out.append(key)
+        return out
+
+    def placement_in(self, key: str) -> bool:
+        """Whether tether's data placement is on the binding, as the data-dependency decider wants it."""
+        binding = self.world.bindings.get(key)
+        if binding is None:
+            return False
+        plan, desired = self.data.plan(key, binding)
+        return desired is None or (binding.injected and not plan.changed)
+
+    def data_hold(self, key: str, binding: AdmissionBinding) -> None:
+        """Resume a binding held only for its data once its placement is in (module doc)."""
+        if self.resolving(binding.workload) or not self.placement_in(key):
+            return
+        self.resume(binding, scale(binding.request, binding.replicas * self.copies(binding)),
+                    "its data placement is in place")
+
+    # --- commands -------------------------------------------------------------------------------------------
+
+    def resume(self, binding: AdmissionBinding, total: ResourceList, why: str) -> None:
+        key = binding.ref.key
+        if self.emit(ResumeBinding(binding=binding.ref, admitted_request=_quantities(total), reason=why),
+                     f"{key} admitted: {why}"):
+            self.emit(EmitKubernetesEvent(involved=binding.ref, event_type="Normal", reason="Admitted",
+                                          message=why), f"{key} admitted")
+
+    def annotate(self, binding: AdmissionBinding, annotation: str, text: str, *, event: str = "",
+                 warning: bool = False) -> None:
+        held = binding.hold if annotation == ADMISSION_ANNOTATION else binding.overrun
+        if (held or "") == text:
+            return
+        key = binding.ref.key
+        if not self.emit(SetAdmissionHold(binding=binding.ref, annotation=annotation, text=text),
+                         f"{key}: {text}" if text else f"{key}: {annotation} no longer applies"):
+            return
+        if text and event:
+            self.emit(EmitKubernetesEvent(involved=binding.ref, event_type="Warning" if warning else "Normal",
+                                          reason=event, message=text), f"{key}: {event}")
+
+    def copies(self, binding: AdmissionBinding) -> int:
+        """1 for Divided; for Duplicated the clusters it runs on, or may run on (ready, not excluded, in its
+        clusterNames when it has some) — every one of them runs all replicas."""
+        if binding.divided:
+            return 1
+        if binding.target_clusters:
+            return len(binding.target_clusters)
+        state = self.world.admission
+        names = binding.affinity_names or tuple(sorted(state.clusters))
+        excluded = set(binding.affinity_exclude)
+        return max(1, sum(1 for n in names if n not in excluded and (c := state.clusters.get(n)) is not None
+                          and c.ready))
+
+    # --- the cycle ------------------------------------------------------------------------------------------
+
+    def cycle(self) -> bool:
+        """One admission session; returns whether bindings are still held (then the next cycle is armed)."""
+        world = self.world
+        state = world.admission
+        session_bindings: list[Binding] = []
+        views: dict[str, AdmissionBinding] = {}
+        holding = False
+        for key in sorted(state.bindings):
+            binding = state.bindings[key]
+            managed = state.managed.manages(binding.workload_kind, binding.ref.namespace)
+            suspended = binding.suspended and key not in state.admitted
+            if not managed:
+                if suspended and binding.hold is not None:
+                    holding = True
+                    self.data_hold(key, binding)
+                continue
+            if suspended and binding.problem:
+                holding = True
+                self.annotate(binding, ADMISSION_ANNOTATION, f"invalid binding: {binding.problem}",
+                              event="AdmissionInvalid", warning=True)
+                continue
+            if binding.suspended and not suspended and f"resume_binding:{key}" not in world.inflight:
+                # admitted, its resume not seen yet and not in flight (it failed and is retried): the same request
+                self.resume(binding, scale(binding.request, binding.replicas * self.copies(binding)),
+                            "admitted earlier; resuming again")
+            views[key] = binding
+            session_bindings.append(self.session_binding(key, binding, suspended=suspended))
+        queues = [observed.queue for _, observed in sorted(state.queues.items())]
+        if any(b.queue == DEFAULT_QUEUE for b in session_bindings) and DEFAULT_QUEUE not in state.queues:
+            self.emit(CreateQueue(name=DEFAULT_QUEUE), "a binding is in the default queue, which does not exist")
+        outcome = admission_cycle(queues=queues, bindings=session_bindings, clusters=list(state.clusters.values()),
+                                  config=state.config)
+        by_key = {b.key: b for b in session_bindings}
+        for key in outcome.resume:
+            self.resume(views[key], by_key[key].total_request(), f"admitted by queue {by_key[key].queue}")
+        for hold in outcome.held:
+            holding = True
+            reason = hold.reason if hold.reason.startswith("queue ") else f"queue {by_key[hold.binding].queue}: " \
+                f"{hold.reason}"
+            self.annotate(views[hold.binding], ADMISSION_ANNOTATION, reason, event="AdmissionHeld")
+        self.queue_statuses(state, outcome.queues)
+        self.overruns(state, session_bindings, views)
+        return holding
+
+    def session_binding(self, key: str, binding: AdmissionBinding, *, suspended: bool) -> Binding:
+        state = self.world.admission
+        workload = state.workloads.get(binding.workload)
+        priority = binding.schedule_priority
+        if priority is None:
+            priority = state.priority_classes.get(workload.priority_class, state.default_priority) \
+                if workload is not None and workload.priority_class else state.default_priority
+        data_dependent = binding.workload in self.world.claims_by_workload
+        return Binding(key=key, queue=workload.queue if workload is not None else DEFAULT_QUEUE, priority=priority,
+                       creation_ms=binding.creation_ms, uid=binding.ref.uid, request=binding.request,
+                       replicas=binding.replicas, copies=self.copies(binding), suspended=suspended,
+                       data_dependent=data_dependent,
+                       placement_injected=not data_dependent or (self.placement_in(key)
+                                                                 and not self.resolving(binding.workload)),
+                       admitted_request=binding.admitted_request)
+
+    def queue_statuses(self, state: AdmissionState, statuses: tuple[QueueStatus, ...]) -> None:
+        for status in statuses:
+            observed = state.queues.get(status.name)
+            if observed is None:
+                continue
+            allocated = _quantities(status.allocated)
+            wanted: dict[str, object] = {"allocated": dict(allocated), "pending": status.pending,
+                                         "running": status.admitted, "inqueue": status.resumed}
+            seen = {k: observed.status.get(k, {} if k == "allocated" else 0) for k in wanted}
+            if seen == wanted:
+                continue
+            self.emit(UpdateQueueStatus(queue=observed.ref, allocated=allocated, pending=status.pending,
+                                        running=status.admitted, inqueue=status.resumed),
+                      f"queue {observed.ref.name}: {status.admitted} admitted, {status.pending} held")
+
+    def overruns(self, state: AdmissionState, bindings: list[Binding], views: dict[str, AdmissionBinding]) -> None:
+        holds = {h.binding: h.reason for h in recheck_admitted(
+            queues=[o.queue for _, o in sorted(state.queues.items())], bindings=bindings, config=state.config)}
+        for binding in bindings:
+            if binding.suspended:
+                continue
+            self.annotate(views[binding.key], OVERRUN_ANNOTATION, holds.get(binding.key, ""),
+                          event="AdmissionOverrun", warning=True)
+
+
+def _waiting(state: AdmissionState, key: str) -> bool:
+    binding = state.bindings.get(key)
+    return binding is not None and binding.suspended and key not in state.admitted and (
+        binding.hold is not None or state.managed.manages(binding.workload_kind, binding.ref.namespace))
+
+
+def decide_admission(world: World, record: EventRecord, touched: Touched) -> list[Decision]:
+    """Admission's decisions for one event (the world already folded it): a cycle on its timer; otherwise the
+    data holds the event may release, and the next cycle armed when a binding waits and none is armed."""
+    state = world.admission
+    if not state.bindings:
+        return []
+    event = record.event
+    decider = _Pass(world, record)
+    if isinstance(event, TimerFired) and event.purpose == CYCLE_PURPOSE:
+        waiting = decider.cycle()
+    else:
+        keys = sorted(state.bindings) if touched.all_bindings else sorted(k for k in touched.bindings
+                                                                          if k in state.bindings)
+        waiting = False
+        for key in keys:
+            binding = state.bindings[key]
+            if binding.suspended and key in state.admitted and f"resume_binding:{key}" not in world.inflight:
+                # admitted, its resume failed and its retry timer fired: the same request again (counted once)
+                decider.resume(binding, scale(binding.request, binding.replicas * decider.copies(binding)),
+                               "admitted earlier; resuming again")
+            if not _waiting(state, key):
+                continue
+            waiting = True
+            binding = state.bindings[key]
+            if not state.managed.manages(binding.workload_kind, binding.ref.namespace):
+                decider.data_hold(key, binding)
+    if waiting and state.cycle_due == 0:
+        fire_at = record.at_ms + CYCLE_INTERVAL_MS
+        decider.emit(StartTimer(timer_id=f"{CYCLE_PURPOSE}|{fire_at}", fire_at_ms=fire_at, purpose=CYCLE_PURPOSE,
+                                subject=CYCLE_SUBJECT), "bindings wait for admission: next cycle in 1s")
+    return decider.out
+
+
+__all__ = ["CYCLE_INTERVAL_MS", "CYCLE_PURPOSE", "CYCLE_SUBJECT", "DECIDER", "decide_admission"]

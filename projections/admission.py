@@ -1,0 +1,386 @@
+"""What queue admission needs of the world: Queues, PriorityClasses, cluster capacity, workloads' queues, and
+the admission view of every ResourceBinding — folded from the same events as the rest of the world.
+
+:func:`fold_admission` is called by :func:`~tether.projections.world.evolve` for every event; it keeps its
+state in ``World.admission`` (:class:`AdmissionState`) so that the data-dependency projection is untouched by it
+and the two can be merged, snapshotted and replayed together. Like the rest of the world it depends on nothing
+but (world, event): no clock, sorted iteration where order matters.
+
+What is kept, per kind:
+
+* **Queue** (``scheduling.volcano.sh/v1beta1``): the session's :class:`~tether.core.admission.Queue` and the
+  status tether last saw on it (so the decider writes a status only when it differs);
+* **PriorityClass**: value by name, and the ``globalDefault`` one's value;
+* **Cluster** (Karmada): ``status.resourceSummary`` allocatable and allocated (+ allocating), and readiness;
+* **workloads** (apps/v1 Deployments, ``batch.volcano.sh`` Jobs): only the queue name and the PriorityClass name,
+  resolved as Volcano Global does (``core.admission.workload_queue_name``) — the decision path never reads the
+  workload itself;
+* **ResourceBinding**: :class:`AdmissionBinding` (suspension, per-replica request, replicas, Divided or
+  Duplicated, ``schedulePriority``, tether's admission annotations);
+* **the admission ConfigMap**: the plugin tiers (``volcano-scheduler.conf``) and which bindings are
+  queue-managed. A configuration that does not parse keeps the previous one and records the error (the decider
+  reports it; nothing is lost).
+
+``admitted`` holds the bindings tether has issued a :class:`~tether.core.commands.ResumeBinding` for and has not
+yet seen unsuspended: they count as admitted from the moment the command is issued (``note_resume``), so a retried
+resume, a cycle before its outcome, or a restart in between never admits a binding twice or charges its queue
+twice. ``position`` is the offset of the last event folded: the webhook records it with each decision, so that
+``tether replay --diff`` can re-derive the decision from the world as it was then.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import yaml
+
+from tether.core.admission import (
+    DEFAULT_ADMISSION_CONFIG,
+    AdmissionConfig,
+    AdmissionConfigError,
+    ClusterCapacity,
+    Queue,
+    parse_admission_config,
+    queue_from_object,
+    workload_queue_name,
+)
+from tether.core.envelope import EventRecord, parse_rfc3339_ms
+from tether.core.events import (
+    CommandFailed,
+    CommandSucceeded,
+    ObjectDeleted,
+    ObjectObserved,
+    ObjectsListed,
+    TimerFired,
+)
+from tether.core.kube import KubeObject, ObjectRef, ref_of
+from tether.core.quantity import InvalidQuantity, ResourceList, add, resource_list
+
+QUEUE = "Queue"
+PRIORITY_CLASS = "PriorityClass"
+DEPLOYMENT = "Deployment"
+VOLCANO_JOB = "Job"  # batch.volcano.sh/v1alpha1 (only that group is watched)
+BINDING = "ResourceBinding"
+CLUSTER = "Cluster"
+CONFIGMAP = "ConfigMap"
+
+#: tether's annotations on a binding held by admission: the hold reason (set by the webhook when it suspends, and
+#: by the decider with the queue's reason), and the whole request admitted (set by the resume).
+ADMISSION_ANNOTATION = "tether.dev/admission"
+ADMITTED_REQUEST_ANNOTATION = "tether.dev/admitted-request"
+OVERRUN_ANNOTATION = "tether.dev/admission-overrun"
+CONFIG_KEY = "volcano-scheduler.conf"
+CYCLE_PURPOSE = "admission-cycle"  # the timer of the admission decider's cycles
+MANAGED_KEY = "queue-managed"
+
+
+class QueueManaged(msgspec.Struct, frozen=True, kw_only=True):
+    """Which bindings go through queue admission: ``kinds`` as ``group/Kind`` (``apps/Deployment``,
+    ``batch.volcano.sh/Job``), ``namespaces`` (empty: all). No kinds: none (admission then only holds bindings
+    for their data)."""
+
+    kinds: tuple[str, ...] = ()
+    namespaces: tuple[str, ...] = ()
+
+    def manages(self, workload_kind: str, namespace: str) -> bool:
+        return workload_kind in self.kinds and (not self.namespaces or namespace in self.namespaces)
+
+
+class AdmissionBinding(msgspec.Struct, frozen=True, kw_only=True):
+    """A ResourceBinding as admission reads it (amounts in milli-units)."""
+
+    ref: ObjectRef
+    resource_version: str
+    workload: str  # the data-dependency projection's workload key: group/Kind/namespace/name
+    workload_kind: str  # group/Kind
+    suspended: bool
+    request: ResourceList = {}
+    replicas: int = 1
+    divided: bool = False
+    target_clusters: tuple[str, ...] = ()  # spec.clusters names (scheduled)
+    affinity_names: tuple[str, ...] = ()  # placement.clusterAffinity.clusterNames
+    affinity_exclude: tuple[str, ...] = ()
+    schedule_priority: int | None = None
+    creation_ms: int = 0
+    hold: str | None = None  # the tether.dev/admission annotation (None: absent)
+    overrun: str | None = None
+    admitted_request: ResourceList | None = None
+    problem: str = ""  # why the spec cannot be admitted as it is (a malformed quantity)
+
+
+class WorkloadQueue(msgspec.Struct, frozen=True):
+    queue: str
+    priority_class: str
+
+
+class QueueObserved(msgspec.Struct, frozen=True, kw_only=True):
+    ref: ObjectRef
+    queue: Queue
+    status: dict[str, Any] = {}  # allocated/pending/running/inqueue as last seen
+    problem: str = ""
+
+
+class AdmissionState(msgspec.Struct):
+    queues: dict[str, QueueObserved] = {}
+    priority_classes: dict[str, int] = {}
+    default_priority: int = 0
+    default_priority_class: str = ""
+    clusters: dict[str, ClusterCapacity] = {}
+    workloads: dict[str, WorkloadQueue] = {}  # workload key → its queue and PriorityClass name
+    bindings: dict[str, AdmissionBinding] = {}
+    config: AdmissionConfig = DEFAULT_ADMISSION_CONFIG
+    config_error: str = ""
+    managed: QueueManaged = QueueManaged()
+    admitted: dict[str, str] = {}  # binding key → id of the ResumeBinding issued (until seen unsuspended)
+    position: int = 0  # offset of the last event folded
+    cycle_due: int = 0  # fire time of the armed admission-cycle timer (0: none armed)
+
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _sequence(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+def _dig(obj: Any, *path: str) -> Any:
+    for part in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+def _workload_key(api_version: str, kind: str, namespace: str, name: str) -> str:
+    group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+    return f"{group}/{kind}/{namespace}/{name}"
+
+
+def parse_admission_binding(obj: KubeObject) -> AdmissionBinding:
+    """The admission view of a binding; total (a malformed quantity becomes ``problem``)."""
+    spec = obj.spec_dict()
+    meta = obj.metadata
+    resource = _mapping(spec.get("resource"))
+    api_version, kind = str(resource.get("apiVersion", "")), str(resource.get("kind", ""))
+    group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+    problem = ""
+    try:
+        request = resource_list(_dig(spec, "replicaRequirements", "resourceRequest"))
+    except InvalidQuantity as error:
+        request, problem = {}, f"spec.replicaRequirements.resourceRequest: {error}"
+    replicas = spec.get("replicas")
+    placement = _mapping(spec.get("placement"))
+    scheduling_type = _dig(placement, "replicaScheduling", "replicaSchedulingType")
+    affinity = _mapping(placement.get("clusterAffinity"))
+    clusters = _sequence(spec.get("clusters"))
+    priority = _dig(spec, "schedulePriority", "priority")
+    annotations = meta.annotations
+    admitted: ResourceList | None = None
+    raw_admitted = annotations.get(ADMITTED_REQUEST_ANNOTATION)
+    if raw_admitted:
+        try:
+            admitted = resource_list(msgspec.json.decode(raw_admitted))
+        except (msgspec.DecodeError, InvalidQuantity, TypeError, AttributeError):
+            admitted = None
+    return AdmissionBinding(
+        ref=ref_of(obj), resource_version=meta.resource_version,
+        workload=_workload_key(api_version, kind, str(resource.get("namespace") or meta.namespace),
+                               str(resource.get("name", ""))),
+        workload_kind=f"{group}/{kind}", suspended=_dig(spec, "suspension", "scheduling") is True,
+        request=request, replicas=replicas if isinstance(replicas, int) and replicas > 0 else 1,
+        divided=scheduling_type == "Divided",
+        target_clusters=tuple(sorted({str(c.get("name")) for c in clusters if isinstance(c, dict) and c.get("name")})),
+        affinity_names=tuple(sorted(n for n in affinity.get("clusterNames") or () if isinstance(n, str))),
+        affinity_exclude=tuple(sorted(n for n in affinity.get("exclude") or () if isinstance(n, str))),
+        schedule_priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else None,
+        creation_ms=(parse_rfc3339_ms(meta.creation_timestamp) or 0) if meta.creation_timestamp else 0,
+        hold=annotations.get(ADMISSION_ANNOTATION), overrun=annotations.get(OVERRUN_ANNOTATION),
+        admitted_request=admitted, problem=problem,
+    )
+
+
+def _relevant(state: AdmissionState, obj: KubeObject) -> bool:
+    """Whether admission reads this binding: suspended (tether's or anyone's), carrying tether's admission
+    annotations, or of a queue-managed kind (its request counts against its queue). A cheap byte test first: a
+    replay folds every binding observation, and most logs never use admission."""
+    annotations = obj.metadata.annotations
+    if ADMISSION_ANNOTATION in annotations or ADMITTED_REQUEST_ANNOTATION in annotations:
+        return True
+    if b'"suspension"' in bytes(obj.spec):
+        return True
+    return bool(state.managed.kinds) and parse_admission_binding(obj).workload_kind in state.managed.kinds
+
+
+def _capacity(obj: KubeObject) -> ClusterCapacity:
+    status = obj.status_dict()
+    summary = _mapping(status.get("resourceSummary"))
+    ready = any(isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
+                for c in status.get("conditions") or ())
+    try:
+        allocatable = resource_list(summary.get("allocatable"))
+        allocated = add(resource_list(summary.get("allocated")), resource_list(summary.get("allocating")))
+    except InvalidQuantity:  # a cluster whose summary cannot be read offers nothing (never a crash)
+        allocatable, allocated = {}, {}
+    return ClusterCapacity(name=obj.metadata.name, allocatable=allocatable, allocated=allocated, ready=ready)
+
+
+def parse_managed(raw: str) -> QueueManaged:
+    """``queue-managed`` key of the admission ConfigMap: ``{kinds: [apps/Deployment], namespaces: [...]}``."""
+    document = yaml.safe_load(raw) or {}
+    if not isinstance(document, dict) or set(document) - {"kinds", "namespaces"}:
+        raise AdmissionConfigError("queue-managed: expected {kinds: [group/Kind, ...], namespaces: [...]}")
+    kinds, namespaces = document.get("kinds") or [], document.get("namespaces") or []
+    if not all(isinstance(k, str) and "/" in k for k in kinds) or not all(isinstance(n, str) for n in namespaces):
+        raise AdmissionConfigError("queue-managed: kinds are group/Kind strings (apps/Deployment), namespaces strings")
+    return QueueManaged(kinds=tuple(sorted(kinds)), namespaces=tuple(sorted(namespaces)))
+
+
+def _fold_config(state: AdmissionState, obj: KubeObject | None) -> None:
+    if obj is None:
+        state.config, state.managed, state.config_error = DEFAULT_ADMISSION_CONFIG, QueueManaged(), ""
+        return
+    try:
+        raw = obj.data.get(CONFIG_KEY)
+        config = parse_admission_config(raw) if raw else DEFAULT_ADMISSION_CONFIG
+        managed = parse_managed(obj.data[MANAGED_KEY]) if obj.data.get(MANAGED_KEY) else QueueManaged()
+    except (AdmissionConfigError, yaml.YAMLError) as error:
+        state.config_error = f"ConfigMap {obj.metadata.namespace}/{obj.metadata.name}: {error}"
+        return  # the previous configuration stays in force
+    state.config, state.managed, state.config_error = config, managed, ""
+
+
+def _fold_object(state: AdmissionState, obj: KubeObject, *, deleted: bool, admission_configmap: str) -> None:
+    kind, meta = obj.kind, obj.metadata
+    if kind == BINDING:
+        key = f"{kind}/{meta.namespace}/{meta.name}"
+        if deleted:
+            state.bindings.pop(key, None)
+            state.admitted.pop(key, None)
+            return
+        held = state.bindings.get(key)
+        if held is not None and held.resource_version == meta.resource_version:
+            return
+        if not _relevant(state, obj):  # (most bindings, when admission is not in use: not parsed at all)
+            if held is not None:
+                del state.bindings[key]
+            return
+        binding = parse_admission_binding(obj)
+        state.bindings[key] = binding
+        if not binding.suspended:
+            state.admitted.pop(key, None)  # seen unsuspended: the resume is done
+    elif kind == CLUSTER:
+        if deleted:
+            state.clusters.pop(meta.name, None)
+        else:
+            state.clusters[meta.name] = _capacity(obj)
+    elif kind == QUEUE and obj.api_version.startswith("scheduling.volcano.sh/"):
+        if deleted:
+            state.queues.pop(meta.name, None)
+            return
+        raw = {"metadata": {"name": meta.name, "uid": meta.uid, "creationTimestamp": meta.creation_timestamp},
+               "spec": obj.spec_dict(), "status": obj.status_dict()}
+        try:
+            queue, problem = queue_from_object(raw), ""
+        except InvalidQuantity as error:
+            queue, problem = Queue(name=meta.name, open=False, uid=meta.uid), f"Queue {meta.name}: {error}"
+        state.queues[meta.name] = QueueObserved(ref=ref_of(obj), queue=queue, status=raw["status"], problem=problem)
+    elif kind in (DEPLOYMENT, VOLCANO_JOB):
+        if kind == VOLCANO_JOB and not obj.api_version.startswith("batch.volcano.sh/"):
+            return
+        key = _workload_key(obj.api_version, kind, meta.namespace, meta.name)
+        if deleted:
+            state.workloads.pop(key, None)
+            return
+        spec = obj.spec_dict()
+        whole = {"apiVersion": obj.api_version, "kind": kind, "spec": spec,
+                 "metadata": {"annotations": meta.annotations}}
+        path = ("priorityClassName",) if kind == VOLCANO_JOB else ("template", "spec", "priorityClassName")
+        priority_class = _dig(spec, *path)
+        state.workloads[key] = WorkloadQueue(queue=workload_queue_name(whole),
+                                             priority_class=priority_class if isinstance(priority_class, str) else "")
+    elif kind == CONFIGMAP and f"{meta.namespace}/{meta.name}" == admission_configmap:
+        _fold_config(state, None if deleted else obj)
+
+
+def fold_priority_class(state: AdmissionState, *, name: str, value: int, global_default: bool,
+                        deleted: bool = False) -> None:
+    """PriorityClasses keep ``value`` and ``globalDefault`` outside ``spec``; ``core.kube.trim`` records them
+    under ``spec``, and :func:`fold_admission` hands them here."""
+    if deleted:
+        state.priority_classes.pop(name, None)
+    else:
+        state.priority_classes[name] = value
+    if global_default and not deleted:
+        state.default_priority_class, state.default_priority = name, value
+    elif state.default_priority_class == name:
+        state.default_priority_class, state.default_priority = "", 0
+
+
+def _forget_listed(state: AdmissionState, listed: ObjectsListed) -> None:
+    present = set(listed.keys)
+    if listed.kind == BINDING:
+        for key in sorted(k for k, b in state.bindings.items()
+                          if k not in present and (not listed.namespace or b.ref.namespace == listed.namespace)):
+            del state.bindings[key]
+            state.admitted.pop(key, None)
+    elif listed.kind == CLUSTER:
+        for name in sorted(n for n in state.clusters if f"{CLUSTER}//{n}" not in present):
+            del state.clusters[name]
+    elif listed.kind == QUEUE:
+        for name in sorted(n for n in state.queues if f"{QUEUE}//{n}" not in present):
+            del state.queues[name]
+    elif listed.kind == PRIORITY_CLASS:
+        for name in sorted(n for n in state.priority_classes if f"{PRIORITY_CLASS}//{n}" not in present):
+            fold_priority_class(state, name=name, value=0, global_default=False, deleted=True)
+    elif listed.kind in (DEPLOYMENT, VOLCANO_JOB):
+        for key in sorted(state.workloads):
+            _, kind, namespace, name = key.split("/", 3)
+            if kind == listed.kind and (not listed.namespace or namespace == listed.namespace) and \
+                    f"{kind}/{namespace}/{name}" not in present:
+                del state.workloads[key]
+
+
+def fold_admission(state: AdmissionState, record: EventRecord, *, admission_configmap: str) -> None:
+    """Fold one event into the admission state (in place)."""
+    state.position = record.offset
+    event = record.event
+    if isinstance(event, ObjectObserved | ObjectDeleted):
+        obj = event.obj
+        deleted = isinstance(event, ObjectDeleted)
+        if obj.kind == PRIORITY_CLASS:
+            spec = obj.spec_dict()
+            value = spec.get("value")
+            fold_priority_class(state, name=obj.metadata.name, value=value if isinstance(value, int) else 0,
+                                global_default=spec.get("globalDefault") is True, deleted=deleted)
+        else:
+            _fold_object(state, obj, deleted=deleted, admission_configmap=admission_configmap)
+    elif isinstance(event, CommandSucceeded):
+        if event.result is not None:
+            _fold_object(state, event.result, deleted=False, admission_configmap=admission_configmap)
+        elif event.command == "resume_binding":  # the binding is gone (nothing came back): nothing to admit
+            state.admitted.pop(event.target, None)
+    elif isinstance(event, CommandFailed) and event.command == "resume_binding" and not event.retryable:
+        state.admitted.pop(event.target, None)  # refused for good: the next cycle decides it again
+    elif isinstance(event, ObjectsListed):
+        _forget_listed(state, event)
+    elif isinstance(event, TimerFired) and event.purpose == CYCLE_PURPOSE:
+        state.cycle_due = 0
+
+
+def note_cycle_armed(state: AdmissionState, *, fire_at_ms: int) -> None:
+    """The admission decider armed its next cycle (``StartTimer`` issued)."""
+    state.cycle_due = fire_at_ms
+
+
+def note_resume(state: AdmissionState, *, binding_key: str, command_id: str) -> None:
+    """A ResumeBinding was issued: the binding is admitted from now on (module doc)."""
+    state.admitted[binding_key] = command_id
+
+
+__all__ = [
+    "ADMISSION_ANNOTATION", "ADMITTED_REQUEST_ANNOTATION", "CONFIG_KEY", "MANAGED_KEY", "OVERRUN_ANNOTATION",
+    "AdmissionBinding", "AdmissionState", "QueueManaged", "QueueObserved", "WorkloadQueue", "fold_admission",
+    "fold_priority_class", "note_resume", "parse_admission_binding", "parse_managed",
+]

@@ -1,0 +1,125 @@
+"""The ResourceBinding webhook's decision (``core.binding_admission``) on worlds built by the real pipeline.
+
+The universe: clusters c1..c3; ``s3://east/`` → {c1, c2}, ``s3://west/`` → {c3}; the catalog knows ``db.east1``.
+The patch is applied with the emulator's JSON Patch, as the API server would, and the result is checked — not
+the patch's wording.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from tether.adapters.kubernetes import manifests as m
+from tether.adapters.sandbox.kube_emulator.patch import json_patch
+from tether.adapters.testing.fake_cluster import Harness
+from tether.core.binding_admission import decide_binding_admission
+from tether.core.events import ObjectObserved
+from tether.projections.admission import ADMISSION_ANNOTATION
+
+MAPPING = {"s3://east/": ["c1", "c2"], "s3://west/": ["c3"]}
+
+
+def universe(*, managed: str = "") -> Harness:
+    h = Harness()
+    for name in ("c1", "c2", "c3"):
+        h.apply(m.cluster(name))
+    h.apply(m.plugin_configmap({"amoro": m.plugin_entry(mapping=MAPPING)}))
+    h.cluster.catalog["amoro/table/db.east1"] = "s3://east/db/east1"
+    if managed:
+        h.apply({"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": "tether-admission", "namespace": "tether-system"},
+                 "data": {"queue-managed": managed}})
+    return h
+
+
+def binding(name: str = "w1-deployment", *, workload: str = "w1", placement: dict[str, Any] | None = None,
+            annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    rb: dict[str, Any] = {
+        "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+        "metadata": {"name": name, "namespace": "default",
+                     "labels": {"propagationpolicy.karmada.io/permanent-id": "p"}},
+        "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": workload,
+                              "namespace": "default"}, "replicas": 1},
+    }
+    if placement is not None:
+        rb["spec"]["placement"] = placement
+    if annotations:
+        rb["metadata"]["annotations"] = annotations
+    return rb
+
+
+def admitted(h: Harness, operation: str, rb: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    verdict = decide_binding_admission(world=h.world, operation=operation, obj=rb)
+    return json_patch(copy.deepcopy(rb), list(verdict.patch)), verdict.reason
+
+
+def excludes(rb: dict[str, Any]) -> list[str]:
+    return list(((rb["spec"].get("placement") or {}).get("clusterAffinity") or {}).get("exclude") or [])
+
+
+def test_a_bound_claim_puts_the_data_constraint_into_the_create_itself() -> None:
+    h = universe()
+    h.apply(m.claim("c", table="db.east1", workload="w1"))
+    out, reason = admitted(h, "CREATE", binding(placement={"clusterAffinity": {"exclude": ["mine"]}}))
+    assert excludes(out) == ["mine", "c3"]  # the user's own exclusion kept
+    assert out["metadata"]["annotations"]["datadependency.volcano.sh/placement-injected"] == "true"
+    assert "suspension" not in out["spec"]
+    assert "excluding c3" in reason
+
+
+def test_the_decider_agrees_with_the_webhook_so_it_writes_nothing_after_it() -> None:
+    h = universe()
+    h.apply(m.claim("c", table="db.east1", workload="w1"))
+    out, _ = admitted(h, "CREATE", binding())
+    produced = h.feed(ObjectObserved(obj=h.cluster.put(out)))
+    assert [type(c.command).__name__ for c in produced if type(c.command).__name__ == "SetBindingPlacement"] == []
+
+
+def test_a_detector_rewrite_of_placement_is_undone_in_the_same_update() -> None:
+    h = universe()
+    h.apply(m.claim("c", table="db.east1", workload="w1"))
+    stored, _ = admitted(h, "CREATE", binding())
+    rewrite = copy.deepcopy(stored)
+    rewrite["spec"]["placement"] = {"clusterAffinity": {"clusterNames": ["c1", "c2", "c3"]}}  # the policy's
+    out, _ = admitted(h, "UPDATE", rewrite)
+    assert excludes(out) == ["c3"] and out["spec"]["placement"]["clusterAffinity"]["clusterNames"] == ["c1", "c2",
+                                                                                                      "c3"]
+    again, _ = admitted(h, "UPDATE", out)
+    assert again == out  # nothing more to add
+
+
+def test_a_claim_still_resolving_creates_the_binding_suspended_with_a_reason() -> None:
+    h = universe()
+    h.feed(ObjectObserved(obj=h.cluster.put(m.claim("c", table="db.east1", workload="w1"))))  # lookup in flight
+    out, _ = admitted(h, "CREATE", binding())
+    assert out["spec"]["suspension"] == {"scheduling": True}
+    assert "default/c (Resolving)" in out["metadata"]["annotations"][ADMISSION_ANNOTATION]
+    update, _ = admitted(h, "UPDATE", binding())  # an update never suspends (Karmada forbids it once scheduled)
+    assert "suspension" not in update["spec"]
+
+
+def test_a_claim_that_cannot_resolve_does_not_hold_its_binding() -> None:
+    h = universe()
+    h.apply(m.claim("c", table="db.missing", workload="w1"))  # DataSourceNotFound
+    out, reason = admitted(h, "CREATE", binding())
+    assert out == binding() and "admitted unchanged" in reason
+
+
+def test_a_queue_managed_kind_is_created_suspended_and_others_are_not() -> None:
+    h = universe(managed="kinds: [apps/Deployment]\nnamespaces: [default]\n")
+    out, _ = admitted(h, "CREATE", binding())
+    assert out["spec"]["suspension"] == {"scheduling": True}
+    assert out["metadata"]["annotations"][ADMISSION_ANNOTATION] == "queue-managed: waiting for admission"
+    other = binding()
+    other["metadata"]["namespace"] = "elsewhere"
+    assert admitted(h, "CREATE", other)[0] == other
+    suspended = binding()
+    suspended["spec"]["suspension"] = {"scheduling": True}
+    assert admitted(h, "CREATE", suspended)[0] == suspended  # someone suspended it already: no patch
+
+
+def test_a_malformed_binding_is_admitted_unchanged_with_a_reason() -> None:
+    h = universe()
+    verdict = decide_binding_admission(world=h.world, operation="CREATE", obj={"metadata": "nonsense", "spec": 1})
+    assert verdict.patch == () and "malformed" in verdict.reason

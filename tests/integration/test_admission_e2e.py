@@ -1,0 +1,249 @@
+"""Admission end to end: tether's ResourceBinding webhook registered on the API server's admission chain, the
+Karmada scheduler stand-in scheduling, the daemon deciding (emulator; on a real cluster the stand-in is missing,
+so these skip there — see ``karmada_kube``).
+
+* a workload whose claim is Bound: its binding's ``spec.clusters`` never names a cluster without the data — not at
+  creation, not after a detector-style rewrite of ``placement`` (both are patched in the write itself);
+* a claim still resolving: its binding is created suspended and scheduled only once the placement is in;
+* a burst of 200 queue-managed bindings across 4 queues: admitted per queue in binding order, never past a queue's
+  capability, and scheduled by Karmada once resumed.
+
+The test owns its namespace, its Queues (unique names), its webhook configuration (namespaceSelector on its own
+namespace) and the stack's Clusters; it removes them at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.adapters.cli.replay import diff, explain
+from tether.adapters.kubernetes import manifests
+from tether.adapters.kubernetes.client import (
+    BINDINGS,
+    CONFIGMAPS,
+    DEPLOYMENTS,
+    JSON_PATCH,
+    QUEUES,
+    KubeClient,
+    KubeError,
+)
+from tether.adapters.kubernetes.webhook_certs import CA_FILE, MUTATING_WEBHOOKS, inject_ca_bundle
+from tether.adapters.sandbox.kube_emulator.karmada_scheduler import detector_rewrite
+from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
+from tether.adapters.testing.daemon import Stack, excluded, tether_stack
+from tether.core.events import BindingAdmissionDecided
+from tether.projections.admission import ADMISSION_ANNOTATION
+
+pytestmark = pytest.mark.cluster
+
+
+class History:
+    """Every version of the namespace's bindings, from a watch: ``clusters[name]`` is each ``spec.clusters``
+    seen, in order."""
+
+    def __init__(self, kube: KubeClient, namespace: str) -> None:
+        self.kube, self.namespace = kube, namespace
+        self.clusters: dict[str, list[list[str]]] = {}
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        _, version = await self.kube.list(BINDINGS, namespace=self.namespace)
+        self.task = asyncio.create_task(self._run(version))
+
+    async def _run(self, version: str) -> None:
+        async for event in self.kube.watch(BINDINGS, resource_version=version, namespace=self.namespace):
+            obj = event.get("object") or {}
+            name = (obj.get("metadata") or {}).get("name")
+            if name:
+                names = [c["name"] for c in (obj.get("spec") or {}).get("clusters") or []]
+                self.clusters.setdefault(name, []).append(names)
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
+
+
+@contextlib.asynccontextmanager
+async def admission_stack(env: KubeEnv, tmp: Path, *, managed: bool = False) -> AsyncIterator[Stack]:
+    await env.register_crds("scheduling.volcano.sh_queues")
+    certs = tmp / "certs"
+    options = {"webhook_port": 0, "webhook_host": "127.0.0.1", "webhook_self_signed": True,
+               "webhook_cert_dir": str(certs), "webhook_extra_names": ["127.0.0.1", "localhost"],
+               "admission": True, "admission_configmap": f"{env.namespace}/tether-admission"}
+    kube = KubeClient(env.api_client)
+    if managed:
+        await kube.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
+                                       "metadata": {"name": "tether-admission", "namespace": env.namespace},
+                                       "data": {"queue-managed": f"kinds: [apps/Deployment]\nnamespaces: "
+                                                                 f"[{env.namespace}]\n"}},
+                          namespace=env.namespace)
+    async with tether_stack(env, daemon_options=options) as stack:
+        assert stack.daemon is not None and stack.daemon.webhook is not None
+        name = f"tether-test-rb-{secrets.token_hex(3)}"
+        config = {
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": [{
+                "name": "resourcebindings.tether.dev", "admissionReviewVersions": ["v1"],
+                "sideEffects": "NoneOnDryRun", "failurePolicy": "Fail", "timeoutSeconds": 5,
+                "reinvocationPolicy": "IfNeeded",
+                "clientConfig": {"url": f"https://127.0.0.1:{stack.daemon.webhook.port}/mutate/resourcebindings"},
+                "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": ["work.karmada.io"],
+                           "apiVersions": ["v1alpha2"], "resources": ["resourcebindings"], "scope": "Namespaced"}],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": env.namespace}},
+            }],
+        }
+        await stack.kube.create(MUTATING_WEBHOOKS, config)
+        try:
+            await inject_ca_bundle(stack.kube, name, (certs / CA_FILE).read_bytes())
+            yield stack
+        finally:
+            with contextlib.suppress(KubeError):
+                await stack.kube.delete(MUTATING_WEBHOOKS, name)
+
+
+def binding(namespace: str, name: str, workload: str, *, cpu: str = "1", placement: dict[str, Any] | None = None
+            ) -> dict[str, Any]:
+    return {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+            "metadata": {"name": name, "namespace": namespace,
+                         "labels": {"propagationpolicy.karmada.io/permanent-id": "test-policy"}},
+            "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": workload,
+                                  "namespace": namespace},
+                     "replicas": 1, "replicaRequirements": {"resourceRequest": {"cpu": cpu}},
+                     "placement": placement or {"replicaScheduling": {"replicaSchedulingType": "Divided"}}}}
+
+
+async def test_a_bound_claims_binding_is_never_scheduled_away_from_its_data(karmada_kube: KubeEnv,
+                                                                           tmp_path: Path) -> None:
+    async with admission_stack(karmada_kube, tmp_path) as stack:
+        history = History(stack.kube, stack.namespace)
+        await history.start()
+        try:
+            table = stack.add_table("orders", "east")
+            await stack.apply(manifests.claim("orders", namespace=stack.namespace, table=table, workload="etl"))
+            await stack.wait_claim("orders", phase="Bound")
+            created = await stack.apply(binding(stack.namespace, "etl-deployment", "etl"))
+            west = stack.clusters["west1"]
+            assert west in excluded(created)  # the stored object already carries the constraint
+            east = {stack.clusters["east1"], stack.clusters["east2"]}
+
+            async def scheduled() -> dict[str, Any] | None:
+                rb = await stack.get("ResourceBinding", "etl-deployment")
+                return rb if rb and (rb["spec"].get("clusters") or []) else None
+
+            rb = await stack.eventually(scheduled, what="scheduled")
+            rewritten = await stack.kube.patch(BINDINGS, "etl-deployment", detector_rewrite(rb, {
+                "clusterAffinity": {"clusterNames": sorted([*east, west])},
+                "replicaScheduling": {"replicaSchedulingType": "Duplicated"}}), namespace=stack.namespace,
+                content_type=JSON_PATCH)
+            assert west in excluded(rewritten)  # undone in the same request
+            await stack.eventually(lambda: asyncio.sleep(0, len(history.clusters.get("etl-deployment", [])) >= 3),
+                                   what="the rewrite rescheduled")
+            await stack.wait_idle()
+        finally:
+            await history.stop()
+        seen = history.clusters["etl-deployment"]
+        assert any(seen) and all(set(names) <= east for names in seen), seen
+        # each decision is in the log: --explain shows it, --diff re-derives it from the world it was decided on
+        assert stack.log is not None
+        trail = await explain(stack.log, f"ResourceBinding/{stack.namespace}/etl-deployment")
+        decisions = [e.event for e in trail.events if isinstance(e.event, BindingAdmissionDecided)]
+        assert [d.operation for d in decisions][:1] == ["CREATE"] and decisions[0].patch
+        assert any(d.operation == "UPDATE" and d.patch for d in decisions)  # the detector rewrite, undone
+        _, differences = await diff(stack.log)
+        assert [(d.kind, d.admission, d.detail) for d in differences if d.admission] == []
+
+
+async def test_a_resolving_claim_holds_its_binding_until_the_placement_is_in(karmada_kube: KubeEnv,
+                                                                             tmp_path: Path) -> None:
+    async with admission_stack(karmada_kube, tmp_path) as stack:
+        table = stack.add_table("clicks", "west")
+        stack.catalog.delay_next(1, 1.5, table=table)  # the lookup takes a while: the claim stays Resolving
+        await stack.apply(manifests.claim("clicks", namespace=stack.namespace, table=table, workload="train"))
+        await stack.wait_claim("clicks", reason="Resolving")
+        created = await stack.apply(binding(stack.namespace, "train-deployment", "train"))
+        assert created["spec"]["suspension"] == {"scheduling": True}
+        assert "Resolving" in created["metadata"]["annotations"][ADMISSION_ANNOTATION]
+        await asyncio.sleep(0.3)
+        held = await stack.get("ResourceBinding", "train-deployment")
+        assert held is not None and not held["spec"].get("clusters")  # Karmada left it alone
+
+        async def scheduled() -> dict[str, Any] | None:
+            rb = await stack.get("ResourceBinding", "train-deployment")
+            return rb if rb and rb["spec"].get("clusters") else None
+
+        rb = await stack.eventually(scheduled, what="scheduled after resume")
+        assert {c["name"] for c in rb["spec"]["clusters"]} == {stack.clusters["west1"]}
+        assert ADMISSION_ANNOTATION not in (rb["metadata"].get("annotations") or {})
+
+
+async def test_a_burst_of_200_bindings_across_4_queues_respects_order_and_capability(karmada_kube: KubeEnv,
+                                                                                     tmp_path: Path) -> None:
+    async with admission_stack(karmada_kube, tmp_path, managed=True) as stack:
+        suffix = stack.suffix
+        queues = [f"q{i}-{suffix}" for i in range(4)]
+        capability = 30
+        try:
+            for name in queues:
+                await stack.kube.create(QUEUES, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                                                 "metadata": {"name": name},
+                                                 "spec": {"weight": 1, "capability": {"cpu": str(capability)}}})
+            for i, queue in enumerate(queues):
+                deployment = manifests.deployment(f"w{i}", namespace=stack.namespace)
+                deployment["spec"]["template"]["metadata"]["annotations"] = {
+                    "scheduling.volcano.sh/queue-name": queue}
+                await stack.kube.create(DEPLOYMENTS, deployment, namespace=stack.namespace)
+            await stack.wait_idle()
+            created: dict[str, list[dict[str, Any]]] = {q: [] for q in queues}
+            for n in range(200):
+                i = n % 4
+                rb = await stack.apply(binding(stack.namespace, f"rb-{n:03d}", f"w{i}"))
+                assert rb["spec"]["suspension"] == {"scheduling": True}
+                created[queues[i]].append(rb)
+
+            async def settled() -> list[dict[str, Any]] | None:
+                items, _ = await stack.kube.list(BINDINGS, namespace=stack.namespace)
+                running = [b for b in items if not (b["spec"].get("suspension") or {}).get("scheduling")]
+                held = [b for b in items if ADMISSION_ANNOTATION in (b["metadata"].get("annotations") or {})
+                        and (b["spec"].get("suspension") or {}).get("scheduling")]
+                return items if len(running) == 4 * capability and len(held) == 200 - 4 * capability else None
+
+            items = await stack.eventually(settled, within=60, what="120 admitted, 80 held with a reason")
+            await asyncio.sleep(1.5)  # another cycle: nothing more is admitted
+            items, _ = await stack.kube.list(BINDINGS, namespace=stack.namespace)
+            by_name = {b["metadata"]["name"]: b for b in items}
+            first_admitted = []
+            for queue in queues:  # binding order: priority (all equal), creation time, uid
+                order = sorted(created[queue], key=lambda b: (b["metadata"]["creationTimestamp"],
+                                                              b["metadata"]["uid"]))
+                names = [b["metadata"]["name"] for b in order]
+                admitted = [n for n in names if not (by_name[n]["spec"].get("suspension") or {}).get("scheduling")]
+                assert admitted == names[:capability], queue
+                status = (await stack.kube.get(QUEUES, queue) or {}).get("status") or {}
+                assert status.get("allocated") == {"cpu": str(capability)} and status.get("running") == capability
+                assert status.get("pending") == 50 - capability
+                first_held = by_name[names[capability]]["metadata"]["annotations"][ADMISSION_ANNOTATION]
+                assert first_held == f"queue {queue}: cpu {capability + 1}/{capability}"
+                first_admitted.append(names[0])
+
+            async def scheduled() -> bool:
+                for name in first_admitted:
+                    rb = await stack.get("ResourceBinding", name)
+                    if not (rb and rb["spec"].get("clusters")):
+                        return False
+                return True
+
+            await stack.eventually(scheduled, what="admitted bindings scheduled by Karmada")
+        finally:
+            for name in queues:
+                with contextlib.suppress(KubeError):
+                    await stack.kube.delete(QUEUES, name)
