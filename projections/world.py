@@ -570,7 +570,8 @@ def _fold_succeeded(world: World, record: EventRecord, event: CommandSucceeded, 
     _touch_target(world, event.target, touched)
 
 
-def _fold_failed(world: World, record: EventRecord, event: CommandFailed, touched: Touched) -> None:
+def _command_failed(world: World, event: CommandFailed) -> None:
+    """The command's slot waits for a retry (retryable), or the request is remembered as refused for good."""
     s = slot(event.command, event.target)
     if world.inflight.get(s) == event.command_id:
         del world.inflight[s]
@@ -578,6 +579,10 @@ def _fold_failed(world: World, record: EventRecord, event: CommandFailed, touche
         world.retry_wait[s] = world.retry_wait.get(s, 0) + 1
     else:
         world.rejected[event.command_id] = event.message
+
+
+def _fold_failed(world: World, record: EventRecord, event: CommandFailed, touched: Touched) -> None:
+    _command_failed(world, event)
     _touch_target(world, event.target, touched)
 
 
@@ -642,13 +647,7 @@ def _fold_member(world: World, record: EventRecord, touched: Touched) -> bool:
             if event.result is not None:
                 touched.members |= observe_member(world.members, member, event.result, deleted=False)
         else:
-            s = slot(event.command, event.target)
-            if world.inflight.get(s) == event.command_id:
-                del world.inflight[s]
-            if event.retryable:
-                world.retry_wait[s] = world.retry_wait.get(s, 0) + 1
-            else:
-                world.rejected[event.command_id] = event.message
+            _command_failed(world, event)
         touched.members.add(target if not rest.startswith("Pod/") else _subject_of_pod(world, member, rest))
         return True
     return False
