@@ -118,7 +118,8 @@ class DaemonConfig:
     # queue admission (README "Admission"): watch Queues, PriorityClasses, workloads and the admission ConfigMap
     admission: bool = False
     admission_configmap: str = "tether-system/tether-admission"
-    admission_volcano_jobs: bool = False  # also watch batch.volcano.sh Jobs (their CRD must exist)
+    admission_volcano_jobs: bool = False  # also watch batch.volcano.sh Jobs
+    absent_retry: float = 30.0  # seconds between asking again for an optional resource not served (its CRD absent)
     # the ResourceBinding admission webhook (None: not served)
     webhook_port: int | None = None
     webhook_host: str = "0.0.0.0"
@@ -430,6 +431,8 @@ class Daemon:
             metrics.lists_pending.set(len(world.lists_pending))
             for source in self.sources:
                 metrics.watch_errors.labels(source.name).set(source.errors)
+                if source.absent_ok:
+                    metrics.watch_absent.labels(source.name).set(1 if source.absent else 0)
             try:
                 for stream, consumer in (("events", "decider"), ("commands", "executor")):
                     end, done = await log_.end(stream), await log_.position(stream, consumer=consumer)
@@ -441,21 +444,31 @@ class Daemon:
     def _admission_sources(self, kube: KubeClient) -> list[WatchSource]:
         """What queue admission reads (``--admission``): Queues, PriorityClasses, the workloads whose queue names
         the bindings need, and the admission ConfigMap — listed before the bindings, so a binding is decided with
-        its queue known."""
+        its queue known.
+
+        **Optional sources.** Volcano's Queues and Jobs are CRDs that a Karmada control plane may not have, and a
+        list that never ends keeps ``World.lists_pending`` non-empty — tether would decide nothing at all, data
+        dependency included. They are watched with ``absent_ok`` (``WatchSource``): not served, they list as empty
+        (one warning), are asked for again every ``absent_retry`` seconds, and are picked up once installed.
+        PriorityClasses too: ``scheduling.k8s.io`` is built into every kube-apiserver (so into
+        karmada-apiserver), but an aggregated or trimmed control plane may lack it, and without it bindings simply
+        fall back to the default priority. Deployments (``apps/v1``) and ConfigMaps are always served, so a 404
+        there is an error worth retrying loudly."""
         if not self.cfg.admission:
             return []
         assert self._log is not None
         ns = self.cfg.watch_namespace
         config_ns, _, config_name = self.cfg.admission_configmap.partition("/")
+        retry = self.cfg.absent_retry
         sources = [
             WatchSource(kube, self._log, CONFIGMAPS, namespace=config_ns,
                         field_selector=f"metadata.name={config_name}"),
-            WatchSource(kube, self._log, QUEUES),
-            WatchSource(kube, self._log, PRIORITY_CLASSES),
+            WatchSource(kube, self._log, QUEUES, absent_ok=True, absent_retry=retry),
+            WatchSource(kube, self._log, PRIORITY_CLASSES, absent_ok=True, absent_retry=retry),
             WatchSource(kube, self._log, DEPLOYMENTS, namespace=ns),
         ]
         if self.cfg.admission_volcano_jobs:
-            sources.append(WatchSource(kube, self._log, VOLCANO_JOBS, namespace=ns))
+            sources.append(WatchSource(kube, self._log, VOLCANO_JOBS, namespace=ns, absent_ok=True, absent_retry=retry))
         return sources
 
     async def _freeze_heap_once_recovered(self) -> None:

@@ -29,6 +29,9 @@ class Metrics:
                                        registry=r)
         self.leader = Gauge("tether_leader", "1 while this replica is the leader", registry=r)
         self.watch_errors = Gauge("tether_watch_errors", "Watch errors since start", ["resource"], registry=r)
+        self.watch_absent = Gauge(
+            "tether_watch_resource_absent", "1 while an optional resource is not served (its CRD is not installed): "
+            "listed as empty, asked for again periodically", ["resource"], registry=r)
         self.claims = Gauge("tether_claims", "DataSourceClaims by phase", ["phase"], registry=r)
         self.timers = Gauge("tether_timers_pending", "Armed timers", registry=r)
         self.lists_pending = Gauge(

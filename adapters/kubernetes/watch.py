@@ -17,7 +17,16 @@ A :class:`WatchSource` is the informer of tether, without a cache (the projectio
   0: on the next turn of the event loop) and the events that arrive while that append runs go together in the
   next one (group commit), so an idle watch adds no delay and a busy one still writes in batches;
 * an object that cannot be trimmed into a :class:`~tether.core.kube.KubeObject` (a malformed answer) is logged
-  with its key and kept as a dead letter in the log backend when it has one, and the watch goes on.
+  with its key and kept as a dead letter in the log backend when it has one, and the watch goes on;
+* an **optional** resource (``absent_ok``: a CRD that may not be installed — Volcano Queues and Jobs on the
+  control plane, Godel PodGroups or Fluid operations in a member) that the server does not serve (404) lists as
+  **empty**: an :class:`~tether.core.events.ObjectsListed` with no keys, so the lists waiting for it end and the
+  rest of tether decides as usual. One warning says so when it becomes absent (not one per retry); the source
+  then asks again every ``absent_retry`` seconds (±20 %), and a CRD installed later is listed — announced with
+  its own ``ListsStarted`` like any relist — and watched from then on. A resource whose CRD is deleted while
+  watched (the watch answers 404) goes the same way, and the empty list makes the world forget its objects,
+  which the deletion took with it. Retrying with the error backoff instead would log a warning per attempt
+  and, at its 30 s cap, ask no less often — but a warning a minute for a resource nobody installed is noise.
 
 Time in the appended events is the wall clock at append — the only place where tether reads it for events.
 """
@@ -54,7 +63,7 @@ class WatchSource:
         self, kube: KubeClient, log_: EventLog, resource: Resource, *, namespace: str = "",
         field_selector: str | None = None, batch_size: int = 256, flush_interval: float = 0.0,
         timeout_seconds: int = 300, on_object: Callable[[KubeObject, bool], None] | None = None,
-        cluster: str = "", absent_ok: bool = False,
+        cluster: str = "", absent_ok: bool = False, absent_retry: float = 30.0,
     ) -> None:
         self.kube = kube
         self.log = log_
@@ -66,9 +75,10 @@ class WatchSource:
         self.timeout_seconds = timeout_seconds
         self.on_object = on_object  # e.g. the plugin ConfigMap holder of the catalog executor
         self.cluster = cluster  # a member cluster's source tags its events with the member's name
-        # a resource the server does not serve (404: a CRD not installed in that member) lists as empty, so the
-        # lists waiting for it end; the watch loop keeps retrying with backoff until it is served
+        # optional: a resource the server does not serve (404: its CRD is not installed) lists as empty (module doc)
         self.absent_ok = absent_ok
+        self.absent_retry = absent_retry
+        self.absent = False  # the server did not serve it at the last list (only with absent_ok)
         self.resource_version = ""
         self.synced = asyncio.Event()
         self.relists = 0
@@ -124,10 +134,12 @@ class WatchSource:
         except KubeError as exc:
             if exc.status != 404 or not self.absent_ok:
                 raise
-            await self._append([ObjectsListed(kind=self.resource.kind, keys=(), namespace=self.namespace,
-                                              cluster=self.cluster)])
-            self.synced.set()
-            raise
+            await self._listed_absent()
+            return
+        if self.absent:
+            self.absent = False
+            log.info("resource served now; listed and watched", resource=self.name,
+                     api_version=self.resource.api_version)
         events: list[Event] = [ListsStarted(sources=(self.list_source,), cluster=self.cluster)] if announce else []
         keys: list[str] = []
         for raw in items:
@@ -143,6 +155,17 @@ class WatchSource:
         await self._append(events)
         self.resource_version = rv
         self.relists += 1
+        self.synced.set()
+
+    async def _listed_absent(self) -> None:
+        """The server does not serve the (optional) resource: list it as empty, once per absence (module doc)."""
+        if not self.absent:
+            self.absent = True
+            log.warning("resource not served (its CRD is not installed?): listed as empty, asking again periodically",
+                        resource=self.name, api_version=self.resource.api_version, retry_every=self.absent_retry)
+            await self._append([ObjectsListed(kind=self.resource.kind, keys=(), namespace=self.namespace,
+                                              cluster=self.cluster)])
+        self.resource_version = ""
         self.synced.set()
 
     async def _flush(self) -> None:
@@ -191,6 +214,9 @@ class WatchSource:
             try:
                 if not self.resource_version:
                     await self.relist()
+                    if self.absent:
+                        await asyncio.sleep(self.absent_retry * random.uniform(0.8, 1.2))
+                        continue
                 started, version = time.monotonic(), self.resource_version
                 await self._watch_once()
                 delay = 0.2
@@ -206,6 +232,8 @@ class WatchSource:
                     log.info("watch expired; relisting", resource=self.name, resource_version=self.resource_version)
                     self.resource_version = ""
                     continue
+                if exc.status == 404 and self.absent_ok:  # its CRD was deleted? the relist (after the backoff) tells
+                    self.resource_version = ""
                 log.warning("watch failed; retrying", resource=self.name, status=exc.status, reason=exc.reason,
                             message=exc.message[:200], retry_in=round(delay, 2))
             except Exception as exc:  # a transport error mid-stream, a decoding error…: back off and resume
