@@ -13,9 +13,19 @@
 * HTTP endpoints (health, readiness, metrics, pushed table-moved notifications), and a reporter that sets the
   gauges describing the world once a second (claims by phase, timers, lists outstanding, watch errors, lag);
 * member clusters (``--member``, ``--members-from-karmada``): their watch sources and executor
-  (``adapters/kubernetes/members.py``), and the pod webhook (``--pod-webhook``, ``adapters/kubernetes/pod_webhook.py``)
-  on the HTTPS webhook server, started at once and answering 503 until this replica is the leader with its world
-  recovered (and, per member, until that member's lists have ended);
+  (``adapters/kubernetes/members.py``);
+* **one webhook server** (HTTPS, one port, one certificate directory) for every webhook tether serves: the
+  ResourceBinding webhook (``--binding-webhook``, ``adapters/kubernetes/binding_webhook.py``) and the members' pod
+  webhook (``--pod-webhook``, ``adapters/kubernetes/pod_webhook.py``). It starts at once; the server answers 503
+  until this replica is the leader with its world recovered, and each handler answers 503 until its own part of
+  the world is complete — the binding webhook the control plane's lists, the pod webhook its member's — so a
+  member still listing holds back no binding and a Karmada relist no pod. One server rather than one per webhook:
+  one port for the Service, one certificate to issue, rotate and trust, one caBundle path; the per-path
+  readiness is what would otherwise have justified two;
+* **readiness routes webhook traffic to the leader.** With ``failurePolicy: Fail`` a standby's 503 makes the API
+  server refuse the request — it does not try another endpoint. So a standby that serves a webhook reports not
+  ready on ``/readyz`` and drops out of the webhook Service's endpoints; a standby serving none is ready, as
+  a healthy replica that merely does not lead (``ready``);
 * optional leader election: a standby replica waits; the leader runs everything; losing the Lease stops the
   daemon (exit code 1) so that the supervisor restarts it as a standby.
 
@@ -37,6 +47,7 @@ import os
 import random
 import socket
 import time
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +61,7 @@ from tether.adapters.daemon.endpoints import Endpoints
 from tether.adapters.daemon.metrics import Metrics
 from tether.adapters.daemon.runtime import Runtime
 from tether.adapters.daemon.timers import TimerService
+from tether.adapters.kubernetes.binding_webhook import PATH as BINDING_PATH
 from tether.adapters.kubernetes.binding_webhook import BindingWebhook
 from tether.adapters.kubernetes.client import (
     BINDINGS,
@@ -67,9 +79,10 @@ from tether.adapters.kubernetes.client import (
 from tether.adapters.kubernetes.executor import KubeExecutor, ObjectCache
 from tether.adapters.kubernetes.leader import LeaderElector
 from tether.adapters.kubernetes.members import MemberClusters, MemberExecutor
+from tether.adapters.kubernetes.pod_webhook import PATH as POD_PATH
 from tether.adapters.kubernetes.pod_webhook import PodWebhook
 from tether.adapters.kubernetes.watch import WatchSource
-from tether.adapters.kubernetes.webhook import WebhookServer
+from tether.adapters.kubernetes.webhook import WebhookHandler, WebhookServer
 from tether.adapters.kubernetes.webhook_certs import (
     CERT_FILE,
     KEY_FILE,
@@ -85,6 +98,9 @@ from tether.core.identity import DataIdentity
 from tether.projections.world import Settings, World
 
 log = structlog.get_logger("tether.daemon")
+
+DEFAULT_WEBHOOK_PORT = 9443
+DEFAULT_WEBHOOK_CERT_DIR = "/var/run/tether/webhook"
 
 
 @dataclass
@@ -111,24 +127,48 @@ class DaemonConfig:
     freeze_heap: bool = True  # gc.freeze() once recovered (module doc); off where the process is not the daemon's
     members: dict[str, str] = field(default_factory=dict)  # member cluster name → kubeconfig (pod placement)
     members_from_karmada: bool = False  # also connect every Karmada Cluster with apiEndpoint + secretRef
-    pod_webhook: bool = False  # serve /mutate/pods/<cluster> (the member clusters' pod webhook)
-    pod_webhook_host: str = "0.0.0.0"
-    pod_webhook_port: int = 9443
-    pod_webhook_cert_dir: str = "/var/run/tether/webhook"  # tls.crt and tls.key, re-read when they rotate
     # queue admission (README "Admission"): watch Queues, PriorityClasses, workloads and the admission ConfigMap
     admission: bool = False
     admission_configmap: str = "tether-system/tether-admission"
     admission_volcano_jobs: bool = False  # also watch batch.volcano.sh Jobs
     absent_retry: float = 30.0  # seconds between asking again for an optional resource not served (its CRD absent)
-    # the ResourceBinding admission webhook (None: not served)
-    webhook_port: int | None = None
+    # the webhook server (module doc): one HTTPS port and certificate directory for every webhook tether serves
+    binding_webhook: bool | None = None  # /mutate/resourcebindings; None: served when webhook_port is given (the
+    #                                      way it was turned on before it had a switch of its own)
+    pod_webhook: bool = False  # /mutate/pods/<cluster> (the member clusters' pod webhook)
+    webhook_port: int | None = None  # None: DEFAULT_WEBHOOK_PORT
     webhook_host: str = "0.0.0.0"
-    webhook_cert_dir: str = "/var/run/tether/webhook"  # tls.crt/tls.key (cert-manager's Secret, or self-signed)
+    webhook_cert_dir: str = DEFAULT_WEBHOOK_CERT_DIR  # tls.crt/tls.key (cert-manager's Secret, or self-signed)
     webhook_self_signed: bool = False  # make the certificates in webhook_cert_dir and inject the caBundle
     webhook_service: str = "tether-webhook"
     webhook_namespace: str = "tether-system"
     webhook_configuration: str = "tether-resourcebindings"  # the MutatingWebhookConfiguration (caBundle)
     webhook_extra_names: list[str] = field(default_factory=list)  # more names for the self-signed certificate
+    # deprecated: the pod webhook's own server's host, port and certificate directory, from before it shared the
+    # webhook server; when given they are that server's (an explicit webhook_* value that differs is an error)
+    pod_webhook_host: str | None = None
+    pod_webhook_port: int | None = None
+    pod_webhook_cert_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.binding_webhook is None:  # before the pod webhook's port becomes the server's (it turns nothing on)
+            self.binding_webhook = self.webhook_port is not None
+        for old, new, default in (("pod_webhook_host", "webhook_host", "0.0.0.0"),
+                                  ("pod_webhook_port", "webhook_port", None),
+                                  ("pod_webhook_cert_dir", "webhook_cert_dir", DEFAULT_WEBHOOK_CERT_DIR)):
+            value = getattr(self, old)
+            if value is None:
+                continue
+            current = getattr(self, new)
+            if current not in (default, value):
+                raise ValueError(f"{old}={value!r} and {new}={current!r}: both webhooks share one server now; "
+                                 f"give {new} only")
+            setattr(self, new, value)
+            setattr(self, old, None)  # resolved: a copy of this config (dataclasses.replace) resolves the same
+
+    @property
+    def serves_webhooks(self) -> bool:
+        return bool(self.binding_webhook or self.pod_webhook)
 
 
 async def api_client_for(cfg: DaemonConfig) -> client.ApiClient:
@@ -159,15 +199,23 @@ class Daemon:
         self.started = asyncio.Event()
         self._member_clients = member_clients or {}
         self.members: MemberClusters | None = None
-        self.pod_webhook: WebhookServer | None = None
 
     @property
     def world(self) -> World:
         assert self.runtime is not None
         return self.runtime.world
 
+    @property
+    def pod_webhook(self) -> WebhookServer | None:
+        """The webhook server when it serves the pod webhook (callers from when it had a server of its own)."""
+        return self.webhook if self.cfg.pod_webhook else None
+
     def ready(self) -> tuple[bool, str]:
+        """``/readyz``. A standby is ready — healthy, merely not leading — unless it serves a webhook: then it is
+        not, so that the webhook Service's endpoints are the leader only (module doc)."""
         if self.leader is not None and not self.leader.is_leader.is_set():
+            if self.cfg.serves_webhooks:
+                return False, "standby (not the leader): its webhooks would only answer 503"
             return True, "standby (not the leader)"
         if self.runtime is None or not self.runtime.recovered.is_set():
             return False, "recovering the world from the log"
@@ -176,57 +224,50 @@ class Daemon:
             return False, f"waiting for the first list of {', '.join(unsynced)}"
         return True, "ready"
 
-    def pod_webhook_serving(self) -> tuple[bool, str]:
-        """Whether this replica may answer the pod webhook: the leader, its world recovered. Whether the member a
-        request comes from is listed is the handler's check (``pod_webhook.py``); the control plane's lists do not
-        matter to pods."""
+    def replica_current(self) -> tuple[bool, str]:
+        """The webhook server's gate, for every path: the leader, its world recovered. What else a webhook needs is
+        its handler's to check (``control_plane_listed`` for bindings; the member's lists for pods)."""
         if self.leader is not None and not self.leader.is_leader.is_set():
             return False, "standby (not the leader)"
         if self.runtime is None or not self.runtime.recovered.is_set():
             return False, "recovering the world from the log"
         return True, "current"
 
-    async def _start_pod_webhook(self) -> None:
-        assert self._log is not None
-        log_, metrics = self._log, self.metrics
-        handler = PodWebhook(world=lambda: self.world, append=lambda records: log_.append("events", records))
-        self.pod_webhook = WebhookServer(
-            handlers={handler.path: handler}, serving=self.pod_webhook_serving,
-            cert_file=os.path.join(self.cfg.pod_webhook_cert_dir, "tls.crt"),
-            key_file=os.path.join(self.cfg.pod_webhook_cert_dir, "tls.key"),
-            host=self.cfg.pod_webhook_host, port=self.cfg.pod_webhook_port,
-            observe=lambda path, outcome, seconds: metrics.pod_webhook_latency.labels(outcome).observe(seconds))
-        await self.pod_webhook.start()
-
-    def webhook_serving(self) -> tuple[bool, str]:
-        """Whether this replica may answer admission requests for bindings: what the pod webhook needs, and every
-        control-plane list done (``World.lists_pending``). Otherwise the webhook answers 503 and its failurePolicy
-        applies."""
-        current, why = self.pod_webhook_serving()
-        if not current:
-            return current, why
+    def control_plane_listed(self) -> tuple[bool, str]:
+        """Whether every control-plane list has ended (``World.lists_pending``, and each source's first list): a
+        binding decided before could miss a claim not listed yet. The binding webhook's own check."""
         assert self.runtime is not None
         if self.runtime.world.lists_pending or not all(s.synced.is_set() for s in self.sources):
             return False, "lists pending: the world is not complete yet"
         return True, "current"
 
     async def _start_webhook(self, kube: KubeClient) -> None:
+        """The one webhook server, with the handlers of the webhooks configured (module doc)."""
         cfg = self.cfg
-        assert self._log is not None and cfg.webhook_port is not None
+        assert self._log is not None
         cert, key = Path(cfg.webhook_cert_dir) / CERT_FILE, Path(cfg.webhook_cert_dir) / KEY_FILE
         ca = b""
         if cfg.webhook_self_signed:
             names = [*service_names(cfg.webhook_service, cfg.webhook_namespace), *cfg.webhook_extra_names]
             cert, key, ca = ensure_self_signed(cfg.webhook_cert_dir, names=names)
         log_ = self._log
-        handler = BindingWebhook(world=lambda: self.world, append=lambda records: log_.append("events", records))
+
+        def append(records: Sequence[EventRecord]) -> Awaitable[object]:
+            return log_.append("events", records)
+
+        handlers: dict[str, WebhookHandler] = {}
+        if cfg.binding_webhook:
+            handlers[BINDING_PATH] = BindingWebhook(world=lambda: self.world, append=append,
+                                                    current=self.control_plane_listed)
+        if cfg.pod_webhook:
+            handlers[POD_PATH] = PodWebhook(world=lambda: self.world, append=append)
         metrics = self.metrics
         self.webhook = WebhookServer(
-            handlers={handler.path: handler}, cert_file=str(cert), key_file=str(key), serving=self.webhook_serving,
-            host=cfg.webhook_host, port=cfg.webhook_port,
+            handlers=handlers, cert_file=str(cert), key_file=str(key), serving=self.replica_current,
+            host=cfg.webhook_host, port=DEFAULT_WEBHOOK_PORT if cfg.webhook_port is None else cfg.webhook_port,
             observe=lambda path, outcome, seconds: metrics.webhook_latency.labels(path, outcome).observe(seconds))
         await self.webhook.start()
-        if ca:
+        if ca and cfg.binding_webhook:  # (the members' configurations live in the members: their caBundle is manual)
             try:
                 await inject_ca_bundle(kube, cfg.webhook_configuration, ca)
             except (LookupError, KubeError, RuntimeError) as exc:  # served anyway: the configuration may come later
@@ -338,13 +379,11 @@ class Daemon:
         self.endpoints = Endpoints(metrics=self.metrics, ready=self.ready, on_table_moved=self._on_table_moved,
                                    push_token=self.cfg.push_token, host=self.cfg.http_host, port=self.cfg.http_port)
         await self.endpoints.start()
-        if self.cfg.webhook_port is not None:  # up at once: a replica that is not current answers 503
+        if self.cfg.serves_webhooks:  # up at once: a replica that is not current answers 503 (failurePolicy applies)
             await self._start_webhook(kube)
         tasks: list[asyncio.Task[Any]] = []
         exit_code = 0
         try:
-            if self.cfg.pod_webhook:  # up at once: a replica that is not current answers 503 (failurePolicy applies)
-                await self._start_pod_webhook()
             if self.cfg.leader_elect:
                 self.leader = LeaderElector(kube, namespace=self.cfg.lease_namespace, name=self.cfg.lease_name,
                                             identity=self.cfg.identity, lease_duration=self.cfg.lease_duration,
@@ -399,8 +438,6 @@ class Daemon:
                         await self.runtime.save_snapshot(position)
                 except Exception:  # a snapshot is only a cache; failing to write one on the way out is fine
                     log.warning("could not save a snapshot on shutdown")
-            if self.pod_webhook is not None:
-                await self.pod_webhook.stop()
             await self.endpoints.stop()
             if self.webhook is not None:
                 await self.webhook.stop()

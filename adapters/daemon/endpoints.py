@@ -2,7 +2,8 @@
 
 * ``GET /healthz`` — liveness: 200 while the loops run.
 * ``GET /readyz`` — readiness: 200 once the world is recovered and every watch has listed once (a standby
-  replica is ready too: it is healthy, just not leading), 503 with the reason otherwise.
+  replica is ready too: it is healthy, just not leading — unless it serves a webhook, so that the webhook
+  Service routes to the leader only; ``Daemon.ready``), 503 with the reason otherwise.
 * ``GET /metrics`` — Prometheus text format.
 * ``POST /v1/notifications/table-moved`` — a pushed "this table moved" notification (bearer token). The body
   names the data source like a claim does: ``{"system", "dataSourceType" (default "table"), "dataSourceName",

@@ -36,16 +36,14 @@ class Metrics:
         self.timers = Gauge("tether_timers_pending", "Armed timers", registry=r)
         self.lists_pending = Gauge(
             "tether_lists_pending", "Watch lists started and not ended: while above 0 nothing is decided", registry=r)
-        self.pod_webhook_latency = Histogram(
-            "tether_pod_webhook_seconds", "Pod webhook answers (recording included), by outcome", ["outcome"],
-            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1), registry=r)
         self.admission_bindings = Gauge("tether_admission_bindings", "Queue-managed bindings by queue and state "
                                         "(held: suspended, waiting; admitted)", ["queue", "state"], registry=r)
         self.admission_cycle = Histogram("tether_admission_cycle_seconds", "One admission cycle (decider step)",
                                          buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0), registry=r)
-        self.webhook_latency = Histogram("tether_webhook_seconds", "Admission webhook answers, server side",
-                                         ["webhook", "outcome"],
-                                         buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.1, 1.0), registry=r)
+        self.webhook_latency = Histogram(
+            "tether_webhook_seconds", "Webhook answers, server side (recording included), by webhook path "
+            "(/mutate/resourcebindings, /mutate/pods/{cluster}) and outcome", ["webhook", "outcome"],
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0), registry=r)
         self.gc_frozen = Gauge("tether_gc_frozen_objects",
                                "Objects moved out of the cyclic GC's reach at startup (DaemonConfig.freeze_heap)",
                                registry=r)

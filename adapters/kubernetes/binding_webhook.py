@@ -1,9 +1,12 @@
 """The ResourceBinding mutating webhook's handler: the pure decision (``core.binding_admission``) on the
 daemon's in-memory world, and the decision appended to the log before the answer goes back.
 
-Path ``/mutate/resourcebindings`` on :class:`~.webhook.WebhookServer`, which answers 503 from a replica whose
-world is not current (a standby, recovering, lists pending) so that the webhook's ``failurePolicy`` applies —
-see ``ops/webhook/README.md`` for the policy per case.
+Path ``/mutate/resourcebindings`` on :class:`~.webhook.WebhookServer`, which answers 503 from a replica that is
+not current (a standby, recovering); this handler adds its own condition — every control-plane list ended
+(``current``, the daemon's ``control_plane_listed``) — and raises :class:`~.webhook.NotServing` (503) until
+then: a binding admitted from a half-listed world could miss the claim that constrains it. The pod webhook on the
+same server needs only its member's lists, so the check is the handler's, not the server's. Either way the
+webhook's ``failurePolicy`` applies — see ``ops/webhook/README.md`` for the policy per case.
 
 **Recorded before answering.** The decision (:class:`~tether.core.events.BindingAdmissionDecided`: the request's
 object, the patch, the log position of the world it was decided from) is appended before the API server gets
@@ -26,7 +29,7 @@ from tether.core.events import BindingAdmissionDecided
 from tether.core.kube import KubeObject, ObjectMeta, trim
 from tether.projections.world import World
 
-from .webhook import AdmissionRequest, WebhookAnswer
+from .webhook import AdmissionRequest, NotServing, WebhookAnswer
 
 PATH = "/mutate/resourcebindings"
 
@@ -52,12 +55,17 @@ class BindingWebhook:
 
     def __init__(self, *, world: Callable[[], World],
                  append: Callable[[Sequence[EventRecord]], Awaitable[object]],
+                 current: Callable[[], tuple[bool, str]] = lambda: (True, "current"),
                  clock: Callable[[], float] = time.time) -> None:
         self.world = world
         self.append = append
+        self.current = current
         self.clock = clock
 
     async def __call__(self, request: AdmissionRequest) -> WebhookAnswer:
+        listed, why = self.current()
+        if not listed:
+            raise NotServing(why)
         world = self.world()
         obj = dict(request.object or {})
         if request.namespace and isinstance(obj.get("metadata"), dict):  # a CREATE may omit it in the body

@@ -11,12 +11,14 @@ request costs a JSON decode, that function and a JSON encode.
   naming its own path, and members joining at run time need no new route. A handler returns a
   :class:`WebhookAnswer`: allowed or denied, a JSON Patch (sent base64-encoded with ``patchType: JSONPatch``),
   warnings — or an awaitable of one, when it records its decision in the log before the API server acts on it.
-* **Served only from a current world.** ``serving()`` says whether this replica may answer: a standby, a daemon
-  still recovering its world or with lists outstanding (``World.lists_pending``) is not current. Such a replica
-  answers 503, and the API server applies the webhook's ``failurePolicy`` — the choice of what happens then is
-  the webhook configuration's (``ops/webhook/``, ``ops/members/``), not this server's. A handler that knows
-  better — its part of the world is not current, say one member cluster still listing — raises
-  :class:`NotServing`, answered 503 the same way.
+* **Served only from a current world, judged per path.** ``serving()`` is the server's gate, common to every
+  path: whether this replica may answer at all (a standby or a daemon still recovering its world may not). What
+  is "complete enough" differs per webhook — the ResourceBinding webhook needs every control-plane list ended,
+  the pod webhook only the lists of the member asking — so that is the handler's check: it raises
+  :class:`NotServing`. Either way the answer is 503 and the API server applies the webhook's ``failurePolicy``
+  — the choice of what happens then is the webhook configuration's (``ops/webhook/``, ``ops/members/``), not
+  this server's. One server serves every webhook (one port, one certificate): a member still listing then holds
+  back only its own pods, a Karmada relist only the bindings.
 * **TLS** from a certificate and key file (a Secret mounted by cert-manager, or written by
   :mod:`.webhook_certs`), re-read when the files change: certificates rotate without a restart. New handshakes
   use the new certificate; connections already open keep theirs until they close.
