@@ -57,6 +57,7 @@ The plugins live in :mod:`.admission_plugins`; the configuration format is Volca
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NewType
 
@@ -303,12 +304,14 @@ DEFAULT_ADMISSION_CONFIG = parse_admission_config(DEFAULT_ADMISSION_CONFIG_YAML)
 class QueueState:
     """A queue within one session (mutable: the session charges it as it admits)."""
 
-    __slots__ = ("admitted", "allocated", "chain", "deferred", "deserved", "invalid_request", "pending", "problem",
-                 "queue", "request", "resumed", "subtree", "tiebreak", "waiting")
+    __slots__ = ("admitted", "allocated", "chain", "deferred", "deserved", "invalid_request", "limits", "pending",
+                 "problem", "queue", "request", "resumed", "subtree", "tiebreak", "waiting")
 
     def __init__(self, queue: Queue) -> None:
         self.queue = queue
         self.chain: tuple[QueueState, ...] = (self,)  # itself, then its ancestors up to the root
+        #: (subtree, resource, capability) for every capped resource of the chain (capability_overrun's fast path)
+        self.limits: tuple[tuple[ResourceList, str, int], ...] = ()
         self.problem = "" if queue.open else f"queue {queue.name} is not open"
         self.allocated: ResourceList = {}  # its own admitted bindings (proportion, drf, status)
         self.subtree: ResourceList = {}  # its own and its descendants' (capacity)
@@ -368,6 +371,8 @@ def _states(queues: Iterable[Queue], wanted: Iterable[str]) -> dict[str, QueueSt
             chain.append(ancestor)
             parent = ancestor.queue.parent
         state.chain = tuple(chain)
+        state.limits = tuple((holder.subtree, name, limit) for holder in state.chain
+                             for name, limit in holder.queue.capability.items())
     for state in states.values():  # an ancestor that cannot admit closes its subtree (once every chain is known)
         if not state.problem:
             state.problem = next((a.problem for a in state.chain[1:] if a.problem), "")
@@ -479,37 +484,51 @@ def _round_robin(states: Mapping[str, QueueState], session: Session, predicates:
     # the capacity plugin, when it is the first predicate: a queue whose capability is used up can then be drained
     # at once (_drain_exhausted) — every later binding asking for that resource gets capacity's own verdict
     capacity_first = predicates[0][0] if predicates and predicates[0][0] == "capacity" else None
-    active = [state for state in states.values() if state.pending]
-    while active:
-        active.sort(key=queue_key)
-        for state in active:
-            pending = state.pending
-            while pending:
-                _, binding, total = entry = pending.pop()
-                demand = total if whole else binding.request
-                for plugin, fit in predicates:
-                    reason = fit(state, demand)
-                    if reason:
-                        held[binding.key] = Hold(binding.key, plugin, reason)
-                        if fair_share is not None:
-                            if plugin == fair_share.name:
-                                state.deferred.append(entry)
-                            elif not starved:
-                                starved = _short_of_room(headroom, demand) and fair_share.within_share(state, demand)
-                        if plugin == capacity_first:
-                            starved = _drain_exhausted(state, whole, held, headroom, fair_share, starved)
-                        break
-                else:
-                    held.pop(binding.key, None)  # (held in the fair pass, admitted by the backfill)
-                    _charge(state, total)
-                    for name, amount in total.items():
-                        headroom[name] = headroom.get(name, 0) - amount
-                    state.waiting -= 1
-                    state.admitted += 1
-                    state.resumed += 1
-                    resume.append(binding.key)
+    # The rounds as one heap of (round, queue key, queue): popping it gives round 0's queues in queue order, then
+    # round 1's, and so on — exactly "every round, the active queues re-sorted by the queue order", without the
+    # re-sort. A queue's key depends on its own allocated only (and on what the session fixed when it opened), and
+    # only its own turn changes that, so the key it gets right after its turn is the one the next round would
+    # compute; a turn that admitted nothing keeps its key as it is. Keys end in the queue's unique tiebreak, so
+    # two entries never compare their queues.
+    turns: list[tuple[int, Any, QueueState]] = [(0, queue_key(state), state) for state in states.values()
+                                                if state.pending]
+    heapq.heapify(turns)
+    while turns:
+        round_, key, state = heapq.heappop(turns)
+        pending = state.pending
+        admitted = False
+        while pending:
+            _, binding, total = entry = pending.pop()
+            demand = total if whole else binding.request
+            for plugin, fit in predicates:
+                reason = fit(state, demand)
+                if reason:
+                    held[binding.key] = Hold(binding.key, plugin, reason)
+                    if fair_share is not None:
+                        if plugin == fair_share.name:
+                            state.deferred.append(entry)
+                        elif not starved:
+                            starved = _short_of_room(headroom, demand) and fair_share.within_share(state, demand)
+                    if plugin == capacity_first:
+                        starved = _drain_exhausted(state, whole, held, headroom, fair_share, starved)
                     break
-        active = [state for state in active if state.pending]
+            else:
+                held.pop(binding.key, None)  # (held in the fair pass, admitted by the backfill)
+                allocated = state.allocated
+                for name, amount in total.items():  # (_charge, inlined, and the clusters' headroom in one loop)
+                    allocated[name] = allocated.get(name, 0) + amount
+                    headroom[name] = headroom.get(name, 0) - amount
+                    for holder in state.chain:
+                        subtree = holder.subtree
+                        subtree[name] = subtree.get(name, 0) + amount
+                state.waiting -= 1
+                state.admitted += 1
+                state.resumed += 1
+                resume.append(binding.key)
+                admitted = True
+                break
+        if pending:
+            heapq.heappush(turns, (round_ + 1, queue_key(state) if admitted else key, state))
     return starved
 
 
@@ -525,13 +544,20 @@ def _drain_exhausted(state: QueueState, whole: bool, held: dict[str, Hold], head
     if not exhausted:
         return starved
     keep: list[tuple[Any, Binding, ResourceList]] = []
+    # nothing is charged while draining, so the reason depends on the demand alone: one per distinct demand (a
+    # queue's bindings mostly ask for a few request shapes), not one formatted string per binding
+    reasons: dict[tuple[tuple[str, int], ...], str] = {}
     for entry in reversed(state.pending):  # in offer order (pending is popped from its end)
         _, binding, total = entry
         demand = total if whole else binding.request
         if not any(demand.get(name, 0) > 0 for name in exhausted):
             keep.append(entry)
             continue
-        held[binding.key] = Hold(binding.key, "capacity", capability_overrun(state, demand))
+        shape = tuple(demand.items())
+        reason = reasons.get(shape)
+        if reason is None:
+            reason = reasons[shape] = capability_overrun(state, demand)
+        held[binding.key] = Hold(binding.key, "capacity", reason)
         if fair_share is not None and not starved:
             starved = _short_of_room(headroom, demand) and fair_share.within_share(state, demand)
     state.pending[:] = keep[::-1]  # in place: the round robin holds this very list

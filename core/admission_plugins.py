@@ -86,7 +86,16 @@ class GangPlugin(AdmissionPlugin):
 
 def capability_overrun(state: QueueState, demand: Mapping[str, int]) -> str:
     """``queue q1: cpu 10/8`` when ``demand`` on top of what the queue's subtree — or an ancestor's — already
-    uses passes its capability; ``""`` when it fits. A resource a capability does not name is not capped."""
+    uses passes its capability; ``""`` when it fits. A resource a capability does not name is not capped.
+
+    Most calls fit, so a first pass only checks ``state.limits`` (every capped resource of the chain, flattened
+    when the session opens) and builds nothing; the reason, in chain then demand order, only when one is over."""
+    for subtree, capped, most in state.limits:
+        asked = demand.get(capped)
+        if asked and subtree.get(capped, 0) + asked > most:
+            break
+    else:
+        return ""
     for holder in state.chain:
         capability = holder.queue.capability
         if not capability:
@@ -190,7 +199,9 @@ class ProportionPlugin(AdmissionPlugin):
         for resource, deserved in state.deserved.items():
             used = allocated.get(resource, 0)
             if used:
-                share = max(share, used / deserved if deserved else float("inf"))
+                ratio = used / deserved if deserved else float("inf")
+                if ratio > share:  # (max() without the call: this runs after every admission)
+                    share = ratio
         return share
 
     def within_share(self, state: QueueState, demand: Mapping[str, int]) -> bool:
@@ -226,8 +237,8 @@ class DrfPlugin(AdmissionPlugin):
         allocated = state.allocated
         for resource, total in self.session.total.items():
             used = allocated.get(resource, 0)
-            if used and total:
-                share = max(share, used / total)
+            if used and total and used / total > share:
+                share = used / total
         return share
 
 
@@ -278,6 +289,9 @@ def _queue_sort_key(keys: Sequence[Callable[[QueueState], float]]) -> QueueKey:
     if len(keys) == 1:
         only = keys[0]
         return lambda state: (only(state), state.tiebreak)
+    if len(keys) == 3:  # the default tiers (priority; drf, proportion): computed after every admission, so no list
+        first, second, third = keys
+        return lambda state: (first(state), second(state), third(state), state.tiebreak)
     return lambda state: (*[key(state) for key in keys], state.tiebreak)
 
 
