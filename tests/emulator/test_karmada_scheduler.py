@@ -186,3 +186,36 @@ async def test_reschedule_triggered_later_than_last_scheduled(karmada):
     rb = await wait_rb(karmada, "nginx-deployment", lambda rb: [c["name"] for c in rb["spec"]["clusters"]]
                        == ["member2"])
     assert scheduled(rb)["reason"] == "Success"
+
+
+async def test_a_kind_no_cluster_lists_in_api_enablements_is_not_scheduled(karmada):
+    """Karmada's APIEnablement filter: a cluster whose ``status.apiEnablements`` lacks the binding's kind does not
+    fit ("did not have the API resource") — the examples' clusters list apps/v1 Deployments, not batch/v1 Jobs."""
+    doc = fixture("rb-member2.yaml")
+    doc["spec"]["resource"].update(apiVersion="batch/v1", kind="Job")
+    await create_rb(karmada, doc, placement={"clusterAffinity": {"clusterNames": ["member1", "member2"]}})
+    rb = await wait_rb(karmada, "nginx-deployment", lambda rb: scheduled(rb) is not None)
+    cond = scheduled(rb)
+    assert (cond["status"], cond["reason"], cond["message"]) == (
+        "False", "NoClusterFit", "0/2 clusters are available: 2 cluster(s) did not have the API resource.")
+    assert not rb["spec"].get("clusters")
+    # a cluster that lists the kind fits (the same binding for a kind the examples list)
+    doc = fixture("rb-member2.yaml")
+    doc["metadata"]["name"] = "listed"
+    doc["spec"]["resource"].update(apiVersion="v1", kind="Service")
+    await create_rb(karmada, doc, placement={"clusterAffinity": {"clusterNames": ["member1", "member2"]}})
+    rb = await wait_rb(karmada, "listed", lambda rb: scheduled(rb) is not None)
+    assert scheduled(rb)["reason"] == "Success"
+    assert [c["name"] for c in rb["spec"]["clusters"]] == ["member1", "member2"]
+
+
+async def test_divided_without_a_division_preference_is_a_scheduler_error(karmada):
+    """Karmada has no assignment for Divided without ``replicaDivisionPreference`` (the CRD defaults neither)."""
+    placement = {"clusterAffinity": {"clusterNames": ["member1", "member2"]},
+                 "replicaScheduling": {"replicaSchedulingType": "Divided"}}
+    await create_rb(karmada, fixture("rb-member2.yaml"), placement=placement)
+    rb = await wait_rb(karmada, "nginx-deployment", lambda rb: scheduled(rb) is not None)
+    cond = scheduled(rb)
+    assert (cond["status"], cond["reason"]) == ("False", "SchedulerError")
+    assert "unsupported replica scheduling strategy" in cond["message"]
+    assert not rb["spec"].get("clusters")

@@ -13,15 +13,20 @@ externally visible behaviour the reference examples show:
   (always true the first time), when replicas changed, or when ``rescheduleTriggeredAt`` is later than
   ``status.lastScheduledTime``; otherwise only ``schedulerObservedGeneration`` is refreshed. Failed bindings are
   retried every ``retry_interval`` seconds and whenever a Cluster changes (the real scheduler's backoff queue).
-* Filtering: Ready clusters; ``clusterAffinity`` (``clusterNames``, ``exclude``, ``labelSelector``,
-  ``fieldSelector`` on provider/region/zone) or ``clusterAffinities[]`` (first term that yields a result;
-  ``status.schedulerObservingAffinityName`` records it); ``NoSchedule``/``NoExecute`` taints vs
-  ``clusterTolerations``.
-* Assignment: Duplicated (default) → every fitting cluster gets all replicas. Divided/Weighted → static weights
+* Filtering: Ready clusters; API enablement (a cluster whose ``status.apiEnablements`` does not list the
+  binding's ``resource`` apiVersion and kind is filtered out with "cluster(s) did not have the API resource",
+  unless it is already in ``spec.clusters`` — as Karmada's APIEnablement plugin); ``clusterAffinity``
+  (``clusterNames``, ``exclude``, ``labelSelector``, ``fieldSelector`` on provider/region/zone) or
+  ``clusterAffinities[]`` (first term that yields a result; ``status.schedulerObservingAffinityName`` records it);
+  ``NoSchedule``/``NoExecute`` taints vs ``clusterTolerations``.
+* Assignment: Duplicated (default) → every fitting cluster gets all replicas. Divided without a
+  ``replicaDivisionPreference`` is a ``SchedulerError`` ("unsupported replica scheduling strategy"), as in Karmada
+  (the CRD defaults the type to Divided but not the preference). Divided/Weighted → static weights
   (``staticWeightList``, equal if none) or dynamic weights by available replicas; Divided/Aggregated → fewest
   clusters by available replicas. Available replicas = min over requested resources of
   (allocatable - allocated - allocating) / request, and the pods headroom. Largest-remainder rounding.
-  Approximations: no spreadConstraints, no incremental scale-up/down against the previous result.
+  Approximations: no spreadConstraints, no incremental scale-up/down against the previous result; a cluster that
+  fails several filters is counted under the first of API enablement, affinity, taints.
 * Writes, like the real one: ``spec.clusters`` and the applied-placement annotation (one spec write), then status
   ``conditions[Scheduled]`` (``Success`` / ``NoClusterFit`` with ``0/N clusters are available: ...`` /
   ``Unschedulable`` / ``SchedulerError``), ``schedulerObservedGeneration`` and ``lastScheduledTime``.
@@ -53,6 +58,7 @@ LABELS = ("propagationpolicy.karmada.io/permanent-id", "clusterpropagationpolicy
           "binding.karmada.io/managed-by")
 AFFINITY_REASON = "cluster(s) did not match the placement cluster affinity constraint"
 TAINT_REASON = "cluster(s) had untolerated taint"
+API_REASON = "cluster(s) did not have the API resource"
 _SUFFIX = {"m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _QTY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?\d+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
@@ -83,6 +89,14 @@ class SchedulingFailure(Exception):
 def cluster_ready(cluster: dict[str, Any]) -> bool:
     conds = (cluster.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+
+
+def api_enabled(cluster: dict[str, Any], api_version: str, kind: str) -> bool:
+    """Whether the Cluster's ``status.apiEnablements`` lists ``kind`` in ``api_version`` (Karmada's IsAPIEnabled)."""
+    for enablement in (cluster.get("status") or {}).get("apiEnablements") or []:
+        if enablement.get("groupVersion") == api_version:
+            return any(r.get("kind") == kind for r in enablement.get("resources") or [])
+    return False
 
 
 def affinity_matches(term: dict[str, Any], cluster: dict[str, Any]) -> bool:
@@ -157,6 +171,9 @@ def assign(spec: dict[str, Any], clusters: list[dict[str, Any]]) -> list[dict[st
     avail = {c["metadata"]["name"]: available_replicas(c, request) for c in clusters}
     pref = rs.get("replicaDivisionPreference", "")
     wp = rs.get("weightPreference") or {}
+    if pref not in ("Aggregated", "Weighted"):
+        raise SchedulingFailure("SchedulerError", f"unsupported replica scheduling strategy, replicaSchedulingType: "
+                                f"Divided, replicaDivisionPreference: {pref}, please try another scheduling strategy")
 
     def enough(candidates: dict[str, int]) -> None:
         if sum(candidates.values()) < replicas:
@@ -327,11 +344,17 @@ class KarmadaScheduler:
         candidates = [(t.get("affinityName"), t) for t in terms] if terms else \
             [(None, placement.get("clusterAffinity") or {})]
         tolerations = placement.get("clusterTolerations") or []
+        resource = spec.get("resource") or {}
+        targets = {c.get("name") for c in spec.get("clusters") or []}
         failure: SchedulingFailure | None = None
         for affinity_name, term in candidates:
             reasons: dict[str, int] = {}
             fit = []
             for c in sorted(ready, key=lambda c: c["metadata"]["name"]):
+                if c["metadata"]["name"] not in targets and not api_enabled(
+                        c, resource.get("apiVersion", ""), resource.get("kind", "")):
+                    reasons[API_REASON] = reasons.get(API_REASON, 0) + 1
+                    continue
                 if not affinity_matches(term, c):
                     reasons[AFFINITY_REASON] = reasons.get(AFFINITY_REASON, 0) + 1
                     continue
