@@ -82,20 +82,38 @@ def resource_binding(
     }
 
 
-def cluster(name: str, *, ready: bool = True, region: str = "", cpu: str = "64") -> dict[str, Any]:
+# What a member cluster's Cluster reports as served APIs (as in Karmada's examples): karmada-scheduler filters out a
+# cluster whose ``status.apiEnablements`` lacks a binding's resource kind ("did not have the API resource").
+API_ENABLEMENTS = [{"groupVersion": "apps/v1", "resources": [{"name": "deployments", "kind": "Deployment"}]},
+                   {"groupVersion": "v1", "resources": [{"name": "pods", "kind": "Pod"},
+                                                        {"name": "services", "kind": "Service"}]}]
+
+
+def cluster(name: str, *, ready: bool = True, region: str = "", cpu: str = "64",
+            labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A Push-mode Karmada Cluster with the status karmada-cluster-status-controller would report for a healthy
+    member (Ready, complete API enablements, node and resource summaries): what karmada-scheduler needs to place a
+    Deployment's binding on it. Create it, then write ``status`` through the status subresource."""
     spec: dict[str, Any] = {"syncMode": "Push", "apiEndpoint": f"https://{name}.invalid:6443"}
     if region:
         spec["region"] = region
+    stamp = "2026-01-01T00:00:00Z"
     return {
         "apiVersion": "cluster.karmada.io/v1alpha1",
         "kind": "Cluster",
-        "metadata": {"name": name, "labels": {"region": region} if region else {}},
+        "metadata": {"name": name, "labels": {**({"region": region} if region else {}), **(labels or {})}},
         "spec": spec,
         "status": {
+            "kubernetesVersion": "v1.28.0",
             "conditions": [{"type": "Ready", "status": "True" if ready else "False",
                             "reason": "ClusterReady" if ready else "ClusterNotReachable", "message": "",
-                            "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                            "lastTransitionTime": stamp},
+                           {"type": "CompleteAPIEnablements", "status": "True", "reason": "CompleteAPIEnablements",
+                            "message": "collected complete APIs from member cluster", "lastTransitionTime": stamp}],
+            "apiEnablements": json.loads(json.dumps(API_ENABLEMENTS)),
+            "nodeSummary": {"totalNum": 3, "readyNum": 3 if ready else 0},
             "resourceSummary": {"allocatable": {"cpu": cpu, "memory": "256Gi", "pods": "1000"},
+                                "allocating": {"cpu": "0", "memory": "0", "pods": "0"},
                                 "allocated": {"cpu": "0", "memory": "0", "pods": "0"}},
         },
     }
