@@ -31,8 +31,10 @@ async def kube() -> AsyncIterator[KubeEnv]:
 
 @pytest.fixture
 async def karmada_kube() -> AsyncIterator[KubeEnv]:
-    """``kube`` with the emulator's Karmada scheduler stand-in running (skips on a real cluster: no Karmada)."""
+    """``kube`` with a Karmada scheduler: the emulator's stand-in, or on a real cluster the karmada-scheduler that
+    watches it (skips there with ``TETHER_TEST_KARMADA_SCHEDULER=0``). A real scheduler also considers Clusters the
+    test does not own, so the tests' bindings name their own clusters (``clusterAffinity.clusterNames``)."""
     async with kube_environment(emulator_options={**EMULATOR_OPTIONS, "karmada_scheduler": True},
                                 foreign_objects=True) as env:
-        env.require_emulator("needs the emulator's Karmada scheduler stand-in")
+        env.require_karmada_scheduler()
         yield env

@@ -85,6 +85,7 @@ class Fixture:
 
 @pytest.fixture
 async def hook(kube: KubeEnv, tmp_path: Path) -> AsyncIterator[Fixture]:
+    kube.require_loopback_webhooks()  # the server below listens on this machine's loopback
     cert, key, ca = ensure_self_signed(tmp_path / "certs", names=["127.0.0.1", "localhost"])
     state = {"serving": (True, "ready")}
     stamp = Stamp()

@@ -24,7 +24,15 @@ emulator with what a real Karmada always has and the test does not own (:class:`
 assumes it owns every Cluster fails on the emulator too, and one that touches foreign objects is reported.
 
 Tests that need emulator-only features call ``env.require_emulator()`` which skips with a clear reason on a real
-cluster. The pytest fixtures ``kube`` / ``emulator`` in ``tests/conftest.py`` are thin wrappers around this.
+cluster. Two other needs are checked the same way, on a real cluster only:
+
+- ``env.require_karmada_scheduler()``: a karmada-scheduler watches that cluster (the emulator has its stand-in). A
+  real one is assumed, since tether's real clusters run Karmada; set ``TETHER_TEST_KARMADA_SCHEDULER=0`` where none
+  runs and the tests that need one skip.
+- ``env.require_loopback_webhooks()``: the API server can call a webhook served on this machine's loopback
+  (``https://127.0.0.1:PORT``), as the tests serve theirs. Assumed when the kubeconfig's server is itself on loopback
+  (an API server on this machine); ``TETHER_TEST_WEBHOOK_LOOPBACK=1`` asserts it otherwise (e.g. a tunnel),
+  ``=0`` denies it. The pytest fixtures ``kube`` / ``emulator`` in ``tests/conftest.py`` are thin wrappers around this.
 
     async def test_something(kube):
         await kube.register_crds("datadependency.volcano.sh_datasourceclaims")
@@ -51,6 +59,9 @@ from . import KubeEmulator
 from .crds import clean_for_create, load_crd_documents
 
 KUBECONFIG_ENV = "TETHER_TEST_KUBECONFIG"
+KARMADA_SCHEDULER_ENV = "TETHER_TEST_KARMADA_SCHEDULER"
+WEBHOOK_LOOPBACK_ENV = "TETHER_TEST_WEBHOOK_LOOPBACK"
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 # Distinguishes this test run's cluster-scoped objects from other runs' on a shared cluster.
 RUN_ID = secrets.token_hex(3)
 TETHER_FINALIZERS = ("datadependency.volcano.sh/finalizer", "datadependency.volcano.sh/datasource-finalizer")
@@ -110,6 +121,34 @@ class KubeEnv:
 
             pytest.skip(f"{why}; TETHER_TEST_KUBECONFIG points at a real cluster")
         return self.emulator
+
+    def require_karmada_scheduler(self) -> None:
+        """Skip on a real cluster declared to run no karmada-scheduler (``TETHER_TEST_KARMADA_SCHEDULER=0``). On the
+        emulator the caller starts the stand-in (``KubeEmulator(karmada_scheduler=True)``)."""
+        if self.emulator is None and os.environ.get(KARMADA_SCHEDULER_ENV, "1").strip().lower() in ("0", "false", "no"):
+            import pytest
+
+            pytest.skip(f"needs a karmada-scheduler watching the cluster; {KARMADA_SCHEDULER_ENV}=0 says none runs")
+
+    def loopback_webhooks(self) -> bool:
+        """Whether the API server can call a webhook on this machine's loopback (module doc)."""
+        if self.emulator is not None:
+            return True
+        declared = os.environ.get(WEBHOOK_LOOPBACK_ENV, "").strip().lower()
+        if declared:
+            return declared not in ("0", "false", "no")
+        from urllib.parse import urlsplit
+
+        return (urlsplit(self.configuration.host).hostname or "") in _LOOPBACK_HOSTS
+
+    def require_loopback_webhooks(self) -> None:
+        """Skip unless the API server can reach a webhook served on this machine's loopback."""
+        if not self.loopback_webhooks():
+            import pytest
+
+            pytest.skip(f"the test serves its webhook on this machine's loopback, which the API server at "
+                        f"{self.configuration.host} cannot be assumed to reach (it is not on loopback); set "
+                        f"{WEBHOOK_LOOPBACK_ENV}=1 if it can")
 
     async def create_namespace(self, prefix: str = "tether-test") -> str:
         """Another fresh namespace, deleted on exit."""
