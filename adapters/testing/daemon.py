@@ -257,6 +257,40 @@ class Stack:
                                                        what=f"{binding} excluding {sorted(clusters)}")
         return result
 
+    def own_clusters(self) -> list[str]:
+        """The names of this stack's Clusters, sorted (for ``clusterAffinity.clusterNames``)."""
+        return sorted(self.clusters.values())
+
+    def binding(self, workload: str, **options: Any) -> dict[str, Any]:
+        """``manifests.resource_binding`` in this stack's namespace, selecting only this stack's Clusters: a real
+        karmada-scheduler considers every Cluster, the foreign ones of a shared cluster too."""
+        return manifests.resource_binding(workload, namespace=self.namespace,
+                                          cluster_names=options.pop("cluster_names", None) or self.own_clusters(),
+                                          **options)
+
+    async def wait_scheduled(self, binding: str, clusters: list[str] | set[str] | None, *,
+                             within: float = 15.0) -> dict[str, Any]:
+        """The binding once Karmada (the emulator's stand-in or a real karmada-scheduler) placed it on exactly
+        ``clusters`` (None: on any) and is done with it: ``Scheduled=True`` and ``status.schedulerObservedGeneration``
+        equal to its generation. A real scheduler writes ``spec.clusters`` first and its status after (then observes
+        the generation its own write made), so a binding read between those writes is not settled yet — and a write
+        guarded by the resourceVersion read then would fail."""
+
+        async def probe() -> dict[str, Any] | None:
+            rb = await self.get("ResourceBinding", binding)
+            names = {c["name"] for c in ((rb or {}).get("spec") or {}).get("clusters") or []}
+            if rb is None or not names or (clusters is not None and names != set(clusters)):
+                return None
+            status = rb.get("status") or {}
+            done = any(c.get("type") == "Scheduled" and c.get("status") == "True"
+                       for c in status.get("conditions") or [])
+            return rb if done and status.get("schedulerObservedGeneration") == rb["metadata"].get("generation") \
+                else None
+
+        result: dict[str, Any] = await self.eventually(probe, within=within,
+                                                       what=f"{binding} scheduled on {sorted(clusters or ['any'])}")
+        return result
+
     async def events_for(self, name: str) -> list[dict[str, Any]]:
         """Kubernetes Events recorded on the claim ``name`` (oldest first by name is not guaranteed)."""
         items, _ = await self.kube.list(EVENTS, namespace=self.namespace,

@@ -1,6 +1,7 @@
-"""Admission end to end: tether's ResourceBinding webhook registered on the API server's admission chain, the
-Karmada scheduler stand-in scheduling, the daemon deciding (emulator; on a real cluster the stand-in is missing,
-so these skip there — see ``karmada_kube``).
+"""Admission end to end: tether's ResourceBinding webhook registered on the API server's admission chain, Karmada
+scheduling, the daemon deciding. On the emulator Karmada is its scheduler stand-in; on a real cluster
+(``TETHER_TEST_KUBECONFIG``) it is the karmada-scheduler watching that cluster (``karmada_kube``), and the webhook,
+served on this machine's loopback, must be reachable from the API server (``require_loopback_webhooks``).
 
 * a workload whose claim is Bound: its binding's ``spec.clusters`` never names a cluster without the data — not at
   creation, not after a detector-style rewrite of ``placement`` (both are patched in the write itself);
@@ -9,7 +10,10 @@ so these skip there — see ``karmada_kube``).
   capability, and scheduled by Karmada once resumed.
 
 The test owns its namespace, its Queues (unique names), its webhook configuration (namespaceSelector on its own
-namespace) and the stack's Clusters; it removes them at the end.
+namespace) and the stack's Clusters; it removes them at the end. Its bindings carry what karmada-scheduler needs to
+consider them (a ``propagationpolicy.karmada.io/permanent-id`` label, a Deployment, which the stack's Clusters list
+in ``status.apiEnablements``, Divided with the Weighted preference) and name only the stack's own Clusters in
+``clusterAffinity.clusterNames``: a real scheduler also sees the shared cluster's other Clusters.
 """
 
 from __future__ import annotations
@@ -74,6 +78,7 @@ class History:
 
 @contextlib.asynccontextmanager
 async def admission_stack(env: KubeEnv, tmp: Path, *, managed: bool = False) -> AsyncIterator[Stack]:
+    env.require_loopback_webhooks()
     await env.register_crds("scheduling.volcano.sh_queues")
     certs = tmp / "certs"
     options = {"webhook_port": 0, "webhook_host": "127.0.0.1", "webhook_self_signed": True,
@@ -111,15 +116,19 @@ async def admission_stack(env: KubeEnv, tmp: Path, *, managed: bool = False) -> 
                 await stack.kube.delete(MUTATING_WEBHOOKS, name)
 
 
-def binding(namespace: str, name: str, workload: str, *, cpu: str = "1", placement: dict[str, Any] | None = None
-            ) -> dict[str, Any]:
+def binding(stack: Stack, name: str, workload: str, *, cpu: str = "1") -> dict[str, Any]:
+    """A Deployment's binding as Karmada's detector makes it, placed Divided (Weighted: Karmada has no assignment
+    for Divided without a preference) among the stack's own Clusters."""
+    namespace = stack.namespace
+    placement = {"clusterAffinity": {"clusterNames": stack.own_clusters()},
+                 "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted"}}
     return {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
             "metadata": {"name": name, "namespace": namespace,
                          "labels": {"propagationpolicy.karmada.io/permanent-id": "test-policy"}},
             "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": workload,
                                   "namespace": namespace},
                      "replicas": 1, "replicaRequirements": {"resourceRequest": {"cpu": cpu}},
-                     "placement": placement or {"replicaScheduling": {"replicaSchedulingType": "Divided"}}}}
+                     "placement": placement}}
 
 
 async def test_a_bound_claims_binding_is_never_scheduled_away_from_its_data(karmada_kube: KubeEnv,
@@ -131,23 +140,24 @@ async def test_a_bound_claims_binding_is_never_scheduled_away_from_its_data(karm
             table = stack.add_table("orders", "east")
             await stack.apply(manifests.claim("orders", namespace=stack.namespace, table=table, workload="etl"))
             await stack.wait_claim("orders", phase="Bound")
-            created = await stack.apply(binding(stack.namespace, "etl-deployment", "etl"))
+            created = await stack.apply(binding(stack, "etl-deployment", "etl"))
             west = stack.clusters["west1"]
             assert west in excluded(created)  # the stored object already carries the constraint
             east = {stack.clusters["east1"], stack.clusters["east2"]}
 
-            async def scheduled() -> dict[str, Any] | None:
-                rb = await stack.get("ResourceBinding", "etl-deployment")
-                return rb if rb and (rb["spec"].get("clusters") or []) else None
-
-            rb = await stack.eventually(scheduled, what="scheduled")
+            # settled (a real scheduler writes its status after spec.clusters): the rewrite is guarded by this read
+            rb = await stack.wait_scheduled("etl-deployment", None)
             rewritten = await stack.kube.patch(BINDINGS, "etl-deployment", detector_rewrite(rb, {
                 "clusterAffinity": {"clusterNames": sorted([*east, west])},
                 "replicaScheduling": {"replicaSchedulingType": "Duplicated"}}), namespace=stack.namespace,
                 content_type=JSON_PATCH)
             assert west in excluded(rewritten)  # undone in the same request
-            await stack.eventually(lambda: asyncio.sleep(0, len(history.clusters.get("etl-deployment", [])) >= 3),
-                                   what="the rewrite rescheduled")
+            # Divided put the one replica on one east cluster; the rewrite's Duplicated puts it on both — once the
+            # watch has seen that, the rewrite was rescheduled (and every version up to it is in the history)
+            await stack.wait_scheduled("etl-deployment", east)
+            await stack.eventually(lambda: asyncio.sleep(0, any(set(names) == east for names in
+                                                                history.clusters.get("etl-deployment", []))),
+                                   what="the rewrite rescheduled, seen by the watch")
             await stack.wait_idle()
         finally:
             await history.stop()
@@ -167,15 +177,17 @@ async def test_a_resolving_claim_holds_its_binding_until_the_placement_is_in(kar
                                                                              tmp_path: Path) -> None:
     async with admission_stack(karmada_kube, tmp_path) as stack:
         table = stack.add_table("clicks", "west")
-        stack.catalog.delay_next(1, 1.5, table=table)  # the lookup takes a while: the claim stays Resolving
+        # the lookup takes a while: the claim stays Resolving (long enough for a real API server's latencies)
+        stack.catalog.delay_next(1, 2.5, table=table)
         await stack.apply(manifests.claim("clicks", namespace=stack.namespace, table=table, workload="train"))
         await stack.wait_claim("clicks", reason="Resolving")
-        created = await stack.apply(binding(stack.namespace, "train-deployment", "train"))
+        created = await stack.apply(binding(stack, "train-deployment", "train"))
         assert created["spec"]["suspension"] == {"scheduling": True}
         assert "Resolving" in created["metadata"]["annotations"][ADMISSION_ANNOTATION]
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.3)  # Karmada places a binding within ~50 ms when it may
         held = await stack.get("ResourceBinding", "train-deployment")
-        assert held is not None and not held["spec"].get("clusters")  # Karmada left it alone
+        assert held is not None and (held["spec"].get("suspension") or {}).get("scheduling")  # still held ...
+        assert not held["spec"].get("clusters") and not (held.get("status") or {}).get("conditions")  # untouched
 
         async def scheduled() -> dict[str, Any] | None:
             rb = await stack.get("ResourceBinding", "train-deployment")
@@ -198,7 +210,8 @@ async def test_a_burst_of_200_bindings_across_4_queues_respects_order_and_capabi
                                                  "metadata": {"name": name},
                                                  "spec": {"weight": 1, "capability": {"cpu": str(capability)}}})
             for i, queue in enumerate(queues):
-                deployment = manifests.deployment(f"w{i}", namespace=stack.namespace)
+                # no replicas: on a real cluster the Deployment stays a template (its queue annotation is the point)
+                deployment = manifests.deployment(f"w{i}", namespace=stack.namespace, replicas=0)
                 deployment["spec"]["template"]["metadata"]["annotations"] = {
                     "scheduling.volcano.sh/queue-name": queue}
                 await stack.kube.create(DEPLOYMENTS, deployment, namespace=stack.namespace)
@@ -206,7 +219,7 @@ async def test_a_burst_of_200_bindings_across_4_queues_respects_order_and_capabi
             created: dict[str, list[dict[str, Any]]] = {q: [] for q in queues}
             for n in range(200):
                 i = n % 4
-                rb = await stack.apply(binding(stack.namespace, f"rb-{n:03d}", f"w{i}"))
+                rb = await stack.apply(binding(stack, f"rb-{n:03d}", f"w{i}"))
                 assert rb["spec"]["suspension"] == {"scheduling": True}
                 created[queues[i]].append(rb)
 

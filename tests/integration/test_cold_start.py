@@ -6,8 +6,8 @@ then starts on a **new, empty** log. Its lists arrive in dependency order (Confi
 bindings, claims): decided one by one, the bindings would be stripped before their claims arrive and injected
 again a moment later. Writes are counted two ways that hold on a real cluster shared with others: tether's own
 record of its commands (the new log holds no command to a claim or a binding) and the objects themselves (a
-claim's resourceVersion — nobody else writes claims — and a binding's generation and tether annotations are
-unchanged).
+claim's resourceVersion — nobody else writes claims — and a binding's spec, but for the scheduler's
+``spec.clusters``, and tether annotations are unchanged).
 """
 
 from __future__ import annotations
@@ -59,9 +59,11 @@ async def observed(stack: Stack) -> dict[str, Any]:
     bindings, _ = await stack.kube.list(BINDINGS, namespace=stack.namespace)
     for b in bindings:
         annotations = b["metadata"].get("annotations") or {}
+        # the whole spec but ``clusters``, not the generation: a real karmada-scheduler watching the cluster writes
+        # spec.clusters (a new generation) on its own schedule; anything tether writes is elsewhere in the spec
+        spec = {k: v for k, v in b["spec"].items() if k != "clusters"}
         seen[f"binding/{b['metadata']['name']}"] = (
-            b["metadata"].get("generation"), annotations.get(INJECTED_ANNOTATION),
-            annotations.get(EXCLUDED_ANNOTATION), b["spec"].get("placement"), b["spec"].get("rescheduleTriggeredAt"))
+            annotations.get(INJECTED_ANNOTATION), annotations.get(EXCLUDED_ANNOTATION), spec)
     return seen
 
 

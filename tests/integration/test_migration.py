@@ -1,5 +1,10 @@
-"""Compute follows data: a table moves, and the binding is rescheduled onto the new region's clusters by the
-(emulated) Karmada scheduler — triggered by a pushed notification, and separately by the migration poller."""
+"""Compute follows data: a table moves, and the binding is rescheduled onto the new region's clusters by Karmada —
+triggered by a pushed notification, and separately by the migration poller.
+
+Karmada is the emulator's scheduler stand-in, or on a real cluster its karmada-scheduler (``karmada_kube``). Each
+binding names the stack's own Clusters in ``clusterAffinity.clusterNames`` (a real scheduler also sees the shared
+cluster's other Clusters), and a placement is taken as done only once the scheduler has settled (``Scheduled`` and
+its observed generation), since a real one writes ``spec.clusters`` and its status in separate requests."""
 
 from __future__ import annotations
 
@@ -10,27 +15,14 @@ from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.daemon import Stack, tether_stack
 
 
-def scheduled(rb: dict | None) -> list[str]:
-    return sorted(c["name"] for c in ((rb or {}).get("spec") or {}).get("clusters") or [])
-
-
-async def wait_scheduled(stack: Stack, rb: str, clusters: list[str]) -> dict:
-    async def probe() -> dict | None:
-        got = await stack.get("ResourceBinding", rb)
-        return got if scheduled(got) == sorted(clusters) else None
-
-    result: dict = await stack.eventually(probe, what=f"{rb} scheduled on {sorted(clusters)}")
-    return result
-
-
 async def placed_in_east(stack: Stack, name: str) -> tuple[str, str]:
-    """A claim on an east table and its workload's binding, scheduled by the stand-in onto the east clusters."""
+    """A claim on an east table and its workload's binding, scheduled by Karmada onto the east clusters."""
     table = stack.add_table(name, "east")
     await stack.apply(manifests.claim(name, namespace=stack.namespace, table=table, workload=f"{name}-app"))
     await stack.wait_claim(name, phase="Bound")
-    rb = (await stack.apply(manifests.resource_binding(f"{name}-app", namespace=stack.namespace)))["metadata"]["name"]
+    rb = (await stack.apply(stack.binding(f"{name}-app")))["metadata"]["name"]
     await stack.wait_excluded(rb, [stack.clusters["west1"]])
-    await wait_scheduled(stack, rb, [stack.clusters["east1"], stack.clusters["east2"]])
+    await stack.wait_scheduled(rb, [stack.clusters["east1"], stack.clusters["east2"]])
     return table, rb
 
 
@@ -50,7 +42,7 @@ async def test_migration_pushed(karmada_kube: KubeEnv) -> None:
         assert status == 202
         assert answer == {"outcome": "DataLocationResolved", "location": f"s3://warehouse-west/{stack.suffix}/moving"}
         await stack.wait_excluded(rb, [stack.clusters["east1"], stack.clusters["east2"]])
-        await wait_scheduled(stack, rb, [stack.clusters["west1"]])
+        await stack.wait_scheduled(rb, [stack.clusters["west1"]])
         claim = await stack.wait_claim("moving", phase="Bound")
         ds = await stack.get("DataSource", claim["status"]["boundDataSource"])
         assert ds is not None and ds["spec"]["locality"]["clusterNames"] == [stack.clusters["west1"]]
@@ -62,7 +54,7 @@ async def test_migration_polled(karmada_kube: KubeEnv) -> None:
         table, rb = await placed_in_east(stack, "drifting")
         stack.catalog.move_table(table, f"s3://warehouse-west/{stack.suffix}/drifting", via="write.data.path")
         await stack.wait_excluded(rb, [stack.clusters["east1"], stack.clusters["east2"]])
-        await wait_scheduled(stack, rb, [stack.clusters["west1"]])
+        await stack.wait_scheduled(rb, [stack.clusters["west1"]])
         assert stack.catalog.requests_for(table) >= 2
 
 
