@@ -1,10 +1,19 @@
-"""Pod placement end to end: tether's daemon on the Karmada API, two member clusters, pods gated then placed.
+"""Pod placement end to end: tether's daemon on the Karmada API, member clusters, pods gated then placed.
 
-Each member is its own emulator with the pod binder on (ungated pods are bound by node affinity and allocatable),
-the Godel PodGroup and Fluid CRDs. The pods are created with tether's scheduling gate, as the pod webhook adds it.
-These tests need member clusters whose nodes they create and label, so with ``TETHER_TEST_KUBECONFIG`` they skip
-(a shared real cluster's nodes are not the test's to label); see the README's "Pod placement" for what is missing
-for a real-cluster run.
+Each emulated member is its own emulator with the pod binder on (ungated pods are bound by node affinity and
+allocatable), the Godel PodGroup and Fluid CRDs. The pods are created with tether's scheduling gate, as the pod
+webhook adds it.
+
+What runs where:
+
+* ``test_a_group_lands_on_one_node_of_a_real_member`` runs on both: on the emulator against an emulated member, and
+  with ``TETHER_TEST_KUBECONFIG`` with **one member, the real cluster itself**, its own kube-scheduler binding the
+  pods once tether has removed the gate. It only reads Nodes (a group whose required topology key is
+  ``kubernetes.io/hostname``, restricted by the PodGroup's ``nodeSelector`` to Ready, schedulable nodes, so every
+  node is a domain already and none needs a label), creates small pods in its own namespace and leaves with it.
+* The other tests need members whose nodes they create and label (racks of nodes, a node chosen for a finished
+  pod, a member that goes away): a shared real cluster's nodes are not the test's to create or label, and the
+  suite has one real cluster, not two, so they skip there with that reason.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tether.adapters.kubernetes.client import KubeClient
+from tether.adapters.kubernetes.client import KubeClient, Resource
 from tether.adapters.kubernetes.members import FLUID, JOBS, NODES, POD_GROUPS, PODS
 from tether.adapters.sandbox.kube_emulator import KubeEmulator
 from tether.adapters.sandbox.kube_emulator.testing import KUBECONFIG_ENV, KubeEnv
@@ -28,6 +37,7 @@ from tether.core.podplacement import GATE
 CRDS = ("scheduling.godel.kubewharf.io_podgroups", "data.fluid.io_dataloads", "data.fluid.io_dataprocesses",
         "data.fluid.io_datamigrates", "data.fluid.io_databackups")
 HOST = "kubernetes.io/hostname"
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", True)
 NS = "ml"
 
 
@@ -95,7 +105,9 @@ async def racks_of(kube: KubeClient, nodes: dict[str, str]) -> set[str]:
 @pytest.fixture
 def emulator_only() -> None:
     if os.environ.get(KUBECONFIG_ENV):
-        pytest.skip("needs two member clusters: the emulator only")
+        pytest.skip("needs member clusters whose nodes the test creates and labels (racks, a chosen node, a second "
+                    "member that goes away): a shared real cluster's nodes are not the test's to label, and there is "
+                    "one real cluster, not two — the emulator only")
 
 
 async def test_gated_groups_land_in_one_domain_and_a_lost_member_leaves_the_other_alone(
@@ -184,3 +196,64 @@ async def test_explain_shows_why_a_pod_went_where_it_did(kube: KubeEnv, emulator
             rack = next(iter(await racks_of(m1, bound)))
             assert f"PodGroup {NS}/solo" in commands[0].reason and f"rack={rack}" in commands[0].reason
             assert any(r.key == f"m1:Pod/{NS}/solo-0" for r in trail.events)  # the pod's own observations
+
+
+def _ready_schedulable(node: dict[str, Any]) -> bool:
+    conditions = {c.get("type"): c.get("status") for c in (node.get("status") or {}).get("conditions") or []}
+    return conditions.get("Ready") == "True" and not (node.get("spec") or {}).get("unschedulable")
+
+
+async def test_a_group_lands_on_one_node_of_a_real_member(kube: KubeEnv) -> None:
+    """A 3-pod PodGroup, required topology ``kubernetes.io/hostname``: tether pins every pod to one node (a required
+    ``hostname In [node]`` term) and removes the gate; the member's scheduler (the emulator's binder, or the real
+    kube-scheduler) binds them there. The pods tolerate every taint and ask for 10m CPU, so that any Ready,
+    schedulable node of a real cluster can take them (a control-plane node included)."""
+    size, group = 3, f"host-{kube.namespace[-8:]}"
+    with tempfile.TemporaryDirectory() as tmp:
+        async with contextlib.AsyncExitStack() as stack:
+            if kube.is_emulated:
+                _, target, config = await stack.enter_async_context(member("m1", tmp, racks=2, per_rack=2))
+                namespace = NS
+            else:  # the real cluster is the member: its nodes (read only), the test's namespace
+                await kube.register_crds(*CRDS)  # the member's watch sources list these kinds (once per run, kept)
+                target, config, namespace = KubeClient(kube.api_client), os.environ[KUBECONFIG_ENV], kube.namespace
+                # a pod is refused until kube-controller-manager has made the namespace's default ServiceAccount
+                await eventually(lambda: target.get(SERVICE_ACCOUNTS, "default", namespace=namespace),
+                                 "the namespace's default ServiceAccount", within=30)
+            nodes, _ = await target.list(NODES)
+            candidates = sorted(n["metadata"]["name"] for n in nodes if _ready_schedulable(n)
+                                and (n["metadata"].get("labels") or {}).get(HOST) == n["metadata"]["name"])
+            if not candidates:
+                pytest.skip(f"no Ready, schedulable node labelled {HOST} with its name in the member")
+            await stack.enter_async_context(tether_stack(kube, daemon_options={"members": {"m1": config}}))
+            await target.create(POD_GROUPS, {
+                "apiVersion": POD_GROUPS.api_version, "kind": "PodGroup",
+                "metadata": {"name": group, "namespace": namespace},
+                "spec": {"minMember": size, "affinity": {"podGroupAffinity": {
+                    "required": [{"topologyKey": HOST}],
+                    "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": HOST, "operator": "In", "values": candidates}]}]}}}}}, namespace=namespace)
+            for i in range(size):
+                pod = gated_pod(f"{group}-{i}", cpu="10m", annotations={"godel.bytedance.com/pod-group-name": group})
+                pod["metadata"]["namespace"] = namespace
+                pod["spec"]["tolerations"] = [{"operator": "Exists"}]
+                pod["spec"]["terminationGracePeriodSeconds"] = 0
+                await target.create(PODS, pod, namespace=namespace)
+
+            async def bound() -> dict[str, str] | None:
+                pods, _ = await target.list(PODS, namespace=namespace)
+                found = {p["metadata"]["name"]: (p.get("spec") or {}).get("nodeName", "") for p in pods
+                         if p["metadata"]["name"].startswith(f"{group}-")}
+                return found if len(found) == size and all(found.values()) else None
+
+            placed = await eventually(bound, "the group bound by the member's scheduler", within=60)
+            [node] = set(placed.values())
+            assert node in candidates
+            for name in placed:
+                pod = await target.get(PODS, name, namespace=namespace)
+                assert not pod["spec"].get("schedulingGates")
+                terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+                    "nodeSelectorTerms"]
+                # tether's decision, not the scheduler's whim: every term pins the pod to that one node
+                assert terms and all({"key": HOST, "operator": "In", "values": [node]} in t.get("matchExpressions", [])
+                                     for t in terms), terms
