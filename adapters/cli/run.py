@@ -67,20 +67,15 @@ def parse_members(values: tuple[str, ...]) -> dict[str, str]:
               help="Also connect every Karmada Cluster with spec.apiEndpoint and spec.secretRef (push mode).")
 @click.option("--pod-webhook/--no-pod-webhook", default=False, show_default=True,
               help="Serve the member clusters' pod webhook at /mutate/pods/<cluster> on the webhook server.")
-@click.option("--pod-webhook-port", type=int, default=None, hidden=True,
-              help="Deprecated: the webhook server's port (--webhook-port).")
-@click.option("--pod-webhook-cert-dir", default=None, hidden=True,
-              help="Deprecated: the webhook server's certificate directory (--webhook-cert-dir).")
 @click.option("--admission/--no-admission", default=False, show_default=True,
               help="Queue admission: watch Queues, PriorityClasses, Deployments and the admission ConfigMap.")
 @click.option("--admission-configmap", default="tether-system/tether-admission", show_default=True,
               help="NAMESPACE/NAME of the admission ConfigMap (volcano-scheduler.conf tiers, queue-managed kinds).")
 @click.option("--admission-volcano-jobs", is_flag=True, help="Also watch batch.volcano.sh Jobs (their queue).")
-@click.option("--binding-webhook/--no-binding-webhook", default=None,
-              help="Serve the ResourceBinding admission webhook at /mutate/resourcebindings on the webhook server "
-                   "[default: off, unless --webhook-port is given (deprecated: say --binding-webhook)].")
-@click.option("--webhook-port", type=int, default=None,
-              help="Port of the webhook server (HTTPS), which serves every webhook turned on [default: 9443].")
+@click.option("--binding-webhook/--no-binding-webhook", default=False, show_default=True,
+              help="Serve the ResourceBinding admission webhook at /mutate/resourcebindings on the webhook server.")
+@click.option("--webhook-port", type=int, default=9443, show_default=True,
+              help="Port of the webhook server (HTTPS), which serves every webhook turned on.")
 @click.option("--webhook-cert-dir", default="/var/run/tether/webhook", show_default=True,
               help="Directory with the webhook server's tls.crt and tls.key (re-read when they rotate).")
 @click.option("--webhook-self-signed", is_flag=True,
@@ -94,36 +89,24 @@ def parse_members(values: tuple[str, ...]) -> dict[str, str]:
 def run_cmd(log_url: str, kubeconfig: str | None, context: str | None, in_cluster: bool, plugin_configmap: str,
             watch_namespace: str, http_port: int, push_token: str, leader_elect: bool, lease_namespace: str,
             refresh_interval: float | None, members: tuple[str, ...], members_from_karmada: bool, pod_webhook: bool,
-            pod_webhook_port: int | None, pod_webhook_cert_dir: str | None, admission: bool, admission_configmap: str,
-            admission_volcano_jobs: bool, binding_webhook: bool | None, webhook_port: int | None,
+            admission: bool, admission_configmap: str, admission_volcano_jobs: bool, binding_webhook: bool,
+            webhook_port: int,
             webhook_cert_dir: str, webhook_self_signed: bool, webhook_service: str, webhook_configuration: str,
             log_level: str, json_logs: bool) -> None:
     """Run the daemon: watch, decide, apply — until SIGTERM/SIGINT."""
     configure_logging(log_level, json_logs=json_logs)
     kubeconfigs = parse_members(members)
-    deprecated = structlog.get_logger("tether.cli")
-    if binding_webhook is None and webhook_port is not None:
-        deprecated.warning("--webhook-port turns the ResourceBinding webhook on only until it is given its own "
-                           "switch: add --binding-webhook (or --no-binding-webhook)")
-    for old, new, value in (("--pod-webhook-port", "--webhook-port", pod_webhook_port),
-                            ("--pod-webhook-cert-dir", "--webhook-cert-dir", pod_webhook_cert_dir)):
-        if value is not None:
-            deprecated.warning(f"{old} is deprecated: both webhooks share one server; use {new}")
-    try:  # (conflicting deprecated and current webhook options)
-        cfg = DaemonConfig(log_url=log_url, kubeconfig=kubeconfig, context=context, in_cluster=in_cluster,
-                           plugin_configmap=plugin_configmap, watch_namespace=watch_namespace, http_port=http_port,
-                           push_token=push_token, leader_elect=leader_elect, lease_namespace=lease_namespace,
-                           refresh_interval=refresh_interval, members=kubeconfigs,
-                           members_from_karmada=members_from_karmada, pod_webhook=pod_webhook,
-                           pod_webhook_port=pod_webhook_port, pod_webhook_cert_dir=pod_webhook_cert_dir,
-                           admission=admission, admission_configmap=admission_configmap,
-                           admission_volcano_jobs=admission_volcano_jobs, binding_webhook=binding_webhook,
-                           webhook_port=webhook_port, webhook_cert_dir=webhook_cert_dir,
-                           webhook_self_signed=webhook_self_signed, webhook_service=webhook_service,
-                           webhook_namespace=lease_namespace, webhook_configuration=webhook_configuration,
-                           identity=os.environ.get("POD_NAME") or DaemonConfig().identity)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
+    cfg = DaemonConfig(log_url=log_url, kubeconfig=kubeconfig, context=context, in_cluster=in_cluster,
+                       plugin_configmap=plugin_configmap, watch_namespace=watch_namespace, http_port=http_port,
+                       push_token=push_token, leader_elect=leader_elect, lease_namespace=lease_namespace,
+                       refresh_interval=refresh_interval, members=kubeconfigs,
+                       members_from_karmada=members_from_karmada, pod_webhook=pod_webhook,
+                       admission=admission, admission_configmap=admission_configmap,
+                       admission_volcano_jobs=admission_volcano_jobs, binding_webhook=binding_webhook,
+                       webhook_port=webhook_port, webhook_cert_dir=webhook_cert_dir,
+                       webhook_self_signed=webhook_self_signed, webhook_service=webhook_service,
+                       webhook_namespace=lease_namespace, webhook_configuration=webhook_configuration,
+                       identity=os.environ.get("POD_NAME") or DaemonConfig().identity)
 
     async def main() -> int:
         stop = asyncio.Event()

@@ -133,10 +133,9 @@ class DaemonConfig:
     admission_volcano_jobs: bool = False  # also watch batch.volcano.sh Jobs
     absent_retry: float = 30.0  # seconds between asking again for an optional resource not served (its CRD absent)
     # the webhook server (module doc): one HTTPS port and certificate directory for every webhook tether serves
-    binding_webhook: bool | None = None  # /mutate/resourcebindings; None: served when webhook_port is given (the
-    #                                      way it was turned on before it had a switch of its own)
+    binding_webhook: bool = False  # /mutate/resourcebindings (the ResourceBinding admission webhook)
     pod_webhook: bool = False  # /mutate/pods/<cluster> (the member clusters' pod webhook)
-    webhook_port: int | None = None  # None: DEFAULT_WEBHOOK_PORT
+    webhook_port: int = DEFAULT_WEBHOOK_PORT
     webhook_host: str = "0.0.0.0"
     webhook_cert_dir: str = DEFAULT_WEBHOOK_CERT_DIR  # tls.crt/tls.key (cert-manager's Secret, or self-signed)
     webhook_self_signed: bool = False  # make the certificates in webhook_cert_dir and inject the caBundle
@@ -144,27 +143,6 @@ class DaemonConfig:
     webhook_namespace: str = "tether-system"
     webhook_configuration: str = "tether-resourcebindings"  # the MutatingWebhookConfiguration (caBundle)
     webhook_extra_names: list[str] = field(default_factory=list)  # more names for the self-signed certificate
-    # deprecated: the pod webhook's own server's host, port and certificate directory, from before it shared the
-    # webhook server; when given they are that server's (an explicit webhook_* value that differs is an error)
-    pod_webhook_host: str | None = None
-    pod_webhook_port: int | None = None
-    pod_webhook_cert_dir: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.binding_webhook is None:  # before the pod webhook's port becomes the server's (it turns nothing on)
-            self.binding_webhook = self.webhook_port is not None
-        for old, new, default in (("pod_webhook_host", "webhook_host", "0.0.0.0"),
-                                  ("pod_webhook_port", "webhook_port", None),
-                                  ("pod_webhook_cert_dir", "webhook_cert_dir", DEFAULT_WEBHOOK_CERT_DIR)):
-            value = getattr(self, old)
-            if value is None:
-                continue
-            current = getattr(self, new)
-            if current not in (default, value):
-                raise ValueError(f"{old}={value!r} and {new}={current!r}: both webhooks share one server now; "
-                                 f"give {new} only")
-            setattr(self, new, value)
-            setattr(self, old, None)  # resolved: a copy of this config (dataclasses.replace) resolves the same
 
     @property
     def serves_webhooks(self) -> bool:
@@ -204,11 +182,6 @@ class Daemon:
     def world(self) -> World:
         assert self.runtime is not None
         return self.runtime.world
-
-    @property
-    def pod_webhook(self) -> WebhookServer | None:
-        """The webhook server when it serves the pod webhook (callers from when it had a server of its own)."""
-        return self.webhook if self.cfg.pod_webhook else None
 
     def ready(self) -> tuple[bool, str]:
         """``/readyz``. A standby is ready — healthy, merely not leading — unless it serves a webhook: then it is
@@ -264,7 +237,7 @@ class Daemon:
         metrics = self.metrics
         self.webhook = WebhookServer(
             handlers=handlers, cert_file=str(cert), key_file=str(key), serving=self.replica_current,
-            host=cfg.webhook_host, port=DEFAULT_WEBHOOK_PORT if cfg.webhook_port is None else cfg.webhook_port,
+            host=cfg.webhook_host, port=cfg.webhook_port,
             observe=lambda path, outcome, seconds: metrics.webhook_latency.labels(path, outcome).observe(seconds))
         await self.webhook.start()
         if ca and cfg.binding_webhook:  # (the members' configurations live in the members: their caBundle is manual)

@@ -81,7 +81,7 @@ async def admission_stack(env: KubeEnv, tmp: Path, *, managed: bool = False) -> 
     env.require_loopback_webhooks()
     await env.register_crds("scheduling.volcano.sh_queues")
     certs = tmp / "certs"
-    options = {"webhook_port": 0, "webhook_host": "127.0.0.1", "webhook_self_signed": True,
+    options = {"binding_webhook": True, "webhook_port": 0, "webhook_host": "127.0.0.1", "webhook_self_signed": True,
                "webhook_cert_dir": str(certs), "webhook_extra_names": ["127.0.0.1", "localhost"],
                "admission": True, "admission_configmap": f"{env.namespace}/tether-admission"}
     kube = KubeClient(env.api_client)

@@ -68,7 +68,7 @@ async def test_both_webhooks_on_one_port_each_waiting_only_for_its_own_lists(kub
                "webhook_cert_dir": str(certs), "members": {"m1": member}}
     async with tether_stack(kube, daemon_options=options) as stack:
         daemon = stack.daemon
-        assert daemon is not None and daemon.webhook is not None and daemon.pod_webhook is daemon.webhook
+        assert daemon is not None and daemon.webhook is not None and daemon.cfg.pod_webhook
         assert sorted(daemon.webhook.handlers) == ["/mutate/pods/{cluster}", "/mutate/resourcebindings"]
         ns = stack.namespace
         binding = review("b1", ns, manifests.resource_binding("etl", namespace=ns))

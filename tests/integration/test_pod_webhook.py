@@ -55,13 +55,13 @@ async def test_the_webhook_gates_a_groups_pods_the_decider_places_them_and_expla
         certs = Path(tmp) / "certs"
         _, _, ca = ensure_self_signed(certs, names=["127.0.0.1"])
         async with member("m1", tmp) as (emulator, m1, config1), tether_stack(kube, daemon_options={
-                "members": {"m1": config1}, "pod_webhook": True, "pod_webhook_port": 0,
-                "pod_webhook_host": "127.0.0.1", "pod_webhook_cert_dir": str(certs)}) as stack:
+                "members": {"m1": config1}, "pod_webhook": True, "webhook_port": 0,
+                "webhook_host": "127.0.0.1", "webhook_cert_dir": str(certs)}) as stack:
             daemon = stack.daemon
-            assert daemon is not None and daemon.pod_webhook is not None
+            assert daemon is not None and daemon.webhook is not None
             await emulator.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {
                 "name": NS, "labels": {"tether.dev/pod-placement": "enabled"}}})
-            url = f"https://127.0.0.1:{daemon.pod_webhook.port}/mutate/pods/m1"
+            url = f"https://127.0.0.1:{daemon.webhook.port}/mutate/pods/m1"
             await m1.create(MUTATING_WEBHOOKS, shipped_webhook(url=url, ca=ca))
             await eventually(lambda: _listed(daemon, "m1"), "member m1 listed", within=20)
 
