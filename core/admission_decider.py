@@ -36,10 +36,11 @@ from tether.projections.admission import (
     OVERRUN_ANNOTATION,
     AdmissionBinding,
     AdmissionState,
+    cluster_capacities,
 )
 from tether.projections.world import Touched, World
 
-from .admission import DEFAULT_QUEUE, Binding, QueueStatus, admission_cycle, recheck_admitted
+from .admission import DEFAULT_QUEUE, Binding, ClusterCapacity, QueueStatus, admission_cycle, recheck_admitted
 from .binding_admission import RESOLVING_REASONS
 from .commands import (
     Command,
@@ -75,6 +76,14 @@ class _Pass:
         self.record = record
         self.out: list[Decision] = []
         self.data = _Decide(world, record)
+        self._capacities: dict[str, ClusterCapacity] | None = None
+
+    @property
+    def capacities(self) -> dict[str, ClusterCapacity]:
+        """The Clusters' capacities, parsed once per pass (``projections.admission.cluster_capacities``)."""
+        if self._capacities is None:
+            self._capacities = cluster_capacities(self.world.admission)
+        return self._capacities
 
     def emit(self, command: Command, reason: str) -> bool:
         """Decide ``command`` unless it would change nothing now; returns whether it was decided."""
@@ -150,7 +159,8 @@ class _Pass:
         state = self.world.admission
         names = binding.affinity_names or tuple(sorted(state.clusters))
         excluded = set(binding.affinity_exclude)
-        return max(1, sum(1 for n in names if n not in excluded and (c := state.clusters.get(n)) is not None
+        capacities = self.capacities
+        return max(1, sum(1 for n in names if n not in excluded and (c := capacities.get(n)) is not None
                           and c.ready))
 
     # --- the cycle ------------------------------------------------------------------------------------------
@@ -185,7 +195,7 @@ class _Pass:
         queues = [observed.queue for _, observed in sorted(state.queues.items())]
         if any(b.queue == DEFAULT_QUEUE for b in session_bindings) and DEFAULT_QUEUE not in state.queues:
             self.emit(CreateQueue(name=DEFAULT_QUEUE), "a binding is in the default queue, which does not exist")
-        outcome = admission_cycle(queues=queues, bindings=session_bindings, clusters=list(state.clusters.values()),
+        outcome = admission_cycle(queues=queues, bindings=session_bindings, clusters=list(self.capacities.values()),
                                   config=state.config)
         by_key = {b.key: b for b in session_bindings}
         for key in outcome.resume:

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-_PATTERN = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$")
+_PATTERN = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$",
+                      re.ASCII)  # (\d would otherwise match any script's digits; the API takes 0-9 only)
 
 _SUFFIX: dict[str, Fraction] = {
     "": Fraction(1),
@@ -36,6 +37,11 @@ class InvalidQuantity(ValueError):
     """A quantity that is not in Kubernetes' syntax."""
 
 
+#: Integer multipliers to milli-units of the suffixes that need no fraction (all but n and u): the fast path.
+_WHOLE_MILLI: dict[str, int] = {suffix: int(factor * 1000) for suffix, factor in _SUFFIX.items()
+                                if (factor * 1000).denominator == 1}
+
+
 def milli_value(quantity: Any) -> int:
     """The quantity in milli-units, rounded up. Accepts the API's strings and plain numbers."""
     if isinstance(quantity, bool):
@@ -48,6 +54,14 @@ def milli_value(quantity: Any) -> int:
         text = quantity.strip()
     else:
         raise InvalidQuantity(f"quantity {quantity!r} is not a string or a number")
+    # Fast path, exact: an integer with an optional suffix whose factor is a whole number of milli-units ("64",
+    # "500m", "256Gi") — nearly every quantity a cluster reports. Fractions cost ~25 µs a quantity, and a replay
+    # reads every Cluster's resourceSummary.
+    digits = text.rstrip("KMGTPEimk")
+    if digits.isdigit() and digits.isascii():
+        multiplier = _WHOLE_MILLI.get(text[len(digits):])
+        if multiplier is not None:
+            return int(digits) * multiplier
     match = _PATTERN.match(text)
     if match is None:
         raise InvalidQuantity(f"quantity {quantity!r} is not a Kubernetes quantity")

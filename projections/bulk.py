@@ -39,7 +39,7 @@ from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import CommandSucceeded, ObjectDeleted, ObjectObserved, ObjectsListed
 from tether.core.kube import KubeObject
 
-from .admission import fold_admission
+from .admission import READ_KINDS, fold_admission
 from .views import BINDING, CLAIM, CLUSTER, DATASOURCE, cluster_ready, parse_binding, parse_claim, parse_source
 from .world import (
     _FOLDS,
@@ -79,6 +79,7 @@ class BulkFold:
         world, unread, folds = self.world, self.unread, _FOLDS
         claims, bindings = self.claims, self.bindings
         inflight, retry_wait = world.inflight, world.retry_wait  # (never replaced: folds change them in place)
+        admission_kinds, admission_configmap = READ_KINDS, world.settings.admission_configmap
         last: EventRecord | None = None
         count = 0
         for count, last in enumerate(records, 1):  # noqa: B007 (read after the loop)
@@ -120,15 +121,18 @@ class BulkFold:
                             held[key] = obj
                 else:
                     self._hold(obj)
-            fold_admission(world.admission, last, admission_configmap=world.settings.admission_configmap)
+            if (obj.kind in admission_kinds if obj is not None else type(event) is not ObjectDeleted
+                    or event.obj.kind in admission_kinds):  # (the others cannot change it)
+                fold_admission(world.admission, last, admission_configmap=admission_configmap)
             if issued:
                 caused = issued.pop(last.offset, None)
                 if caused:
                     for record in caused:
                         note_issued(world, record.command, record.id)
-        if last is not None:  # no fold reads these two
+        if last is not None:  # no fold reads these three
             world.events += count
             world.last_at_ms = last.at_ms
+            world.admission.position = last.offset
 
     def finish(self) -> World:
         """Parse and put every version still held; returns the world, complete."""

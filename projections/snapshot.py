@@ -13,7 +13,7 @@ import msgspec
 from .world import World
 
 #: Bump when World changes shape; older snapshots are then discarded and the log is replayed from the start.
-SNAPSHOT_VERSION = 6
+SNAPSHOT_VERSION = 7
 
 
 class _Envelope(msgspec.Struct):
