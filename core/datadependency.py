@@ -231,8 +231,15 @@ class _Decide:
                 self.emit(adding[0], f"claim {key} has no finalizer", adding[1], adding[2], adding[3])
         source = self.source_for(key, claim)
         why = self.why_pending(claim) if source is None else None  # drives the lookup, whatever the status
-        if f"update_claim_status:{key}" in self.world.inflight:  # slot(), inlined
+        inflight = self.world.inflight
+        if f"update_claim_status:{key}" in inflight:  # slot(), inlined
             return  # a status write is on its way; its outcome brings the claim back here with fresh state
+        if inflight:
+            for binding in self.world.bindings_by_workload.get(claim.workload, ()):
+                if f"{_SET_BINDING_PLACEMENT}:{binding}" in inflight:
+                    # the workload's placement is being written: the status waits for that outcome (which touches
+                    # the workload's claims), so that Bound and PlacementInjected go out in one write
+                    return
         if source is not None:
             phase, bound = BOUND, source.ref.name
             clusters = ",".join(source.cluster_names) or "<none>"

@@ -63,6 +63,7 @@ from tether.core.kube import KubeObject
 from tether.core.plugin_config import EMPTY_PLUGINS, PluginSet, parse_plugin_configmap
 
 from .admission import CYCLE_PURPOSE, AdmissionState, fold_admission, note_cycle_armed, note_resume
+from .admission import READ_KINDS as ADMISSION_READ_KINDS
 from .members import (
     Members,
     member_disconnected,
@@ -636,8 +637,8 @@ def _fold_member(world: World, record: EventRecord, touched: Touched) -> bool:
         return True
     if isinstance(event, CommandSucceeded | CommandFailed | TimerFired):
         target = event.subject if isinstance(event, TimerFired) else event.target
-        member, _, rest = target.partition(":")
-        if not _ or "/" in member:
+        member, colon, rest = target.partition(":")
+        if not colon or "/" in member:  # (a control-plane target: Kind/namespace/name, or Data/...)
             return False
         if isinstance(event, TimerFired):
             world.timers.pop(event.timer_id, None)
@@ -677,7 +678,16 @@ def evolve(world: World, record: EventRecord, touched: Touched | None = None) ->
     fold = _FOLDS.get(type(event))
     if fold is not None:
         fold(world, record, event, touched)
-    fold_admission(world.admission, record, admission_configmap=world.settings.admission_configmap)
+    # admission reads only some kinds of objects (projections.admission.READ_KINDS): the rest skip the call
+    obj: KubeObject | None = None
+    if isinstance(event, ObjectObserved | ObjectDeleted):
+        obj = event.obj
+    elif isinstance(event, CommandSucceeded):
+        obj = event.result
+    if obj is None or obj.kind in ADMISSION_READ_KINDS:
+        fold_admission(world.admission, record, admission_configmap=world.settings.admission_configmap)
+    else:
+        world.admission.position = record.offset
     return touched
 
 
