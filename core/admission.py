@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any, NewType
 
 import msgspec
@@ -389,11 +390,7 @@ def _charge(state: QueueState, total: Mapping[str, int]) -> None:
             subtree[name] = subtree.get(name, 0) + amount
 
 
-def _whole_request(binding: Binding) -> ResourceList:
-    # Binding.total_request, without a copy for the common single replica (the session never mutates a request)
-    factor = binding.replicas * binding.copies
-    request = binding.request
-    return request if factor == 1 else {name: amount * factor for name, amount in request.items()}
+_sort_key = itemgetter(0)
 
 
 def admission_cycle(*, queues: Sequence[Queue], bindings: Sequence[Binding], clusters: Sequence[ClusterCapacity],
@@ -411,50 +408,75 @@ def admission_cycle(*, queues: Sequence[Queue], bindings: Sequence[Binding], clu
     session = Session(states, clusters)
     plugins = open_plugins(session, config)
     held: dict[str, Hold] = {}
-    suspended: list[tuple[Binding, QueueState]] = []
+    validators = plugins.validators
+    binding_key = plugins.binding_sort_key
+    # One pass over the bindings, doing each thing once per binding. Everything it adds up is an integer sum,
+    # independent of the bindings' order: what is admitted goes to its queue's allocated only (the subtrees get
+    # each queue's sum after the loop), what is eligible to the queue's request (the allocated is added after the
+    # loop), what is held at once to its invalid_request.
     for binding in bindings:
         state = states.get(binding.queue)
         if state is None:
             if binding.suspended:
                 held[binding.key] = Hold(binding.key, "queue", f"queue {binding.queue} not found")
-        elif binding.suspended:
-            suspended.append((binding, state))
-        else:  # what is already admitted counts against its queue, in any order (a sum)
-            _charge(state, _whole_request(binding))
-            state.admitted += 1
-    for state in states.values():
-        state.request = dict(state.allocated)
-    validators = plugins.validators
-    binding_key = plugins.binding_sort_key
-    for binding, state in suspended:
-        factor = binding.replicas * binding.copies  # (_whole_request, inlined: this loop runs once per binding)
-        total = binding.request if factor == 1 else {name: amount * factor for name, amount in binding.request.items()}
-        state.waiting += 1
-        plugin, reason = "queue", state.problem
-        if not reason:
-            for name, valid in validators:
-                reason = valid(binding)
-                if reason:
-                    plugin = name
-                    break
-        if reason:
-            held[binding.key] = Hold(binding.key, plugin, reason)
-            invalid = state.invalid_request  # what waits but is not offered (pending_request in the status)
-            for name, amount in total.items():
-                invalid[name] = invalid.get(name, 0) + amount
             continue
-        # (sort key, ...): the keys are unique (they end in the binding's key), so a Binding is never compared
-        state.pending.append((binding_key(binding), binding, total))
-        request = state.request
-        for name, amount in total.items():
-            request[name] = request.get(name, 0) + amount
+        if binding.suspended:
+            state.waiting += 1
+            plugin, reason = "queue", state.problem
+            if not reason:
+                for name, valid in validators:
+                    reason = valid(binding)
+                    if reason:
+                        plugin = name
+                        break
+            if reason:
+                held[binding.key] = Hold(binding.key, plugin, reason)
+                sums = state.invalid_request  # what waits but is not offered (pending_request in the status)
+            else:
+                sums = state.request
+        else:
+            state.admitted += 1
+            sums = state.allocated
+        # the whole request (Binding.total_request), built in the loop that adds it up; a single replica's is the
+        # binding's own request, not a copy (the session never mutates a request)
+        request = binding.request
+        factor = binding.replicas * binding.copies
+        if factor == 1:
+            total = request
+            for name, amount in request.items():
+                sums[name] = sums.get(name, 0) + amount
+        else:
+            total = {}
+            for name, amount in request.items():
+                amount *= factor
+                total[name] = amount
+                sums[name] = sums.get(name, 0) + amount
+        if sums is state.request:
+            # (sort key, ...): the keys are unique (they end in the binding's key), so a Binding is never compared
+            state.pending.append((binding_key(binding), binding, total))
+    for state in states.values():
+        allocated = state.allocated
+        if allocated:
+            for holder in state.chain:
+                subtree = holder.subtree
+                for name, amount in allocated.items():
+                    subtree[name] = subtree.get(name, 0) + amount
+            request = state.request  # allocated + every eligible suspended binding's whole request
+            for name, amount in allocated.items():
+                request[name] = request.get(name, 0) + amount
     plugins.session_opened()  # proportion's deserved needs every queue's request
     for state in states.values():
-        state.pending.sort(reverse=True)  # first in binding order last: offered by pop()
+        # first in binding order last: offered by pop(). By the key alone: comparing whole entries would compare
+        # each pair's keys twice (== then <)
+        state.pending.sort(key=_sort_key, reverse=True)
     resume: list[str] = []
     fair_share = plugins.fair_share
+    # the fair pass's "over its fair share" holds, as the numbers of their reasons (queue, resource, would use,
+    # deserves): a backfill offers every one of those bindings again and admits it or holds it for another reason,
+    # so a reason is only written for the holds that stand
+    over_share: dict[str, tuple[str, str, int, int]] = {}
     starved = _round_robin(states, session, plugins.predicates, plugins.queue_sort_key, held, resume,
-                           fair_share=fair_share)
+                           fair_share=fair_share, over_share=over_share)
     if fair_share is not None and "backfill" in config.actions and not starved:
         # backfill: what every queue could take within its share is taken, and no binding within its share waits
         # for room; lend what is left to the bindings held only for being over their share, in the same order
@@ -462,9 +484,13 @@ def admission_cycle(*, queues: Sequence[Queue], bindings: Sequence[Binding], clu
             state.pending = state.deferred[::-1]
             state.deferred = []
         backfill = [(name, fit) for name, fit in plugins.predicates if name != fair_share.name]
-        _round_robin(states, session, backfill, plugins.queue_sort_key, held, resume, fair_share=None)
-    return AdmissionOutcome(resume=tuple(resume), held=tuple(held[key] for key in sorted(held)),
-                            queues=tuple(_status(state) for state in states.values()))
+        _round_robin(states, session, backfill, plugins.queue_sort_key, held, resume, fair_share=None,
+                     over_share=over_share)
+    elif fair_share is not None:
+        for key, over in over_share.items():
+            held[key] = Hold(key, fair_share.name, fair_share.over_share_reason(*over))
+    return AdmissionOutcome(resume=tuple(resume), held=tuple([held[key] for key in sorted(held)]),
+                            queues=tuple([_status(state) for state in states.values()]))
 
 
 def _short_of_room(headroom: Mapping[str, int], demand: Mapping[str, int]) -> bool:
@@ -473,14 +499,16 @@ def _short_of_room(headroom: Mapping[str, int], demand: Mapping[str, int]) -> bo
 
 def _round_robin(states: Mapping[str, QueueState], session: Session, predicates: Sequence[tuple[str, Predicate]],
                  queue_key: QueueKey, held: dict[str, Hold], resume: list[str], *,
-                 fair_share: ProportionPlugin | None) -> bool:
+                 fair_share: ProportionPlugin | None, over_share: dict[str, tuple[str, str, int, int]]) -> bool:
     """Offer every pending binding once: queues in queue order each round, each admitting at most one binding per
-    round. Bindings held by ``fair_share`` alone go to their queue's ``deferred`` list (the backfill's input).
-    Returns whether a binding within its fair share was held for lack of room in the clusters (then a backfill
-    would hand that room to queues over their share, and the binding could wait for ever)."""
+    round. Bindings held by ``fair_share`` alone go to their queue's ``deferred`` list (the backfill's input) and
+    the numbers of their reasons to ``over_share``. Returns whether a binding within its fair share was held for
+    lack of room in the clusters (then a backfill would hand that room to queues over their share, and the binding
+    could wait for ever)."""
     whole = session.whole_request
     headroom = session.headroom
     starved = False
+    fair_name = fair_share.name if fair_share is not None else ""
     # the capacity plugin, when it is the first predicate: a queue whose capability is used up can then be drained
     # at once (_drain_exhausted) — every later binding asking for that resource gets capacity's own verdict
     capacity_first = predicates[0][0] if predicates and predicates[0][0] == "capacity" else None
@@ -501,19 +529,24 @@ def _round_robin(states: Mapping[str, QueueState], session: Session, predicates:
             _, binding, total = entry = pending.pop()
             demand = total if whole else binding.request
             for plugin, fit in predicates:
+                if plugin == fair_name and fair_share is not None:  # fit() without writing the reason
+                    over = fair_share.overrun(state, demand)
+                    if over is None:
+                        continue
+                    over_share[binding.key] = (state.queue.name, *over)
+                    state.deferred.append(entry)
+                    break
                 reason = fit(state, demand)
                 if reason:
                     held[binding.key] = Hold(binding.key, plugin, reason)
-                    if fair_share is not None:
-                        if plugin == fair_share.name:
-                            state.deferred.append(entry)
-                        elif not starved:
-                            starved = _short_of_room(headroom, demand) and fair_share.within_share(state, demand)
+                    if fair_share is not None and not starved:
+                        starved = _short_of_room(headroom, demand) and fair_share.within_share(state, demand)
                     if plugin == capacity_first:
                         starved = _drain_exhausted(state, whole, held, headroom, fair_share, starved)
                     break
             else:
-                held.pop(binding.key, None)  # (held in the fair pass, admitted by the backfill)
+                # (a binding the fair pass held is only offered again by the backfill, as one it held over its share:
+                # that is not in ``held``, so there is nothing to take back)
                 allocated = state.allocated
                 for name, amount in total.items():  # (_charge, inlined, and the clusters' headroom in one loop)
                     allocated[name] = allocated.get(name, 0) + amount
@@ -539,27 +572,31 @@ def _drain_exhausted(state: QueueState, whole: bool, held: dict[str, Hold], head
     the other predicates say — hold them now, with the reason capacity gives, instead of offering them one per round
     (the bulk of a cycle over a full queue). Bindings that do not ask for a used-up resource stay pending. Returns
     ``starved`` updated exactly as the round robin would have."""
-    exhausted = {name for holder in state.chain for name, limit in holder.queue.capability.items()
-                 if holder.subtree.get(name, 0) >= limit}
+    exhausted = [name for subtree, name, limit in state.limits if subtree.get(name, 0) >= limit]
     if not exhausted:
         return starved
     keep: list[tuple[Any, Binding, ResourceList]] = []
-    # nothing is charged while draining, so the reason depends on the demand alone: one per distinct demand (a
-    # queue's bindings mostly ask for a few request shapes), not one formatted string per binding
+    # Nothing is charged while draining, so all a drained binding's verdicts depend on its demand alone: the reason
+    # and whether it would leave a binding within its share short of room are worked out once per distinct demand
+    # (a queue's bindings mostly ask for a few request shapes), and each drained binding is then one look-up.
+    # ``starved`` only ever turns true, so a demand whose verdict was false is false for every binding asking it.
     reasons: dict[tuple[tuple[str, int], ...], str] = {}
     for entry in reversed(state.pending):  # in offer order (pending is popped from its end)
         _, binding, total = entry
         demand = total if whole else binding.request
-        if not any(demand.get(name, 0) > 0 for name in exhausted):
+        for name in exhausted:  # (a loop, not any() over a generator: this runs once per drained binding)
+            if demand.get(name, 0) > 0:
+                break
+        else:
             keep.append(entry)
             continue
         shape = tuple(demand.items())
         reason = reasons.get(shape)
         if reason is None:
             reason = reasons[shape] = capability_overrun(state, demand)
+            if fair_share is not None and not starved:
+                starved = _short_of_room(headroom, demand) and fair_share.within_share(state, demand)
         held[binding.key] = Hold(binding.key, "capacity", reason)
-        if fair_share is not None and not starved:
-            starved = _short_of_room(headroom, demand) and fair_share.within_share(state, demand)
     state.pending[:] = keep[::-1]  # in place: the round robin holds this very list
     return starved
 

@@ -124,9 +124,13 @@ class CapacityPlugin(AdmissionPlugin):
         self.clusters = bool(option.arguments.get("clusters", True))
 
     def fit(self, state: QueueState, demand: Mapping[str, int]) -> str:
-        reason = capability_overrun(state, demand)
-        if reason or not self.clusters:
-            return reason
+        # capability_overrun's first pass, inlined: this runs for every binding offered, and most fit
+        for subtree, capped, most in state.limits:
+            asked = demand.get(capped)
+            if asked and subtree.get(capped, 0) + asked > most:
+                return capability_overrun(state, demand)
+        if not self.clusters:
+            return ""
         session = self.session
         if not session.ready_clusters:
             return "no ready cluster"
@@ -214,15 +218,24 @@ class ProportionPlugin(AdmissionPlugin):
                 return False
         return True
 
-    def fit(self, state: QueueState, demand: Mapping[str, int]) -> str:
+    def overrun(self, state: QueueState, demand: Mapping[str, int]) -> tuple[str, int, int] | None:
+        """:meth:`fit`'s hold as numbers — (resource, what the queue would use, what it deserves) — or None: the
+        session writes the reason (:meth:`over_share_reason`) only for the holds that stand."""
         deserved = state.deserved
         allocated = state.allocated
         for resource, amount in demand.items():
             limit = deserved.get(resource)
             if limit is not None and amount and allocated.get(resource, 0) + amount > limit:
-                return (f"queue {state.queue.name}: {resource} {format_milli(allocated.get(resource, 0) + amount)}/"
-                        f"{format_milli(limit)} over its fair share")
-        return ""
+                return resource, allocated.get(resource, 0) + amount, limit
+        return None
+
+    @staticmethod
+    def over_share_reason(queue: str, resource: str, would_use: int, deserved: int) -> str:
+        return f"queue {queue}: {resource} {format_milli(would_use)}/{format_milli(deserved)} over its fair share"
+
+    def fit(self, state: QueueState, demand: Mapping[str, int]) -> str:
+        over = self.overrun(state, demand)
+        return "" if over is None else self.over_share_reason(state.queue.name, *over)
 
 
 class DrfPlugin(AdmissionPlugin):
@@ -232,13 +245,20 @@ class DrfPlugin(AdmissionPlugin):
     name = "drf"
     orders_queues = True
 
+    def __init__(self, session: Session, option: PluginOption) -> None:
+        super().__init__(session, option)
+        # the clusters' total is fixed when the session opens; a resource with none is no one's dominant share
+        self.totals = [(resource, total) for resource, total in session.total.items() if total]
+
     def queue_key(self, state: QueueState) -> float:
         share = 0.0
         allocated = state.allocated
-        for resource, total in self.session.total.items():
+        for resource, total in self.totals:
             used = allocated.get(resource, 0)
-            if used and total and used / total > share:
-                share = used / total
+            if used:
+                ratio = used / total
+                if ratio > share:  # (max() without the call: this runs after every admission)
+                    share = ratio
         return share
 
 
