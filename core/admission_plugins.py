@@ -46,16 +46,23 @@ class AdmissionPlugin:
     def session_opened(self) -> None:
         """Called once every eligible binding is in its queue's pending list (before any admission)."""
 
+    # The four contributions below are asked only of a plugin whose flag says it makes them (orders_queues,
+    # orders_bindings, validates, fits); a plugin sets the flag and overrides the method together.
+
     def queue_key(self, state: QueueState) -> float:
+        """(``orders_queues``) The queue's sort key in this plugin's order: smaller goes first."""
         raise NotImplementedError
 
     def binding_key(self, binding: Binding) -> float:
+        """(``orders_bindings``) The binding's sort key within its queue: smaller goes first."""
         raise NotImplementedError
 
     def valid(self, binding: Binding) -> str:
+        """(``validates``) Why the binding may not be admitted at all this cycle; empty when it may."""
         raise NotImplementedError
 
     def fit(self, state: QueueState, demand: Mapping[str, int]) -> str:
+        """(``fits``) Why ``demand`` does not fit the queue now; empty when it does."""
         raise NotImplementedError
 
 
