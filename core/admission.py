@@ -67,6 +67,7 @@ import yaml
 
 from .admission_plugins import PLUGINS, Predicate, ProportionPlugin, QueueKey, capability_overrun, open_plugins
 from .envelope import parse_rfc3339_ms
+from .kube import dig
 from .quantity import ResourceList, resource_list, scale
 
 QueueName = NewType("QueueName", str)
@@ -671,14 +672,6 @@ def recheck_admitted(*, queues: Sequence[Queue], bindings: Sequence[Binding],
 # --- queue name, priority, Queue objects from plain dictionaries --------------------------------------------
 
 
-def _dig(obj: Mapping[str, Any], *path: str) -> Any:
-    value: Any = obj
-    for part in path:
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(part)
-    return value
-
 
 def _is_volcano_job(workload: Mapping[str, Any]) -> bool:
     return workload.get("kind") == "Job" and str(workload.get("apiVersion", "")).startswith("batch.volcano.sh/")
@@ -689,13 +682,13 @@ def workload_queue_name(workload: Mapping[str, Any]) -> str:
     template's label or annotation ``volcano.sh/queue-name``, then the annotation
     ``scheduling.volcano.sh/queue-name`` (pod template, then the workload's own); else ``default``."""
     if _is_volcano_job(workload):
-        queue = _dig(workload, "spec", "queue")
+        queue = dig(workload, "spec", "queue")
         return queue if isinstance(queue, str) and queue else DEFAULT_QUEUE
     candidates = (
-        _dig(workload, "spec", "template", "metadata", "labels", QUEUE_NAME_KEY),
-        _dig(workload, "spec", "template", "metadata", "annotations", QUEUE_NAME_KEY),
-        _dig(workload, "spec", "template", "metadata", "annotations", SCHEDULING_QUEUE_NAME_KEY),
-        _dig(workload, "metadata", "annotations", SCHEDULING_QUEUE_NAME_KEY),
+        dig(workload, "spec", "template", "metadata", "labels", QUEUE_NAME_KEY),
+        dig(workload, "spec", "template", "metadata", "annotations", QUEUE_NAME_KEY),
+        dig(workload, "spec", "template", "metadata", "annotations", SCHEDULING_QUEUE_NAME_KEY),
+        dig(workload, "metadata", "annotations", SCHEDULING_QUEUE_NAME_KEY),
     )
     return next((c for c in candidates if isinstance(c, str) and c), DEFAULT_QUEUE)
 
@@ -705,12 +698,12 @@ def binding_priority(*, binding_spec: Mapping[str, Any] | None, workload: Mappin
     """A binding's priority: Karmada's ``spec.schedulePriority.priority`` when set, else the value of the
     workload's PriorityClass (a Volcano Job's ``spec.priorityClassName``, otherwise the pod template's), else
     ``default_priority`` (the cluster's globalDefault PriorityClass value, or 0)."""
-    explicit = _dig(binding_spec or {}, "schedulePriority", "priority")
+    explicit = dig(binding_spec or {}, "schedulePriority", "priority")
     if isinstance(explicit, int) and not isinstance(explicit, bool):
         return explicit
     path = ("spec", "priorityClassName") if _is_volcano_job(workload) else \
         ("spec", "template", "spec", "priorityClassName")
-    name = _dig(workload, *path)
+    name = dig(workload, *path)
     if isinstance(name, str) and name in priority_classes:
         return priority_classes[name]
     return default_priority
@@ -729,8 +722,8 @@ def queue_from_object(obj: Mapping[str, Any]) -> Queue:
         priority=priority if isinstance(priority, int) else 0,
         weight=weight if isinstance(weight, int) and weight > 0 else 1,
         capability=resource_list(spec.get("capability")), deserved=resource_list(spec.get("deserved")),
-        guarantee=resource_list(_dig(spec, "guarantee", "resource")),
-        open=_dig(obj, "status", "state") in (None, "", "Open"),
+        guarantee=resource_list(dig(spec, "guarantee", "resource")),
+        open=dig(obj, "status", "state") in (None, "", "Open"),
         creation_ms=created, uid=str(meta.get("uid", "")),
     )
 

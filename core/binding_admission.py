@@ -40,7 +40,7 @@ from tether.projections.world import World
 
 from .datadependency import _Decide
 from .envelope import EventRecord
-from .kube import trim
+from .kube import as_mapping, pointer_token, trim
 from .placement import plan_placement
 
 #: Pending reasons of a claim that will settle by themselves soon: its binding is held until they do.
@@ -65,15 +65,6 @@ class _At:
 
 
 
-def _mapping(value: object) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _sequence(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-def _pointer(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
 
 
 def _annotation_ops(current: Mapping[str, str] | None, wanted: Mapping[str, str | None]) -> list[dict[str, Any]]:
@@ -86,7 +77,7 @@ def _annotation_ops(current: Mapping[str, str] | None, wanted: Mapping[str, str 
         return [{"op": "add", "path": "/metadata/annotations", "value": added}] if added else []
     ops: list[dict[str, Any]] = []
     for key, value in changes.items():
-        path = f"/metadata/annotations/{_pointer(key)}"
+        path = f"/metadata/annotations/{pointer_token(key)}"
         if value is None:
             if key in current:
                 ops.append({"op": "remove", "path": path})
@@ -116,10 +107,10 @@ def decide_binding_admission(*, world: World, operation: str, obj: Mapping[str, 
     except (msgspec.ValidationError, TypeError, AttributeError) as error:
         return BindingVerdict(reason=f"malformed binding admitted unchanged: {error}")
     view = parse_binding(kube_object)
-    metadata = _mapping(obj.get("metadata"))
+    metadata = as_mapping(obj.get("metadata"))
     current_annotations = metadata.get("annotations") if isinstance(metadata.get("annotations"), dict) else None
     annotations: dict[str, str] = dict(current_annotations or {})
-    spec = _mapping(obj.get("spec"))
+    spec = as_mapping(obj.get("spec"))
     decide = _Decide(world, cast(EventRecord, _At(world.last_at_ms)))
     ops: list[dict[str, Any]] = []
     wanted: dict[str, str | None] = {}

@@ -43,6 +43,30 @@ def object_dict(raw: msgspec.Raw | bytes) -> dict[str, Any]:
         return {}
     return value
 
+def as_mapping(value: object) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else ``{}``: reading a field of a decoded object that may be malformed."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: object) -> list[Any]:
+    """``value`` if it is a JSON array, else ``[]``."""
+    return value if isinstance(value, list) else []
+
+
+def dig(obj: object, *path: str) -> Any:
+    """The value at ``path`` in nested JSON objects, or None where a step is missing or not an object."""
+    for part in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+def pointer_token(token: str) -> str:
+    """One JSON Pointer reference token (RFC 6901: ``~`` → ``~0``, ``/`` → ``~1``) — annotation keys contain "/"."""
+    return token.replace("~", "~0").replace("/", "~1")
+
+
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 

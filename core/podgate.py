@@ -37,6 +37,7 @@ import msgspec
 from tether.projections.members import JOB, MemberState
 
 from .dataflow import PHASE_COMPLETE, PHASE_FAILED, inheritance_source
+from .kube import pointer_token
 from .podplacement import GATE
 from .topology_spec import POD_GROUP_ANNOTATION
 
@@ -52,9 +53,6 @@ class PodGate(msgspec.Struct, frozen=True):
     patch: tuple[dict[str, Any], ...] = ()
 
 
-def _pointer(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")  # RFC 6901: annotation keys contain "/"
-
 
 def _gate_patch(pod: Mapping[str, Any], request_uid: str) -> tuple[dict[str, Any], ...]:
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
@@ -64,7 +62,7 @@ def _gate_patch(pod: Mapping[str, Any], request_uid: str) -> tuple[dict[str, Any
     else:
         ops.append({"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]})
     if isinstance(meta.get("annotations"), dict) and meta["annotations"]:
-        ops.append({"op": "add", "path": f"/metadata/annotations/{_pointer(ADMISSION_ANNOTATION)}",
+        ops.append({"op": "add", "path": f"/metadata/annotations/{pointer_token(ADMISSION_ANNOTATION)}",
                     "value": request_uid})
     else:
         ops.append({"op": "add", "path": "/metadata/annotations", "value": {ADMISSION_ANNOTATION: request_uid}})

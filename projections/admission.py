@@ -54,7 +54,7 @@ from tether.core.events import (
     ObjectsListed,
     TimerFired,
 )
-from tether.core.kube import KubeObject, ObjectRef, ref_of
+from tether.core.kube import KubeObject, ObjectRef, as_list, as_mapping, dig, ref_of
 from tether.core.quantity import InvalidQuantity, ResourceList, add, resource_list
 
 QUEUE = "Queue"
@@ -147,19 +147,6 @@ class AdmissionState(msgspec.Struct):
 
 
 
-def _mapping(value: object) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _sequence(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-def _dig(obj: Any, *path: str) -> Any:
-    for part in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(part)
-    return obj
 
 
 def _workload_key(api_version: str, kind: str, namespace: str, name: str) -> str:
@@ -171,20 +158,20 @@ def parse_admission_binding(obj: KubeObject) -> AdmissionBinding:
     """The admission view of a binding; total (a malformed quantity becomes ``problem``)."""
     spec = obj.spec_dict()
     meta = obj.metadata
-    resource = _mapping(spec.get("resource"))
+    resource = as_mapping(spec.get("resource"))
     api_version, kind = str(resource.get("apiVersion", "")), str(resource.get("kind", ""))
     group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
     problem = ""
     try:
-        request = resource_list(_dig(spec, "replicaRequirements", "resourceRequest"))
+        request = resource_list(dig(spec, "replicaRequirements", "resourceRequest"))
     except InvalidQuantity as error:
         request, problem = {}, f"spec.replicaRequirements.resourceRequest: {error}"
     replicas = spec.get("replicas")
-    placement = _mapping(spec.get("placement"))
-    scheduling_type = _dig(placement, "replicaScheduling", "replicaSchedulingType")
-    affinity = _mapping(placement.get("clusterAffinity"))
-    clusters = _sequence(spec.get("clusters"))
-    priority = _dig(spec, "schedulePriority", "priority")
+    placement = as_mapping(spec.get("placement"))
+    scheduling_type = dig(placement, "replicaScheduling", "replicaSchedulingType")
+    affinity = as_mapping(placement.get("clusterAffinity"))
+    clusters = as_list(spec.get("clusters"))
+    priority = dig(spec, "schedulePriority", "priority")
     annotations = meta.annotations
     admitted: ResourceList | None = None
     raw_admitted = annotations.get(ADMITTED_REQUEST_ANNOTATION)
@@ -197,7 +184,7 @@ def parse_admission_binding(obj: KubeObject) -> AdmissionBinding:
         ref=ref_of(obj), resource_version=meta.resource_version,
         workload=_workload_key(api_version, kind, str(resource.get("namespace") or meta.namespace),
                                str(resource.get("name", ""))),
-        workload_kind=f"{group}/{kind}", suspended=_dig(spec, "suspension", "scheduling") is True,
+        workload_kind=f"{group}/{kind}", suspended=dig(spec, "suspension", "scheduling") is True,
         request=request, replicas=replicas if isinstance(replicas, int) and replicas > 0 else 1,
         divided=scheduling_type == "Divided",
         target_clusters=tuple(sorted({str(c.get("name")) for c in clusters if isinstance(c, dict) and c.get("name")})),
@@ -225,10 +212,10 @@ def _relevant(state: AdmissionState, obj: KubeObject) -> bool:
 def cluster_capacity(cluster: ObservedCluster) -> ClusterCapacity:
     """A Karmada Cluster's readiness and resourceSummary (allocatable; allocated + allocating) in milli-units."""
     try:
-        status = _mapping(msgspec.json.decode(cluster.status)) if cluster.status else {}
+        status = as_mapping(msgspec.json.decode(cluster.status)) if cluster.status else {}
     except msgspec.DecodeError:  # (a status the API stored is JSON; a damaged log is not a reason to crash)
         status = {}
-    summary = _mapping(status.get("resourceSummary"))
+    summary = as_mapping(status.get("resourceSummary"))
     ready = any(isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
                 for c in status.get("conditions") or ())
     try:
@@ -318,7 +305,7 @@ def _fold_object(state: AdmissionState, obj: KubeObject, *, deleted: bool, admis
         whole = {"apiVersion": obj.api_version, "kind": kind, "spec": spec,
                  "metadata": {"annotations": meta.annotations}}
         path = ("priorityClassName",) if kind == VOLCANO_JOB else ("template", "spec", "priorityClassName")
-        priority_class = _dig(spec, *path)
+        priority_class = dig(spec, *path)
         state.workloads[key] = WorkloadQueue(queue=workload_queue_name(whole),
                                              priority_class=priority_class if isinstance(priority_class, str) else "")
     elif kind == CONFIGMAP and f"{meta.namespace}/{meta.name}" == admission_configmap:

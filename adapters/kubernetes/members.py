@@ -44,13 +44,12 @@ from tether.core.affinity import InvalidAffinity, tighten_node_affinity
 from tether.core.commands import Command, EmitMemberEvent, ReleasePod, SetMemberCondition, command_name
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import CommandFailed, Event, ListsStarted, MemberDisconnected, event_key, member_key
-from tether.core.kube import KubeObject, as_json, parse_conditions, set_condition, trim
+from tether.core.kube import KubeObject, as_json, parse_conditions, pointer_token, set_condition, trim
 from tether.core.podplacement import PLACEMENT_ANNOTATION
 
 from .client import JSON_PATCH, KubeClient, KubeError, Resource
 from .executor import KubeExecutor, _Attempt
 from .watch import WatchSource
-from .webhook import escape_pointer
 
 log = structlog.get_logger("tether.members")
 
@@ -124,7 +123,7 @@ class _MemberKube(KubeExecutor):
                    else {"op": "remove", "path": "/spec/schedulingGates"})
         if c.note:
             if meta.get("annotations"):
-                ops.append({"op": "add", "path": f"/metadata/annotations/{escape_pointer(PLACEMENT_ANNOTATION)}",
+                ops.append({"op": "add", "path": f"/metadata/annotations/{pointer_token(PLACEMENT_ANNOTATION)}",
                             "value": c.note})
             else:
                 ops.append({"op": "add", "path": "/metadata/annotations", "value": {PLACEMENT_ANNOTATION: c.note}})

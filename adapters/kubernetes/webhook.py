@@ -225,7 +225,3 @@ def json_patch_ops(ops: Sequence[tuple[str, str, Any]]) -> tuple[dict[str, Any],
     return tuple({"op": op, "path": path} if op == "remove" else {"op": op, "path": path, "value": value}
                  for op, path, value in ops)
 
-
-def escape_pointer(token: str) -> str:
-    """One JSON Pointer reference token (``~`` → ``~0``, ``/`` → ``~1``): annotation keys contain ``/``."""
-    return token.replace("~", "~0").replace("/", "~1")

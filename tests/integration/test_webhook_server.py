@@ -23,11 +23,11 @@ from tether.adapters.kubernetes.webhook import (
     AdmissionRequest,
     WebhookAnswer,
     WebhookServer,
-    escape_pointer,
     json_patch_ops,
 )
 from tether.adapters.kubernetes.webhook_certs import MUTATING_WEBHOOKS, ensure_self_signed, inject_ca_bundle
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
+from tether.core.kube import pointer_token
 
 pytestmark = pytest.mark.cluster
 
@@ -47,7 +47,7 @@ class Stamp:
         ops: list[tuple[str, str, Any]] = []
         if not (obj.get("metadata") or {}).get("annotations"):
             ops.append(("add", "/metadata/annotations", {}))
-        ops.append(("add", f"/metadata/annotations/{escape_pointer(STAMP)}", "yes"))
+        ops.append(("add", f"/metadata/annotations/{pointer_token(STAMP)}", "yes"))
         return WebhookAnswer(patch=json_patch_ops(ops))
 
 
