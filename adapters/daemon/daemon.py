@@ -248,12 +248,22 @@ class Daemon:
                             error=str(exc)[:200])
 
     async def _admission_metrics(self) -> None:
-        """Held/admitted bindings per queue, from the world, every second (read only)."""
+        """Held/admitted bindings per queue, and whether the admission ConfigMap was accepted, from the world, every
+        second (read only). A refused ConfigMap is logged once per distinct error, with its key."""
         assert self.runtime is not None
         await self.runtime.recovered.wait()
         seen: set[tuple[str, str]] = set()
+        reported_error = ""
         while True:
             state = self.runtime.world.admission
+            if state.config_error != reported_error:
+                reported_error = state.config_error
+                if reported_error:
+                    log.warning("admission configuration refused; the previous one stays in force",
+                                configmap=self.cfg.admission_configmap, error=reported_error)
+                else:
+                    log.info("admission configuration accepted", configmap=self.cfg.admission_configmap)
+            self.metrics.admission_config_valid.set(0 if state.config_error else 1)
             counts: dict[tuple[str, str], int] = {}
             for key, binding in state.bindings.items():
                 if not state.managed.manages(binding.workload_kind, binding.ref.namespace):

@@ -38,6 +38,10 @@ class Metrics:
             "tether_lists_pending", "Watch lists started and not ended: while above 0 nothing is decided", registry=r)
         self.admission_bindings = Gauge("tether_admission_bindings", "Queue-managed bindings by queue and state "
                                         "(held: suspended, waiting; admitted)", ["queue", "state"], registry=r)
+        self.admission_config_valid = Gauge(
+            "tether_admission_config_valid",
+            "0 while the admission ConfigMap is refused (the previous configuration stays in force), else 1",
+            registry=r)
         self.admission_cycle = Histogram("tether_admission_cycle_seconds", "One admission cycle (decider step)",
                                          buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0), registry=r)
         self.webhook_latency = Histogram(
