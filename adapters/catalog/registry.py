@@ -30,7 +30,7 @@ from tether.core.plugin_config import EMPTY_PLUGINS, PATH_SYSTEMS, PluginConfig,
 
 
 class UnknownCatalogType(LookupError):
-    pass
+    """No built-in resolver and no ``tether.catalogs`` entry point serves a plugin's ``type``."""
 
 
 _BUILTIN: dict[str, Callable[..., CatalogResolver]] = {
