@@ -24,9 +24,9 @@ from typing import Any
 
 import msgspec
 
-from .affinity import NodeSelectorTerm, PreferredSchedulingTerm
 from .identity import DataIdentity
 from .kube import Condition, ObjectKey, ObjectRef, object_key
+from .placement.node_affinity import NodeSelectorTerm, PreferredSchedulingTerm
 
 CLAIM_FINALIZER = "datadependency.volcano.sh/finalizer"
 DATASOURCE_FINALIZER = "datadependency.volcano.sh/datasource-finalizer"

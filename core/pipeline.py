@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from tether.projections.world import World, evolve, note_issued, slot
 
-from .admission_decider import decide_admission
+from .admission.decider import decide_admission
 from .commands import StartTimer, command_id, command_name, command_target
-from .datadependency import Decision, backoff_ms, decide
+from .datadependency.decider import Decision, backoff_ms, decide
 from .envelope import CommandRecord, EventRecord
 from .events import CommandFailed
-from .podplacement import decide_pods
+from .placement.decider import decide_pods
 
 
 def _retry_failed(world: World, record: EventRecord) -> list[Decision]:

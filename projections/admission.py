@@ -35,7 +35,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from tether.core.admission import (
+from tether.core.admission.session import (
     DEFAULT_ADMISSION_CONFIG,
     AdmissionConfig,
     AdmissionConfigError,

@@ -37,7 +37,9 @@ from typing import Any
 
 import msgspec
 
-from tether.core.dataflow import (
+from tether.core.events import member_key
+from tether.core.kube import Condition, KubeObject, ObjectMeta, object_dict, parse_conditions
+from tether.core.placement.dataflow import (
     CONDITION_TYPE,
     OPERATION_KINDS,
     DataFlowSpecError,
@@ -47,10 +49,8 @@ from tether.core.dataflow import (
     parse_operation,
     record_placement,
 )
-from tether.core.events import member_key
-from tether.core.kube import Condition, KubeObject, ObjectMeta, object_dict, parse_conditions
+from tether.core.placement.pod_group_spec import POD_GROUP_ANNOTATION, GroupSpec, InvalidPodGroup, parse_pod_group
 from tether.core.quantity import InvalidQuantity, ResourceList, add, resource_list
-from tether.core.topology_spec import POD_GROUP_ANNOTATION, GroupSpec, InvalidPodGroup, parse_pod_group
 
 NODE, POD, POD_GROUP, JOB = "Node", "Pod", "PodGroup", "Job"
 MEMBER_KINDS = (NODE, POD, POD_GROUP, JOB, *OPERATION_KINDS)

@@ -26,10 +26,10 @@ from typing import Any
 import msgspec
 
 from tether.core.commands import LOCATION_ANNOTATION, PLACEMENT_INJECTED_ANNOTATION
+from tether.core.datadependency.exclusions import added_exclusions
 from tether.core.identity import DataIdentity, identity_problem, make_identity
 from tether.core.kube import Condition, KubeObject, ObjectRef, object_dict, parse_conditions, ref_of
 from tether.core.lazy import lazy
-from tether.core.placement import added_exclusions
 
 CLAIM = "DataSourceClaim"
 DATASOURCE = "DataSource"

@@ -43,6 +43,7 @@ from tether.core.commands import (
     command_name,
     command_target,
 )
+from tether.core.datadependency.plugin_config import EMPTY_PLUGINS, PluginSet, parse_plugin_configmap
 from tether.core.envelope import EventRecord
 from tether.core.events import (
     CommandFailed,
@@ -60,7 +61,6 @@ from tether.core.events import (
 )
 from tether.core.identity import DataIdentity, data_source_name
 from tether.core.kube import KubeObject
-from tether.core.plugin_config import EMPTY_PLUGINS, PluginSet, parse_plugin_configmap
 
 from .admission import CYCLE_PURPOSE, AdmissionState, fold_admission, note_cycle_armed, note_resume
 from .admission import READ_KINDS as ADMISSION_READ_KINDS
@@ -208,7 +208,7 @@ def _stale(new: str, old: str) -> bool:
     """
     if new == old:
         return True
-    if new.isdigit() and old.isdigit():
+    if new.isdigit() and old.isdigit() and new.isascii() and old.isascii():  # ('²'.isdigit() is True)
         if new[0] == "0" or old[0] == "0":  # never from etcd; compare as numbers
             return int(new) < int(old)
         return len(new) < len(old) or (len(new) == len(old) and new < old)  # as numbers, without parsing

@@ -35,7 +35,7 @@ from typing import Any
 
 import aiohttp
 
-from tether.core.plugin_config import AuthConfig, CircuitBreakerConfig, RetryConfig, TlsConfig
+from tether.core.datadependency.plugin_config import AuthConfig, CircuitBreakerConfig, RetryConfig, TlsConfig
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]

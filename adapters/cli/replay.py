@@ -37,7 +37,7 @@ from rich.text import Text
 from tether.adapters.cli.log import console, open_for_cli
 from tether.adapters.cli.render import line, type_name
 from tether.adapters.log import EventLog, Record, Snapshot, Stream, aclosing_iter, scan
-from tether.core.binding_admission import decide_binding_admission
+from tether.core.admission.webhook_decision import decide_binding_admission
 from tether.core.envelope import CommandRecord, EventRecord, parse_rfc3339_ms, rfc3339
 from tether.core.events import (
     BindingAdmissionDecided,
@@ -48,7 +48,7 @@ from tether.core.events import (
 )
 from tether.core.kube import object_dict
 from tether.core.pipeline import step
-from tether.core.podgate import ADMISSION_ANNOTATION
+from tether.core.placement.webhook_decision import ADMISSION_ANNOTATION
 from tether.projections.bulk import BulkFold
 from tether.projections.snapshot import decode_world, encode_world
 from tether.projections.world import World, initial_world, note_issued

@@ -23,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from tether.core.binding_admission import decide_binding_admission
+from tether.core.admission.webhook_decision import decide_binding_admission
 from tether.core.envelope import EventRecord
 from tether.core.events import BindingAdmissionDecided
 from tether.core.kube import KubeObject, ObjectMeta, trim

@@ -57,10 +57,10 @@ from tether.core.commands import (
     command_name,
     command_target,
 )
+from tether.core.datadependency.exclusions import plan_placement
 from tether.core.envelope import CommandRecord
 from tether.core.events import CommandFailed, CommandSucceeded, Event
 from tether.core.kube import KubeObject, ObjectRef, as_json, object_key, trim
-from tether.core.placement import plan_placement
 
 from .admission_executor import ADMISSION_COMMANDS, AdmissionCommands
 from .client import BY_KIND, DATASOURCES, EVENTS, JSON_PATCH, KubeClient, KubeError, Resource, merge_patch

@@ -42,6 +42,7 @@ from tether.core.commands import (
     command_name,
     command_target,
 )
+from tether.core.datadependency.exclusions import plan_placement
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import (
     CommandFailed,
@@ -58,7 +59,6 @@ from tether.core.events import (
 from tether.core.identity import DataIdentity
 from tether.core.kube import KubeObject, ObjectKey, as_json, object_key, trim
 from tether.core.pipeline import step
-from tether.core.placement import plan_placement
 from tether.projections.admission import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION
 from tether.projections.world import World, initial_world
 

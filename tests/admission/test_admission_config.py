@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tether.core.admission import (
+from tether.core.admission.session import (
     DEFAULT_ADMISSION_CONFIG,
     AdmissionConfigError,
     PluginOption,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tether.core.admission import (
+from tether.core.admission.session import (
     AdmissionConfig,
     Binding,
     ClusterCapacity,

@@ -10,13 +10,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tether.core.admission import (
-    DEFAULT_ADMISSION_CONFIG,
-    Binding,
-    ClusterCapacity,
-    Queue,
-    admission_cycle,
-)
+from tether.core.admission.session import DEFAULT_ADMISSION_CONFIG, Binding, ClusterCapacity, Queue, admission_cycle
 from tether.core.quantity import fits
 
 CPU = 1000

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tether.core.admission import (
+from tether.core.admission.session import (
     Binding,
     Queue,
     binding_priority,

@@ -13,7 +13,7 @@ from typing import Any
 from tether.adapters.kubernetes import manifests as m
 from tether.adapters.sandbox.kube_emulator.patch import json_patch
 from tether.adapters.testing.fake_cluster import Harness
-from tether.core.binding_admission import decide_binding_admission
+from tether.core.admission.webhook_decision import decide_binding_admission
 from tether.core.events import ObjectObserved
 from tether.projections.admission import ADMISSION_ANNOTATION
 

@@ -43,7 +43,9 @@ from tether.core.commands import (
     command_name,
     command_target,
 )
-from tether.core.datadependency import RETRY_BASE_MS, RETRY_MAX_MS, backoff_ms
+from tether.core.datadependency.decider import RETRY_BASE_MS, RETRY_MAX_MS, backoff_ms
+from tether.core.datadependency.exclusions import plan_placement
+from tether.core.datadependency.plugin_config import map_location
 from tether.core.envelope import CommandRecord, EventRecord, rfc3339
 from tether.core.events import (
     CommandFailed,
@@ -55,8 +57,6 @@ from tether.core.events import (
 from tether.core.identity import is_valid_object_name, make_identity
 from tether.core.kube import trim
 from tether.core.pipeline import step
-from tether.core.placement import plan_placement
-from tether.core.plugin_config import map_location
 from tether.projections.snapshot import decode_world, encode_world
 from tether.projections.world import World, initial_world
 

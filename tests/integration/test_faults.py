@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-import tether.core.datadependency as datadependency
+import tether.core.datadependency.decider as datadependency
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import CLAIMS, DATASOURCES
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv

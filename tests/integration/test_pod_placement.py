@@ -32,7 +32,7 @@ from tether.adapters.kubernetes.members import FLUID, JOBS, NODES, POD_GROUPS, P
 from tether.adapters.sandbox.kube_emulator import KubeEmulator
 from tether.adapters.sandbox.kube_emulator.testing import KUBECONFIG_ENV, KubeEnv
 from tether.adapters.testing.daemon import eventually, tether_stack
-from tether.core.podplacement import GATE
+from tether.core.placement.decider import GATE
 
 CRDS = ("scheduling.godel.kubewharf.io_podgroups", "data.fluid.io_dataloads", "data.fluid.io_dataprocesses",
         "data.fluid.io_datamigrates", "data.fluid.io_databackups")

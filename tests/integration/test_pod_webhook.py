@@ -25,8 +25,8 @@ from tether.adapters.kubernetes.webhook_certs import MUTATING_WEBHOOKS, ensure_s
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.daemon import eventually, tether_stack
 from tether.core.events import PodGateDecided
-from tether.core.podgate import ADMISSION_ANNOTATION
-from tether.core.podplacement import PLACEMENT_ANNOTATION
+from tether.core.placement.decider import PLACEMENT_ANNOTATION
+from tether.core.placement.webhook_decision import ADMISSION_ANNOTATION
 from tether.projections.members import MemberState
 from tether.projections.world import initial_world
 

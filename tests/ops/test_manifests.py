@@ -23,7 +23,7 @@ import yaml
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import CLAIMS, KubeClient
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.core.plugin_config import parse_plugin_configmap
+from tether.core.datadependency.plugin_config import parse_plugin_configmap
 
 ROOT = Path(__file__).resolve().parents[2]
 OPS = ROOT / "ops"

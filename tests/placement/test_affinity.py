@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from tether.core import dataflow, topology_affinity
-from tether.core.affinity import (
+from tether.core.placement import dataflow
+from tether.core.placement import group_affinity as topology_affinity
+from tether.core.placement.node_affinity import (
     PREFERRED,
     REQUIRED,
     InvalidAffinity,

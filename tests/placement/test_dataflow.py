@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tether.core.dataflow import (
+from tether.core.placement.dataflow import (
     DEFAULT_WAIT_TIMEOUT_MS,
     LABELS_ANNOTATION,
     OPERATION_KINDS,

@@ -19,7 +19,7 @@ from tether.core.events import (
 )
 from tether.core.kube import trim
 from tether.core.pipeline import step
-from tether.core.podplacement import GATE
+from tether.core.placement.decider import GATE
 from tether.projections.world import World, initial_world
 
 HOST = "kubernetes.io/hostname"

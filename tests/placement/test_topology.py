@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tether.core.quantity import resource_list
-from tether.core.topology import (
+from tether.core.placement.group_affinity import NodeSelectorRequirement, NodeSelectorTerm
+from tether.core.placement.pod_group_spec import GroupAffinity, GroupSpec, SortRule
+from tether.core.placement.topology_planner import (
     PREFERRED_WEIGHTS,
     Candidate,
     Domain,
@@ -22,8 +23,7 @@ from tether.core.topology import (
     candidate_order,
     plan_group,
 )
-from tether.core.topology_affinity import NodeSelectorRequirement, NodeSelectorTerm
-from tether.core.topology_spec import GroupAffinity, GroupSpec, SortRule
+from tether.core.quantity import resource_list
 
 CPU = 1000  # one CPU in milli-units
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tether.core.topology_affinity import (
+from tether.core.placement.group_affinity import (
     InvalidAffinity,
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -16,7 +16,7 @@ from tether.core.topology_affinity import (
     PreferredSchedulingTerm,
     merge_node_affinity,
 )
-from tether.core.topology_spec import (
+from tether.core.placement.pod_group_spec import (
     API_VERSION,
     GroupAffinity,
     GroupSpec,

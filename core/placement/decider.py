@@ -47,9 +47,11 @@ from __future__ import annotations
 from tether.projections.members import POD, POD_GROUP, MemberOperation, MemberPod, MemberState
 from tether.projections.world import Touched, World
 
-from .affinity import NodeSelectorTerm, PreferredSchedulingTerm
-from .commands import Command, EmitMemberEvent, ReleasePod, SetMemberCondition, StartTimer
-from .datadependency import Decision
+from ..commands import Command, EmitMemberEvent, ReleasePod, SetMemberCondition, StartTimer
+from ..datadependency.decider import Decision
+from ..envelope import EventRecord, parse_rfc3339_ms, rfc3339
+from ..events import split_member_key
+from ..kube import Condition, ObjectRef
 from .dataflow import (
     CONDITION_TYPE,
     OPERATION_KINDS,
@@ -64,11 +66,9 @@ from .dataflow import (
     inheritance_source,
     invalid_spec,
 )
-from .envelope import EventRecord, parse_rfc3339_ms, rfc3339
-from .events import split_member_key
-from .kube import Condition, ObjectRef
-from .topology import GroupPod, Node, plan_group
-from .topology_spec import API_VERSION as POD_GROUP_API_VERSION
+from .node_affinity import NodeSelectorTerm, PreferredSchedulingTerm
+from .pod_group_spec import API_VERSION as POD_GROUP_API_VERSION
+from .topology_planner import GroupPod, Node, plan_group
 
 #: The scheduling gate tether's pod webhook adds and this decider removes.
 GATE = "tether.dev/placement"

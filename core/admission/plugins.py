@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .quantity import format_milli
+from ..quantity import format_milli
 
 if TYPE_CHECKING:
-    from .admission import AdmissionConfig, Binding, PluginOption, QueueState, Session
+    from .session import AdmissionConfig, Binding, PluginOption, QueueState, Session
 
 QueueKey = Callable[["QueueState"], Any]
 BindingKeyFn = Callable[["Binding"], Any]

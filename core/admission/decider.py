@@ -40,9 +40,7 @@ from tether.projections.admission import (
 )
 from tether.projections.world import Touched, World
 
-from .admission import DEFAULT_QUEUE, Binding, ClusterCapacity, QueueStatus, admission_cycle, recheck_admitted
-from .binding_admission import RESOLVING_REASONS
-from .commands import (
+from ..commands import (
     Command,
     CreateQueue,
     EmitKubernetesEvent,
@@ -54,10 +52,12 @@ from .commands import (
     command_name,
     command_target,
 )
-from .datadependency import Decision, _Decide
-from .envelope import EventRecord
-from .events import TimerFired
-from .quantity import ResourceList, format_milli, scale
+from ..datadependency.decider import Decision, _Decide
+from ..envelope import EventRecord
+from ..events import TimerFired
+from ..quantity import ResourceList, format_milli, scale
+from .session import DEFAULT_QUEUE, Binding, ClusterCapacity, QueueStatus, admission_cycle, recheck_admitted
+from .webhook_decision import RESOLVING_REASONS
 
 DECIDER = "admission"
 CYCLE_SUBJECT = "Admission//cycle"

@@ -60,15 +60,15 @@ from typing import Literal
 
 import msgspec
 
-from .quantity import ResourceList
-from .topology_affinity import (
+from ..quantity import ResourceList
+from .group_affinity import (
     NodeSelectorTerm,
     PodPlacement,
     PreferredSchedulingTerm,
     domain_requirements,
     selector_matches,
 )
-from .topology_spec import DEFAULT_SORT_RULES, GroupSpec, SortRule
+from .pod_group_spec import DEFAULT_SORT_RULES, GroupSpec, SortRule
 
 #: Weights of the preferred terms, the pod's own circle first (Kubernetes allows 1 to 100).
 PREFERRED_WEIGHTS = (100, 90, 80, 70, 60, 50, 40, 30, 20, 10)

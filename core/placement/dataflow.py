@@ -44,7 +44,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from .affinity import (
+from ..kube import ObjectKey, object_key
+from .node_affinity import (
     InvalidAffinity,
     NodeAffinity,
     NodeSelectorRequirement,
@@ -52,8 +53,7 @@ from .affinity import (
     PreferredSchedulingTerm,
     tighten_node_affinity,
 )
-from .affinity import parse_node_affinity as _parse_node_affinity
-from .kube import ObjectKey, object_key
+from .node_affinity import parse_node_affinity as _parse_node_affinity
 
 FLUID_GROUP = "data.fluid.io"
 FLUID_GROUP_VERSION = "data.fluid.io/v1alpha1"

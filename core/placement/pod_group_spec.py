@@ -18,13 +18,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from .topology_affinity import (
-    FIELD_OPERATORS,
-    NODE_NAME_FIELD,
-    OPERATORS,
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
-)
+from .group_affinity import FIELD_OPERATORS, NODE_NAME_FIELD, OPERATORS, NodeSelectorRequirement, NodeSelectorTerm
 
 GROUP = "scheduling.godel.kubewharf.io"
 API_VERSION = f"{GROUP}/v1alpha1"

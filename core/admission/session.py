@@ -65,10 +65,10 @@ from typing import Any, NewType
 import msgspec
 import yaml
 
-from .admission_plugins import PLUGINS, Predicate, ProportionPlugin, QueueKey, capability_overrun, open_plugins
-from .envelope import parse_rfc3339_ms
-from .kube import dig
-from .quantity import ResourceList, resource_list, scale
+from ..envelope import parse_rfc3339_ms
+from ..kube import dig
+from ..quantity import ResourceList, resource_list, scale
+from .plugins import PLUGINS, Predicate, ProportionPlugin, QueueKey, capability_overrun, open_plugins
 
 QueueName = NewType("QueueName", str)
 BindingKey = NewType("BindingKey", str)

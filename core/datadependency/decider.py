@@ -45,7 +45,7 @@ import msgspec
 
 from tether.projections.world import Binding, Claim, Lookup, Source, Touched, World, slot
 
-from .commands import (
+from ..commands import (
     CLAIM_FINALIZER,
     DATA_GROUP_VERSION,
     DATASOURCE_FINALIZER,
@@ -65,10 +65,10 @@ from .commands import (
     command_name,
     command_target,
 )
-from .envelope import EventRecord, rfc3339
-from .identity import DataIdentity, data_source_name
-from .kube import Condition, ObjectRef, set_condition
-from .placement import PlacementPlan, plan_placement
+from ..envelope import EventRecord, rfc3339
+from ..identity import DataIdentity, data_source_name
+from ..kube import Condition, ObjectRef, set_condition
+from .exclusions import PlacementPlan, plan_placement
 from .plugin_config import PluginConfig, map_location
 
 DECIDER = "data-dependency"

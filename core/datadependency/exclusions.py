@@ -32,7 +32,7 @@ from typing import Any
 
 import msgspec
 
-from .commands import EXCLUDED_CLUSTERS_ANNOTATION, PLACEMENT_INJECTED_ANNOTATION
+from ..commands import EXCLUDED_CLUSTERS_ANNOTATION, PLACEMENT_INJECTED_ANNOTATION
 
 #: Per-term record of tether's additions (only written when the placement has ``clusterAffinities``).
 ADDED_BY_TERM_ANNOTATION = "tether.dev/added-exclusions"

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from .affinity import (
+from .node_affinity import (
     FIELD_OPERATORS,
     HOSTNAME_LABEL,
     NODE_NAME_FIELD,

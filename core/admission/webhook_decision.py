@@ -38,10 +38,10 @@ from tether.projections.admission import ADMISSION_ANNOTATION
 from tether.projections.views import parse_binding
 from tether.projections.world import World
 
-from .datadependency import _Decide
-from .envelope import EventRecord
-from .kube import as_mapping, pointer_token, trim
-from .placement import plan_placement
+from ..datadependency.decider import _Decide
+from ..datadependency.exclusions import plan_placement
+from ..envelope import EventRecord
+from ..kube import as_mapping, pointer_token, trim
 
 #: Pending reasons of a claim that will settle by themselves soon: its binding is held until they do.
 RESOLVING_REASONS = frozenset({"Resolving", "CreatingDataSource"})

@@ -36,10 +36,10 @@ import msgspec
 
 from tether.projections.members import JOB, MemberState
 
+from ..kube import pointer_token
 from .dataflow import PHASE_COMPLETE, PHASE_FAILED, inheritance_source
-from .kube import pointer_token
-from .podplacement import GATE
-from .topology_spec import POD_GROUP_ANNOTATION
+from .decider import GATE
+from .pod_group_spec import POD_GROUP_ANNOTATION
 
 #: On a gated pod: the uid of the AdmissionReview that gated it (the key of its ``PodGateDecided``).
 ADMISSION_ANNOTATION = "tether.dev/admission"
