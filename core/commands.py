@@ -25,8 +25,7 @@ from typing import Any
 import msgspec
 
 from .identity import DataIdentity
-from .kube import Condition, ObjectKey, ObjectRef, object_key
-from .placement.node_affinity import NodeSelectorTerm, PreferredSchedulingTerm
+from .kube import Condition, NodeSelectorTerm, ObjectKey, ObjectRef, PreferredSchedulingTerm, object_key
 
 CLAIM_FINALIZER = "datadependency.volcano.sh/finalizer"
 DATASOURCE_FINALIZER = "datadependency.volcano.sh/datasource-finalizer"

@@ -233,3 +233,59 @@ def parse_conditions(raw: object) -> tuple[Condition, ...]:
         except msgspec.ValidationError:
             continue
     return tuple(out)
+
+
+# --- node affinity, as the API has it (pods, PodGroups, Fluid operations; tether.core.placement evaluates and
+# merges it) -------------------------------------------------------------------------------------------
+
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+class NodeSelectorRequirement(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
+    """``{key, operator, values}`` of a term's matchExpressions or matchFields (``values`` omitted when empty, as
+    Kubernetes wants it for Exists / DoesNotExist)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = as_json(self)
+        return out
+
+
+class NodeSelectorTerm(msgspec.Struct, frozen=True, omit_defaults=True, rename="camel"):
+    """Requirements that must all hold; a list of terms holds when any term does."""
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = as_json(self)
+        return out
+
+
+class PreferredSchedulingTerm(msgspec.Struct, frozen=True):
+    weight: int
+    preference: NodeSelectorTerm
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = as_json(self)
+        return out
+
+
+class NodeAffinity(msgspec.Struct, frozen=True):
+    """A pod's ``spec.affinity.nodeAffinity`` as data."""
+
+    required: tuple[NodeSelectorTerm, ...] = ()  # ORed; none and an empty list mean the same to the scheduler
+    preferred: tuple[PreferredSchedulingTerm, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """The Kubernetes form; a section appears only when it has terms."""
+        out: dict[str, Any] = {}
+        if self.required:
+            out[REQUIRED] = {"nodeSelectorTerms": [t.as_dict() for t in self.required]}
+        if self.preferred:
+            out[PREFERRED] = [t.as_dict() for t in self.preferred]
+        return out

@@ -22,7 +22,8 @@ from tether.projections.world import World, evolve, note_issued, slot
 
 from .admission.decider import decide_admission
 from .commands import StartTimer, command_id, command_name, command_target
-from .datadependency.decider import Decision, backoff_ms, decide
+from .datadependency.decider import decide
+from .decision import Decision, backoff_ms
 from .envelope import CommandRecord, EventRecord
 from .events import CommandFailed
 from .placement.decider import decide_pods

@@ -35,16 +35,9 @@ from typing import Any
 import msgspec
 import yaml
 
-from tether.core.admission.session import (
-    DEFAULT_ADMISSION_CONFIG,
-    AdmissionConfig,
-    AdmissionConfigError,
-    ClusterCapacity,
-    Queue,
-    parse_admission_config,
-    queue_from_object,
-    workload_queue_name,
-)
+from tether.core.admission.config import DEFAULT_ADMISSION_CONFIG, AdmissionConfigError, parse_admission_config
+from tether.core.admission.model import AdmissionConfig, ClusterCapacity, Queue
+from tether.core.admission.objects import queue_from_object, workload_queue_name
 from tether.core.envelope import EventRecord, parse_rfc3339_ms
 from tether.core.events import (
     CommandFailed,

@@ -52,11 +52,13 @@ from ..commands import (
     command_name,
     command_target,
 )
-from ..datadependency.decider import Decision, _Decide
+from ..datadependency.decider import _Decide
+from ..decision import Decision
 from ..envelope import EventRecord
 from ..events import TimerFired
 from ..quantity import ResourceList, format_milli, scale
-from .session import DEFAULT_QUEUE, Binding, ClusterCapacity, QueueStatus, admission_cycle, recheck_admitted
+from .model import DEFAULT_QUEUE, Binding, ClusterCapacity, QueueStatus
+from .session import admission_cycle, recheck_admitted
 from .webhook_decision import RESOLVING_REASONS
 
 DECIDER = "admission"

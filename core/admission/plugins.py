@@ -1,6 +1,6 @@
 """The admission plugins (``priority``, ``gang``, ``capacity``, ``proportion``, ``drf``, ``datadependency``).
 
-A plugin is opened on a :class:`~tether.core.admission.Session` and contributes any of: a queue order key, a
+A plugin is opened on a :class:`~tether.core.admission.model.Session` and contributes any of: a queue order key, a
 binding order key (lower sorts first; :func:`open_plugins` lays the keys out in tier order, so the first plugin
 that tells two items apart decides), a validity check (a hold that does not depend on what the session admits)
 and a predicate (a fit check against what it has admitted so far). A check returns the reason it holds, or ``""``.
@@ -9,19 +9,17 @@ Keys are numbers on purpose: ``-priority`` and shares are ints and floats, which
 of integers, and IEEE division is correctly rounded, so it is the same on every machine; two shares that differ
 by less than a float's precision tie and fall through to the next key — deterministically.
 
-This module imports nothing from :mod:`.admission` at run time (the types only for the type checker): the
-session module imports the plugins to build its default configuration when it is imported.
+The plugins and the session meet through :mod:`.model`, the types both use; this module never imports the
+session (which opens the plugins) nor the configuration parser (which looks plugins up by name).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from ..quantity import format_milli
-
-if TYPE_CHECKING:
-    from .session import AdmissionConfig, Binding, PluginOption, QueueState, Session
+from .model import AdmissionConfig, Binding, PluginOption, QueueState, Session
 
 QueueKey = Callable[["QueueState"], Any]
 BindingKeyFn = Callable[["Binding"], Any]

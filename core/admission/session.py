@@ -51,8 +51,8 @@ summary corrects that, and the queue limits are exact regardless.
 back: :func:`recheck_admitted` only reports admitted bindings whose request grew past their queue (scale-up,
 Divided → Duplicated) so that tether can say so on the binding and the Queue.
 
-The plugins live in :mod:`.admission_plugins`; the configuration format is Volcano's ``volcano-scheduler.conf``
-(:func:`parse_admission_config`).
+The types the session and the plugins share are in :mod:`.model`, the plugins in :mod:`.plugins`, and the
+configuration (Volcano's ``volcano-scheduler.conf``) in :mod:`.config`.
 """
 
 from __future__ import annotations
@@ -60,291 +60,26 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
-from typing import Any, NewType
+from typing import Any
 
-import msgspec
-import yaml
-
-from ..envelope import parse_rfc3339_ms
-from ..kube import dig
-from ..quantity import ResourceList, resource_list, scale
-from .plugins import PLUGINS, Predicate, ProportionPlugin, QueueKey, capability_overrun, open_plugins
-
-QueueName = NewType("QueueName", str)
-BindingKey = NewType("BindingKey", str)
-"""A ResourceBinding as ``namespace/name``."""
-
-DEFAULT_QUEUE = QueueName("default")
-#: Volcano's implicit root of the queue hierarchy: ``spec.parent: root`` means top-level unless a Queue of that
-#: name exists (then its capability caps the whole tree).
-ROOT_QUEUE = "root"
-QUEUE_NAME_KEY = "volcano.sh/queue-name"
-SCHEDULING_QUEUE_NAME_KEY = "scheduling.volcano.sh/queue-name"
-
-
-class Queue(msgspec.Struct, frozen=True, gc=False, kw_only=True):
-    """A Volcano Queue (``scheduling.volcano.sh/v1beta1``), amounts in milli-units."""
-
-    name: str
-    parent: str = ""
-    priority: int = 0
-    weight: int = 1
-    capability: ResourceList = {}
-    deserved: ResourceList = {}
-    guarantee: ResourceList = {}
-    open: bool = True  # status.state Open (a Closed or Closing queue admits nothing)
-    creation_ms: int = 0
-    uid: str = ""
-
-
-class Binding(msgspec.Struct, frozen=True, gc=False, kw_only=True):
-    """A ResourceBinding as admission sees it.
-
-    ``request`` is ``spec.replicaRequirements.resourceRequest`` (one replica); ``copies`` is 1 for a Divided
-    placement and, for Duplicated, the number of clusters that each run every replica. ``admitted_request`` is the
-    whole request recorded when tether admitted it (None: not recorded), for :func:`recheck_admitted`.
-    """
-
-    key: str
-    queue: str = DEFAULT_QUEUE
-    priority: int = 0
-    creation_ms: int = 0
-    uid: str = ""
-    request: ResourceList = {}
-    replicas: int = 1
-    copies: int = 1
-    suspended: bool = True
-    data_dependent: bool = False  # the workload has data-source claims (tether places it next to its data)
-    placement_injected: bool = False  # tether's data placement is on the binding
-    admitted_request: ResourceList | None = None
-
-    def total_request(self) -> ResourceList:
-        """The whole request: per-replica request * replicas * copies."""
-        return scale(self.request, self.replicas * self.copies)
-
-
-class ClusterCapacity(msgspec.Struct, frozen=True, gc=False, kw_only=True):
-    """A Karmada Cluster's ``status.resourceSummary`` (``allocated`` should include ``allocating``)."""
-
-    name: str
-    allocatable: ResourceList = {}
-    allocated: ResourceList = {}
-    ready: bool = True
-
-
-class Hold(msgspec.Struct, frozen=True, gc=False):
-    """Why a binding stays suspended (or, from :func:`recheck_admitted`, why an admitted one overruns)."""
-
-    binding: str
-    plugin: str
-    reason: str
-
-
-class QueueStatus(msgspec.Struct, frozen=True, gc=False, kw_only=True):
-    """A queue after the cycle: what its admitted bindings use, how many wait and for how much."""
-
-    name: str
-    allocated: ResourceList
-    admitted: int
-    resumed: int
-    pending: int
-    pending_request: ResourceList
-    deserved: ResourceList = {}
-
-
-class AdmissionOutcome(msgspec.Struct, frozen=True, gc=False):
-    """``resume``: bindings to unsuspend, in admission order; ``held``: every other suspended binding with its
-    reason, by key; ``queues``: by name."""
-
-    resume: tuple[str, ...]
-    held: tuple[Hold, ...]
-    queues: tuple[QueueStatus, ...]
-
-
-# --- configuration ------------------------------------------------------------------------------------------
-
-
-class AdmissionConfigError(ValueError):
-    """A configuration tether cannot run; the message names the tier (from 1) and the plugin."""
-
-    def __init__(self, message: str, *, tier: int | None = None, plugin: str | None = None) -> None:
-        where = " ".join(part for part in (f"tier {tier}" if tier else "", f"plugin {plugin!r}" if plugin else "")
-                         if part)
-        super().__init__(f"admission config: {where + ': ' if where else ''}{message}")
-        self.tier = tier
-        self.plugin = plugin
-
-
-class PluginOption(msgspec.Struct, frozen=True, kw_only=True):
-    """One plugin of a tier, with Volcano's switches for what it contributes."""
-
-    name: str
-    enable_queue_order: bool = True
-    enable_binding_order: bool = True  # Volcano's ``enableJobOrder``
-    enable_predicate: bool = True  # predicates and validity checks
-    arguments: dict[str, Any] = {}
-
-
-class Tier(msgspec.Struct, frozen=True):
-    plugins: tuple[PluginOption, ...]
-
-
-class AdmissionConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """A parsed ``volcano-scheduler.conf``. ``ignored``: Volcano plugins that act on pods and nodes (the member
-    clusters' own schedulers do that), accepted so a Volcano configuration can be used as it is."""
-
-    actions: tuple[str, ...]
-    tiers: tuple[Tier, ...]
-    ignored: tuple[str, ...] = ()
-
-
-#: Volcano's actions. tether's admission is ``enqueue``; placing (``allocate``) is karmada-scheduler's, and
-#: taking an admission back (``preempt``, ``reclaim``) is impossible once a binding is scheduled.
-KNOWN_ACTIONS = frozenset({"enqueue", "allocate", "backfill", "preempt", "reclaim", "shuffle"})
-NODE_LEVEL_PLUGINS = frozenset({
-    "conformance", "predicates", "nodeorder", "binpack", "overcommit", "tdm", "sla", "task-topology", "numaaware",
-    "extender", "deviceshare", "resource-strategy-fit", "network-topology-aware", "usage", "cdp", "rescheduling",
-    "pdb", "nodegroup",
-})
-_SWITCHES = {"enableQueueOrder": "enable_queue_order", "enableJobOrder": "enable_binding_order",
-             "enablePredicate": "enable_predicate"}
-
-DEFAULT_ADMISSION_CONFIG_YAML = """\
-actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: datadependency
-- plugins:
-  - name: drf
-  - name: capacity
-  - name: proportion
-"""
-
-
-def parse_admission_config(text: str) -> AdmissionConfig:
-    """Parse a ``volcano-scheduler.conf`` document; raises :class:`AdmissionConfigError` naming what is wrong."""
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise AdmissionConfigError(f"not YAML: {error}") from None
-    if not isinstance(document, dict):
-        raise AdmissionConfigError("expected a mapping with 'actions' and 'tiers'")
-    unknown = sorted(set(document) - {"actions", "tiers", "configurations", "metrics"})
-    if unknown:
-        raise AdmissionConfigError(f"unknown keys {unknown}")
-    raw_actions = document.get("actions", "enqueue")
-    if isinstance(raw_actions, str):
-        actions = tuple(a.strip() for a in raw_actions.split(",") if a.strip())
-    elif isinstance(raw_actions, list) and all(isinstance(a, str) for a in raw_actions):
-        actions = tuple(a.strip() for a in raw_actions)
-    else:
-        raise AdmissionConfigError(f"actions: expected a comma-separated string, got {raw_actions!r}")
-    for action in actions:
-        if action not in KNOWN_ACTIONS:
-            raise AdmissionConfigError(f"unknown action {action!r} (known: {', '.join(sorted(KNOWN_ACTIONS))})")
-    if "enqueue" not in actions:
-        raise AdmissionConfigError("actions must include 'enqueue' (admission is Volcano's enqueue action)")
-    raw_tiers = document.get("tiers")
-    if not isinstance(raw_tiers, list) or not raw_tiers:
-        raise AdmissionConfigError("tiers: expected a non-empty list of {plugins: [...]}")
-    tiers: list[Tier] = []
-    ignored: list[str] = []
-    seen: set[str] = set()
-    for number, raw_tier in enumerate(raw_tiers, start=1):
-        if not isinstance(raw_tier, dict) or set(raw_tier) != {"plugins"} or not isinstance(raw_tier["plugins"], list):
-            raise AdmissionConfigError("expected {plugins: [...]}", tier=number)
-        options: list[PluginOption] = []
-        for raw in raw_tier["plugins"]:
-            name = raw.get("name") if isinstance(raw, dict) else None
-            if not isinstance(name, str) or not name:
-                raise AdmissionConfigError(f"a plugin needs a name, got {raw!r}", tier=number)
-            if name in seen:
-                raise AdmissionConfigError("configured twice", tier=number, plugin=name)
-            seen.add(name)
-            if name in NODE_LEVEL_PLUGINS:
-                ignored.append(name)
-                continue
-            plugin = PLUGINS.get(name)
-            if plugin is None:
-                raise AdmissionConfigError(f"unknown plugin (known: {', '.join(sorted(PLUGINS))})", tier=number,
-                                           plugin=name)
-            switches: dict[str, bool] = {}
-            for key, value in raw.items():
-                if key in ("name", "arguments"):
-                    continue
-                if not key.startswith("enable") or not isinstance(value, bool):
-                    raise AdmissionConfigError(f"unknown option {key}: {value!r}", tier=number, plugin=name)
-                if key in _SWITCHES:  # other Volcano switches (enablePreemptable, ...) have no meaning here
-                    switches[_SWITCHES[key]] = value
-            arguments = raw.get("arguments") or {}
-            if not isinstance(arguments, dict):
-                raise AdmissionConfigError(f"arguments: expected a mapping, got {arguments!r}", tier=number,
-                                           plugin=name)
-            for key, value in arguments.items():
-                expected = plugin.arguments.get(key)
-                if expected is None:
-                    known = ", ".join(sorted(plugin.arguments)) or "none"
-                    raise AdmissionConfigError(f"unknown argument {key!r} (known: {known})", tier=number, plugin=name)
-                if type(value) is not expected:
-                    raise AdmissionConfigError(f"argument {key}: expected {expected.__name__}, got {value!r}",
-                                               tier=number, plugin=name)
-            options.append(PluginOption(name=name, arguments=dict(arguments), **switches))
-        if not options and not ignored:
-            raise AdmissionConfigError("has no plugins", tier=number)
-        tiers.append(Tier(plugins=tuple(options)))
-    return AdmissionConfig(actions=actions, tiers=tuple(tiers), ignored=tuple(ignored))
-
-
-DEFAULT_ADMISSION_CONFIG = parse_admission_config(DEFAULT_ADMISSION_CONFIG_YAML)
-
+from ..quantity import ResourceList
+from .config import DEFAULT_ADMISSION_CONFIG
+from .model import (
+    DEFAULT_QUEUE,
+    ROOT_QUEUE,
+    AdmissionConfig,
+    AdmissionOutcome,
+    Binding,
+    ClusterCapacity,
+    Hold,
+    Queue,
+    QueueState,
+    QueueStatus,
+    Session,
+)
+from .plugins import Predicate, ProportionPlugin, QueueKey, capability_overrun, open_plugins
 
 # --- the session --------------------------------------------------------------------------------------------
-
-
-class QueueState:
-    """A queue within one session (mutable: the session charges it as it admits)."""
-
-    __slots__ = ("admitted", "allocated", "chain", "deferred", "deserved", "invalid_request", "limits", "pending",
-                 "problem", "queue", "request", "resumed", "subtree", "tiebreak", "waiting")
-
-    def __init__(self, queue: Queue) -> None:
-        self.queue = queue
-        self.chain: tuple[QueueState, ...] = (self,)  # itself, then its ancestors up to the root
-        #: (subtree, resource, capability) for every capped resource of the chain (capability_overrun's fast path)
-        self.limits: tuple[tuple[ResourceList, str, int], ...] = ()
-        self.problem = "" if queue.open else f"queue {queue.name} is not open"
-        self.allocated: ResourceList = {}  # its own admitted bindings (proportion, drf, status)
-        self.subtree: ResourceList = {}  # its own and its descendants' (capacity)
-        self.request: ResourceList = {}  # allocated + every eligible suspended binding's whole request
-        self.deserved: ResourceList = {}
-        self.pending: list[tuple[Any, Binding, ResourceList]] = []  # (sort key, binding, whole request)
-        self.deferred: list[tuple[Any, Binding, ResourceList]] = []  # held by the fair share only (for backfill)
-        self.admitted = 0  # bindings admitted, before and in this cycle
-        self.resumed = 0  # in this cycle
-        self.waiting = 0  # suspended after this cycle
-        self.invalid_request: ResourceList = {}  # of the suspended bindings held before the round robin
-        self.tiebreak = (queue.creation_ms, queue.uid, queue.name)
-
-
-class Session:
-    """What the plugins see: the queue states, the clusters' total and headroom, and whether gang is on."""
-
-    def __init__(self, states: dict[str, QueueState], clusters: Sequence[ClusterCapacity]) -> None:
-        self.states = states
-        self.total: ResourceList = {}
-        self.headroom: ResourceList = {}
-        self.ready_clusters = 0
-        for cluster in sorted(clusters, key=lambda c: c.name):
-            if not cluster.ready:
-                continue
-            self.ready_clusters += 1
-            for name, amount in cluster.allocatable.items():
-                self.total[name] = self.total.get(name, 0) + amount
-                free = amount - cluster.allocated.get(name, 0)
-                self.headroom[name] = self.headroom.get(name, 0) + max(free, 0)
-        self.whole_request = False
 
 
 def _states(queues: Iterable[Queue], wanted: Iterable[str]) -> dict[str, QueueState]:
@@ -669,68 +404,4 @@ def recheck_admitted(*, queues: Sequence[Queue], bindings: Sequence[Binding],
     return tuple(sorted(out, key=lambda hold: hold.binding))
 
 
-# --- queue name, priority, Queue objects from plain dictionaries --------------------------------------------
-
-
-
-def _is_volcano_job(workload: Mapping[str, Any]) -> bool:
-    return workload.get("kind") == "Job" and str(workload.get("apiVersion", "")).startswith("batch.volcano.sh/")
-
-
-def workload_queue_name(workload: Mapping[str, Any]) -> str:
-    """The queue of a workload, as Volcano Global resolves it: a Volcano Job's ``spec.queue``; otherwise the pod
-    template's label or annotation ``volcano.sh/queue-name``, then the annotation
-    ``scheduling.volcano.sh/queue-name`` (pod template, then the workload's own); else ``default``."""
-    if _is_volcano_job(workload):
-        queue = dig(workload, "spec", "queue")
-        return queue if isinstance(queue, str) and queue else DEFAULT_QUEUE
-    candidates = (
-        dig(workload, "spec", "template", "metadata", "labels", QUEUE_NAME_KEY),
-        dig(workload, "spec", "template", "metadata", "annotations", QUEUE_NAME_KEY),
-        dig(workload, "spec", "template", "metadata", "annotations", SCHEDULING_QUEUE_NAME_KEY),
-        dig(workload, "metadata", "annotations", SCHEDULING_QUEUE_NAME_KEY),
-    )
-    return next((c for c in candidates if isinstance(c, str) and c), DEFAULT_QUEUE)
-
-
-def binding_priority(*, binding_spec: Mapping[str, Any] | None, workload: Mapping[str, Any],
-                     priority_classes: Mapping[str, int], default_priority: int = 0) -> int:
-    """A binding's priority: Karmada's ``spec.schedulePriority.priority`` when set, else the value of the
-    workload's PriorityClass (a Volcano Job's ``spec.priorityClassName``, otherwise the pod template's), else
-    ``default_priority`` (the cluster's globalDefault PriorityClass value, or 0)."""
-    explicit = dig(binding_spec or {}, "schedulePriority", "priority")
-    if isinstance(explicit, int) and not isinstance(explicit, bool):
-        return explicit
-    path = ("spec", "priorityClassName") if _is_volcano_job(workload) else \
-        ("spec", "template", "spec", "priorityClassName")
-    name = dig(workload, *path)
-    if isinstance(name, str) and name in priority_classes:
-        return priority_classes[name]
-    return default_priority
-
-
-def queue_from_object(obj: Mapping[str, Any]) -> Queue:
-    """A Volcano Queue object (as the API returns it) as a :class:`Queue`; raises ``InvalidQuantity`` for a
-    malformed amount."""
-    spec = obj.get("spec") or {}
-    meta = obj.get("metadata") or {}
-    created = parse_rfc3339_ms(str(meta.get("creationTimestamp") or "")) or 0
-    weight = spec.get("weight")
-    priority = spec.get("priority")
-    return Queue(
-        name=str(meta.get("name", "")), parent=str(spec.get("parent") or ""),
-        priority=priority if isinstance(priority, int) else 0,
-        weight=weight if isinstance(weight, int) and weight > 0 else 1,
-        capability=resource_list(spec.get("capability")), deserved=resource_list(spec.get("deserved")),
-        guarantee=resource_list(dig(spec, "guarantee", "resource")),
-        open=dig(obj, "status", "state") in (None, "", "Open"),
-        creation_ms=created, uid=str(meta.get("uid", "")),
-    )
-
-
-__all__ = [
-    "DEFAULT_ADMISSION_CONFIG", "DEFAULT_ADMISSION_CONFIG_YAML", "DEFAULT_QUEUE", "AdmissionConfig",
-    "AdmissionConfigError", "AdmissionOutcome", "Binding", "BindingKey", "ClusterCapacity", "Hold", "PluginOption",
-    "Queue", "QueueName", "QueueState", "QueueStatus", "Session", "Tier", "admission_cycle", "binding_priority",
-    "parse_admission_config", "queue_from_object", "recheck_admitted", "workload_queue_name",
-]
+__all__ = ["admission_cycle", "recheck_admitted"]

@@ -65,6 +65,7 @@ from ..commands import (
     command_name,
     command_target,
 )
+from ..decision import Decision, backoff_ms
 from ..envelope import EventRecord, rfc3339
 from ..identity import DataIdentity, data_source_name
 from ..kube import Condition, ObjectRef, set_condition
@@ -82,35 +83,11 @@ COND_BOUND = "Bound"
 COND_PLACEMENT = "PlacementInjected"
 _INJECTING = "Injecting"  # the PlacementInjected reason while a binding's placement is being changed
 
-#: Lookup retry backoff: 5 s doubling up to 5 min (deterministic: the decider has no randomness; the timer
-#: adapter may add jitter when it arms the timer, which does not change the decision).
-RETRY_BASE_MS = 5_000
-RETRY_MAX_MS = 300_000
-
 #: Bound-condition reasons that need someone's attention: their Kubernetes Event is a Warning.
 WARNING_REASONS = frozenset({
     "InvalidSpec", "UnknownSystem", "PluginConfigInvalid", "LocationUnmapped", "DataSourceNotFound", "LookupFailed",
     "BindingInvalid", "DataSourceNameConflict", "DataSourceCreateFailed",
 })
-
-
-class Decision(msgspec.Struct, frozen=True):
-    """A command and why it was decided (the reason is what ``tether replay --explain`` prints).
-
-    ``id``, ``key`` and ``slot`` are the command's :func:`~tether.core.commands.command_id`, its
-    :func:`~tether.core.commands.command_target` and its in-flight slot, computed once by the decider so that
-    ``core.pipeline.step`` does not compute them again; empty when the decider did not (``step`` then does)."""
-
-    command: Command
-    reason: str
-    decider: str = DECIDER
-    id: str = ""
-    key: str = ""
-    slot: str = ""
-
-
-def backoff_ms(attempt: int) -> int:
-    return int(min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** max(0, attempt - 1)))
 
 
 class _Missing(msgspec.Struct, frozen=True):
@@ -174,7 +151,7 @@ class _Decide:
             return  # the API refused exactly this request for good; a different request may still go
         if world.retry_wait and at in world.retry_wait:
             return  # the last attempt failed; the retry timer will bring this object back
-        self.out.append(Decision(command=command, reason=reason, id=cid, key=target, slot=at))
+        self.out.append(Decision(command=command, reason=reason, decider=DECIDER, id=cid, key=target, slot=at))
 
     # --- claims -------------------------------------------------------------------------------------------
 
@@ -623,4 +600,4 @@ def decide(world: World, record: EventRecord, touched: Touched) -> list[Decision
     return d.out
 
 
-__all__ = ["DECIDER", "Decision", "backoff_ms", "decide"]
+__all__ = ["DECIDER", "decide"]

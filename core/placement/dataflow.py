@@ -44,15 +44,15 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from ..kube import ObjectKey, object_key
-from .node_affinity import (
-    InvalidAffinity,
+from ..kube import (
     NodeAffinity,
     NodeSelectorRequirement,
     NodeSelectorTerm,
+    ObjectKey,
     PreferredSchedulingTerm,
-    tighten_node_affinity,
+    object_key,
 )
+from .node_affinity import InvalidAffinity, tighten_node_affinity
 from .node_affinity import parse_node_affinity as _parse_node_affinity
 
 FLUID_GROUP = "data.fluid.io"

@@ -48,10 +48,10 @@ from tether.projections.members import POD, POD_GROUP, MemberOperation, MemberPo
 from tether.projections.world import Touched, World
 
 from ..commands import Command, EmitMemberEvent, ReleasePod, SetMemberCondition, StartTimer
-from ..datadependency.decider import Decision
+from ..decision import Decision
 from ..envelope import EventRecord, parse_rfc3339_ms, rfc3339
 from ..events import split_member_key
-from ..kube import Condition, ObjectRef
+from ..kube import Condition, NodeSelectorTerm, ObjectRef, PreferredSchedulingTerm
 from .dataflow import (
     CONDITION_TYPE,
     OPERATION_KINDS,
@@ -66,7 +66,6 @@ from .dataflow import (
     inheritance_source,
     invalid_spec,
 )
-from .node_affinity import NodeSelectorTerm, PreferredSchedulingTerm
 from .pod_group_spec import API_VERSION as POD_GROUP_API_VERSION
 from .topology_planner import GroupPod, Node, plan_group
 

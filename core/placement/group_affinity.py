@@ -15,18 +15,13 @@ from typing import Any
 
 import msgspec
 
+from ..kube import PREFERRED, REQUIRED, NodeSelectorRequirement, NodeSelectorTerm, PreferredSchedulingTerm, as_json
 from .node_affinity import (
     FIELD_OPERATORS,
     HOSTNAME_LABEL,
     NODE_NAME_FIELD,
     OPERATORS,
-    PREFERRED,
-    REQUIRED,
     InvalidAffinity,
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
-    PreferredSchedulingTerm,
-    as_json,
     domain_requirements,
     selector_matches,
     term_matches,

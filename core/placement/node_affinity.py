@@ -34,21 +34,20 @@ from typing import Any
 
 import msgspec
 
+from ..kube import (
+    PREFERRED,
+    REQUIRED,
+    NodeAffinity,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PreferredSchedulingTerm,
+    as_json,
+)
+
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 FIELD_OPERATORS = frozenset({"In", "NotIn"})
 NODE_NAME_FIELD = "metadata.name"
-
-REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
-
-_encoder = msgspec.json.Encoder()
-
-
-def as_json(value: object) -> Any:
-    """``value`` in JSON types (lists, camelCase keys), as the API server returns it."""
-    return msgspec.json.decode(_encoder.encode(value))
-
 
 class InvalidAffinity(ValueError):
     """A node affinity that is not shaped like Kubernetes' (nothing guesses); ``path`` names the field."""
@@ -57,55 +56,6 @@ class InvalidAffinity(ValueError):
         super().__init__(f"{path}: {problem}")
         self.path = path
         self.problem = problem
-
-
-class NodeSelectorRequirement(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
-    """``{key, operator, values}`` of a term's matchExpressions or matchFields (``values`` omitted when empty, as
-    Kubernetes wants it for Exists / DoesNotExist)."""
-
-    key: str
-    operator: str
-    values: tuple[str, ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = as_json(self)
-        return out
-
-
-class NodeSelectorTerm(msgspec.Struct, frozen=True, omit_defaults=True, rename="camel"):
-    """Requirements that must all hold; a list of terms holds when any term does."""
-
-    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
-    match_fields: tuple[NodeSelectorRequirement, ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = as_json(self)
-        return out
-
-
-class PreferredSchedulingTerm(msgspec.Struct, frozen=True):
-    weight: int
-    preference: NodeSelectorTerm
-
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = as_json(self)
-        return out
-
-
-class NodeAffinity(msgspec.Struct, frozen=True):
-    """A pod's ``spec.affinity.nodeAffinity`` as data."""
-
-    required: tuple[NodeSelectorTerm, ...] = ()  # ORed; none and an empty list mean the same to the scheduler
-    preferred: tuple[PreferredSchedulingTerm, ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        """The Kubernetes form; a section appears only when it has terms."""
-        out: dict[str, Any] = {}
-        if self.required:
-            out[REQUIRED] = {"nodeSelectorTerms": [t.as_dict() for t in self.required]}
-        if self.preferred:
-            out[PREFERRED] = [t.as_dict() for t in self.preferred]
-        return out
 
 
 # --- parsing ---------------------------------------------------------------------------------------------------
@@ -331,8 +281,7 @@ def tighten_node_affinity(node_affinity: Mapping[str, Any] | None, *, required: 
 
 
 __all__ = [
-    "FIELD_OPERATORS", "HOSTNAME_LABEL", "NODE_NAME_FIELD", "OPERATORS", "PREFERRED", "REQUIRED", "InvalidAffinity",
-    "NodeAffinity", "NodeSelectorRequirement", "NodeSelectorTerm", "PreferredSchedulingTerm", "Tightened", "as_json",
+    "FIELD_OPERATORS", "HOSTNAME_LABEL", "NODE_NAME_FIELD", "OPERATORS", "InvalidAffinity", "Tightened",
     "domain_requirements", "node_affinity_score", "parse_node_affinity", "parse_term", "requirement_matches",
     "selector_matches", "term_matches", "tighten_node_affinity",
 ]

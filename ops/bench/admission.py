@@ -38,7 +38,8 @@ import sys
 import time
 from collections.abc import Callable
 
-from tether.core.admission.session import Binding, ClusterCapacity, Queue, admission_cycle
+from tether.core.admission.model import Binding, ClusterCapacity, Queue
+from tether.core.admission.session import admission_cycle
 
 TARGET_MS = 100
 GIB = 2**30 * 1000  # milli-units

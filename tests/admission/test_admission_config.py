@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tether.core.admission.session import (
-    DEFAULT_ADMISSION_CONFIG,
-    AdmissionConfigError,
-    PluginOption,
-    parse_admission_config,
-)
+from tether.core.admission.config import DEFAULT_ADMISSION_CONFIG, AdmissionConfigError, parse_admission_config
+from tether.core.admission.model import PluginOption
 
 
 def test_default_config() -> None:

@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tether.core.admission.session import (
-    DEFAULT_ADMISSION_CONFIG,
-    AdmissionConfig,
-    Binding,
-    ClusterCapacity,
-    Queue,
-    admission_cycle,
-    parse_admission_config,
-)
+from tether.core.admission.config import DEFAULT_ADMISSION_CONFIG, parse_admission_config
+from tether.core.admission.model import AdmissionConfig, Binding, ClusterCapacity, Queue
+from tether.core.admission.session import admission_cycle
 from tether.core.quantity import resource_list
 
 #: Volcano Global's own dispatcher: priority order and the capacity limit, nothing else

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from tether.core.admission.session import (
-    AdmissionConfig,
-    Binding,
-    ClusterCapacity,
-    Queue,
-    admission_cycle,
-    parse_admission_config,
-)
+from tether.core.admission.config import parse_admission_config
+from tether.core.admission.model import AdmissionConfig, Binding, ClusterCapacity, Queue
+from tether.core.admission.session import admission_cycle
 
 CPU = 1000  # milli-units per core
 

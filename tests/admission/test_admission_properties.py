@@ -10,7 +10,9 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tether.core.admission.session import DEFAULT_ADMISSION_CONFIG, Binding, ClusterCapacity, Queue, admission_cycle
+from tether.core.admission.config import DEFAULT_ADMISSION_CONFIG
+from tether.core.admission.model import Binding, ClusterCapacity, Queue
+from tether.core.admission.session import admission_cycle
 from tether.core.quantity import fits
 
 CPU = 1000

@@ -8,15 +8,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tether.core.admission.session import (
-    Binding,
-    Queue,
-    binding_priority,
-    parse_admission_config,
-    queue_from_object,
-    recheck_admitted,
-    workload_queue_name,
-)
+from tether.core.admission.config import parse_admission_config
+from tether.core.admission.model import Binding, Queue
+from tether.core.admission.objects import binding_priority, queue_from_object, workload_queue_name
+from tether.core.admission.session import recheck_admitted
 from tether.core.quantity import resource_list
 
 CPU = 1000

@@ -16,7 +16,8 @@ from tether.core import commands as c
 from tether.core import identity as ident
 from tether.core import pipeline
 from tether.core.commands import CreateDataSource
-from tether.core.datadependency.decider import Decision, _Decide, decide
+from tether.core.datadependency.decider import _Decide, decide
+from tether.core.decision import Decision
 from tether.core.envelope import CommandRecord, EventRecord, encode, rfc3339
 from tether.core.events import CommandFailed, DataLocationResolved, ObjectObserved
 from tether.core.identity import make_identity

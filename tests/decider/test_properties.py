@@ -28,7 +28,7 @@ from tether.core.commands import (
     PLACEMENT_INJECTED_ANNOTATION,
     LookupDataLocation,
 )
-from tether.core.datadependency.decider import RETRY_MAX_MS
+from tether.core.decision import RETRY_MAX_MS
 from tether.core.envelope import CommandRecord
 from tether.core.events import (
     DataLocationLookupFailed,

@@ -43,9 +43,9 @@ from tether.core.commands import (
     command_name,
     command_target,
 )
-from tether.core.datadependency.decider import RETRY_BASE_MS, RETRY_MAX_MS, backoff_ms
 from tether.core.datadependency.exclusions import plan_placement
 from tether.core.datadependency.plugin_config import map_location
+from tether.core.decision import RETRY_BASE_MS, RETRY_MAX_MS, backoff_ms
 from tether.core.envelope import CommandRecord, EventRecord, rfc3339
 from tether.core.events import (
     CommandFailed,

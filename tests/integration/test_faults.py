@@ -1,7 +1,7 @@
 """Faults survived end to end: apiserver conflicts, 500s and dropped watches (emulator faults); catalog 503s and
 timeouts (sandbox faults). Every test ends by checking that nothing was lost or done twice.
 
-Retries of failed commands and lookups back off from ``tether.core.datadependency.RETRY_BASE_MS`` (5 s in
+Retries of failed commands and lookups back off from ``tether.core.decision.RETRY_BASE_MS`` (5 s in
 production); the ``fast_retries`` fixture monkeypatches it to 100 ms so that a test waits for a retry timer in
 a fraction of a second. The decider reads the constant at every call of ``backoff_ms``, in-process.
 """
@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-import tether.core.datadependency.decider as datadependency
+import tether.core.decision as decision
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import CLAIMS, DATASOURCES
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
@@ -25,8 +25,8 @@ from .test_migration import push
 
 @pytest.fixture
 def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(datadependency, "RETRY_BASE_MS", 100)
-    monkeypatch.setattr(datadependency, "RETRY_MAX_MS", 1_000)
+    monkeypatch.setattr(decision, "RETRY_BASE_MS", 100)
+    monkeypatch.setattr(decision, "RETRY_MAX_MS", 1_000)
 
 
 @pytest.fixture

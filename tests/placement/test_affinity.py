@@ -6,16 +6,18 @@ from typing import Any
 
 import pytest
 
-from tether.core.placement import dataflow
-from tether.core.placement import group_affinity as topology_affinity
-from tether.core.placement.node_affinity import (
+from tether.core.kube import (
     PREFERRED,
     REQUIRED,
-    InvalidAffinity,
     NodeAffinity,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     PreferredSchedulingTerm,
+)
+from tether.core.placement import dataflow
+from tether.core.placement import group_affinity as topology_affinity
+from tether.core.placement.node_affinity import (
+    InvalidAffinity,
     node_affinity_score,
     parse_node_affinity,
     tighten_node_affinity,

@@ -1,0 +1,177 @@
+"""The types admission's session and its plugins share: queues and bindings as admission sees them, their state
+within one session, what a cycle decides, and the parsed configuration.
+
+They live apart from :mod:`.session` (the cycle) and :mod:`.plugins` (the contributions) so that both import
+them and neither imports the other for its types: the session opens the plugins, the plugins read the session's
+:class:`QueueState` and :class:`Session`. Amounts are milli-units (``core.quantity``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NewType
+
+import msgspec
+
+from ..quantity import ResourceList, scale
+
+QueueName = NewType("QueueName", str)
+BindingKey = NewType("BindingKey", str)
+"""A ResourceBinding as ``namespace/name``."""
+
+DEFAULT_QUEUE = QueueName("default")
+#: Volcano's implicit root of the queue hierarchy: ``spec.parent: root`` means top-level unless a Queue of that
+#: name exists (then its capability caps the whole tree).
+ROOT_QUEUE = "root"
+QUEUE_NAME_KEY = "volcano.sh/queue-name"
+SCHEDULING_QUEUE_NAME_KEY = "scheduling.volcano.sh/queue-name"
+
+
+class Queue(msgspec.Struct, frozen=True, gc=False, kw_only=True):
+    """A Volcano Queue (``scheduling.volcano.sh/v1beta1``), amounts in milli-units."""
+
+    name: str
+    parent: str = ""
+    priority: int = 0
+    weight: int = 1
+    capability: ResourceList = {}
+    deserved: ResourceList = {}
+    guarantee: ResourceList = {}
+    open: bool = True  # status.state Open (a Closed or Closing queue admits nothing)
+    creation_ms: int = 0
+    uid: str = ""
+
+
+class Binding(msgspec.Struct, frozen=True, gc=False, kw_only=True):
+    """A ResourceBinding as admission sees it.
+
+    ``request`` is ``spec.replicaRequirements.resourceRequest`` (one replica); ``copies`` is 1 for a Divided
+    placement and, for Duplicated, the number of clusters that each run every replica. ``admitted_request`` is the
+    whole request recorded when tether admitted it (None: not recorded), for :func:`recheck_admitted`.
+    """
+
+    key: str
+    queue: str = DEFAULT_QUEUE
+    priority: int = 0
+    creation_ms: int = 0
+    uid: str = ""
+    request: ResourceList = {}
+    replicas: int = 1
+    copies: int = 1
+    suspended: bool = True
+    data_dependent: bool = False  # the workload has data-source claims (tether places it next to its data)
+    placement_injected: bool = False  # tether's data placement is on the binding
+    admitted_request: ResourceList | None = None
+
+    def total_request(self) -> ResourceList:
+        """The whole request: per-replica request * replicas * copies."""
+        return scale(self.request, self.replicas * self.copies)
+
+
+class ClusterCapacity(msgspec.Struct, frozen=True, gc=False, kw_only=True):
+    """A Karmada Cluster's ``status.resourceSummary`` (``allocated`` should include ``allocating``)."""
+
+    name: str
+    allocatable: ResourceList = {}
+    allocated: ResourceList = {}
+    ready: bool = True
+
+
+class Hold(msgspec.Struct, frozen=True, gc=False):
+    """Why a binding stays suspended (or, from :func:`recheck_admitted`, why an admitted one overruns)."""
+
+    binding: str
+    plugin: str
+    reason: str
+
+
+class QueueStatus(msgspec.Struct, frozen=True, gc=False, kw_only=True):
+    """A queue after the cycle: what its admitted bindings use, how many wait and for how much."""
+
+    name: str
+    allocated: ResourceList
+    admitted: int
+    resumed: int
+    pending: int
+    pending_request: ResourceList
+    deserved: ResourceList = {}
+
+
+class AdmissionOutcome(msgspec.Struct, frozen=True, gc=False):
+    """``resume``: bindings to unsuspend, in admission order; ``held``: every other suspended binding with its
+    reason, by key; ``queues``: by name."""
+
+    resume: tuple[str, ...]
+    held: tuple[Hold, ...]
+    queues: tuple[QueueStatus, ...]
+
+
+class PluginOption(msgspec.Struct, frozen=True, kw_only=True):
+    """One plugin of a tier, with Volcano's switches for what it contributes."""
+
+    name: str
+    enable_queue_order: bool = True
+    enable_binding_order: bool = True  # Volcano's ``enableJobOrder``
+    enable_predicate: bool = True  # predicates and validity checks
+    arguments: dict[str, Any] = {}
+
+
+class Tier(msgspec.Struct, frozen=True):
+    plugins: tuple[PluginOption, ...]
+
+
+class AdmissionConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """A parsed ``volcano-scheduler.conf``. ``ignored``: Volcano plugins that act on pods and nodes (the member
+    clusters' own schedulers do that), accepted so a Volcano configuration can be used as it is."""
+
+    actions: tuple[str, ...]
+    tiers: tuple[Tier, ...]
+    ignored: tuple[str, ...] = ()
+
+
+
+# --- within one session -----------------------------------------------------------------------------------
+
+
+class QueueState:
+    """A queue within one session (mutable: the session charges it as it admits)."""
+
+    __slots__ = ("admitted", "allocated", "chain", "deferred", "deserved", "invalid_request", "limits", "pending",
+                 "problem", "queue", "request", "resumed", "subtree", "tiebreak", "waiting")
+
+    def __init__(self, queue: Queue) -> None:
+        self.queue = queue
+        self.chain: tuple[QueueState, ...] = (self,)  # itself, then its ancestors up to the root
+        #: (subtree, resource, capability) for every capped resource of the chain (capability_overrun's fast path)
+        self.limits: tuple[tuple[ResourceList, str, int], ...] = ()
+        self.problem = "" if queue.open else f"queue {queue.name} is not open"
+        self.allocated: ResourceList = {}  # its own admitted bindings (proportion, drf, status)
+        self.subtree: ResourceList = {}  # its own and its descendants' (capacity)
+        self.request: ResourceList = {}  # allocated + every eligible suspended binding's whole request
+        self.deserved: ResourceList = {}
+        self.pending: list[tuple[Any, Binding, ResourceList]] = []  # (sort key, binding, whole request)
+        self.deferred: list[tuple[Any, Binding, ResourceList]] = []  # held by the fair share only (for backfill)
+        self.admitted = 0  # bindings admitted, before and in this cycle
+        self.resumed = 0  # in this cycle
+        self.waiting = 0  # suspended after this cycle
+        self.invalid_request: ResourceList = {}  # of the suspended bindings held before the round robin
+        self.tiebreak = (queue.creation_ms, queue.uid, queue.name)
+
+
+class Session:
+    """What the plugins see: the queue states, the clusters' total and headroom, and whether gang is on."""
+
+    def __init__(self, states: dict[str, QueueState], clusters: Sequence[ClusterCapacity]) -> None:
+        self.states = states
+        self.total: ResourceList = {}
+        self.headroom: ResourceList = {}
+        self.ready_clusters = 0
+        for cluster in sorted(clusters, key=lambda c: c.name):
+            if not cluster.ready:
+                continue
+            self.ready_clusters += 1
+            for name, amount in cluster.allocatable.items():
+                self.total[name] = self.total.get(name, 0) + amount
+                free = amount - cluster.allocated.get(name, 0)
+                self.headroom[name] = self.headroom.get(name, 0) + max(free, 0)
+        self.whole_request = False
