@@ -127,7 +127,7 @@ class DaemonConfig:
     freeze_heap: bool = True  # gc.freeze() once recovered (module doc); off where the process is not the daemon's
     members: dict[str, str] = field(default_factory=dict)  # member cluster name → kubeconfig (pod placement)
     members_from_karmada: bool = False  # also connect every Karmada Cluster with apiEndpoint + secretRef
-    # queue admission (README "Admission"): watch Queues, PriorityClasses, workloads and the admission ConfigMap
+    # queue admission (docs/admission.md): watch Queues, PriorityClasses, workloads and the admission ConfigMap
     admission: bool = False
     admission_configmap: str = "tether-system/tether-admission"
     admission_volcano_jobs: bool = False  # also watch batch.volcano.sh Jobs
