@@ -160,7 +160,8 @@ class TimerFired(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
 
 
 class PodGateDecided(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
-    """tether's pod webhook answered a pod CREATE in the member cluster ``cluster`` (``core.podgate``).
+    """tether's pod webhook answered a pod CREATE in the member cluster ``cluster``
+    (``core.placement.webhook_decision``).
 
     ``gated``: whether the answer added tether's scheduling gate; ``patch`` is the JSON Patch answered (empty: the
     pod was admitted unchanged), ``reason`` why. ``decided_at`` is the position (``partition:offset``) of the last
@@ -187,7 +188,7 @@ def pod_admission_key(cluster: str, namespace: str, name: str, request_uid: str)
         return member_key(cluster, f"Pod/{namespace}/{name}")
     return member_key(cluster, f"PodAdmission/{namespace}/{request_uid}")
 class BindingAdmissionDecided(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
-    """tether's admission webhook answered a ResourceBinding CREATE or UPDATE (``core.binding_admission``).
+    """tether's admission webhook answered a ResourceBinding CREATE or UPDATE (``core.admission.webhook_decision``).
 
     ``obj`` is the request's object as the API server sent it (trimmed), ``patch`` the JSON Patch tether answered
     (empty: admitted unchanged), ``decided_at`` the offset of the last event folded into the world it was decided

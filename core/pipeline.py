@@ -51,7 +51,7 @@ def step(world: World, record: EventRecord) -> list[CommandRecord]:
     # Nothing is decided from a half-listed world (events.ListsStarted): what the lists touch is reconciled once
     # they have all ended. A failed command's retry timer is still started, so that its slot is not left parked.
     decisions = [] if world.lists_pending else decide(world, record, touched)  # (the retry may be computed after it)
-    if touched.members:  # pod placement waits for its own member's lists only (core/podplacement.py)
+    if touched.members:  # pod placement waits for its own member's lists only (core/placement/decider.py)
         decisions += decide_pods(world, record, touched)
     if not world.lists_pending and world.admission.bindings:  # queue admission, a sibling decider (its own module)
         decisions += decide_admission(world, record, touched)

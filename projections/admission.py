@@ -8,12 +8,12 @@ but (world, event): no clock, sorted iteration where order matters.
 
 What is kept, per kind:
 
-* **Queue** (``scheduling.volcano.sh/v1beta1``): the session's :class:`~tether.core.admission.Queue` and the
+* **Queue** (``scheduling.volcano.sh/v1beta1``): the session's :class:`~tether.core.admission.model.Queue` and the
   status tether last saw on it (so the decider writes a status only when it differs);
 * **PriorityClass**: value by name, and the ``globalDefault`` one's value;
 * **Cluster** (Karmada): ``status.resourceSummary`` allocatable and allocated (+ allocating), and readiness;
 * **workloads** (apps/v1 Deployments, ``batch.volcano.sh`` Jobs): only the queue name and the PriorityClass name,
-  resolved as Volcano Global does (``core.admission.workload_queue_name``) — the decision path never reads the
+  resolved as Volcano Global does (``core.admission.objects.workload_queue_name``) — the decision path never reads the
   workload itself;
 * **ResourceBinding**: :class:`AdmissionBinding` (suspension, per-replica request, replicas, Divided or
   Duplicated, ``schedulePriority``, tether's admission annotations);

@@ -9,13 +9,13 @@ Each member has its own **lists pending** (``ListsStarted`` / ``ObjectsListed`` 
 placement in that member waits for its lists to end, and nothing else does — a member that is down, relisting or
 slow to answer holds back only its own decisions, never the control plane's nor another member's.
 
-What is kept is what the pod-placement decider (``core.podplacement``) reads, parsed once per observation:
+What is kept is what the pod-placement decider (``core.placement.decider``) reads, parsed once per observation:
 
 * nodes: labels and allocatable (milli-units);
 * pods: request (sum of containers, max with each init container), node, phase, scheduling gates, the PodGroup
   annotation, the owning Job, the annotations tether reads, and the raw ``spec.affinity`` (for ``--explain``);
-* PodGroups: the parsed :class:`~tether.core.topology_spec.GroupSpec`, or why it does not parse;
-* Fluid operations: the parsed :class:`~tether.core.dataflow.DataOperation`, or why it does not parse; the
+* PodGroups: the parsed :class:`~tether.core.placement.pod_group_spec.GroupSpec`, or why it does not parse;
+* Fluid operations: the parsed :class:`~tether.core.placement.dataflow.DataOperation`, or why it does not parse; the
   successors of each (who inherits from it), and the placement recorded when one of its pods succeeded — kept
   here because the Job and its pods may be garbage-collected long before a successor runs;
 * Jobs: the Fluid operation owning each (Fluid renders an operation as a Job owned by it; its pods are the Job's),

@@ -1,4 +1,4 @@
-"""Applying queue admission's commands (``core.admission_decider``): the same read-compare-write discipline as
+"""Applying queue admission's commands (``core.admission.decider``): the same read-compare-write discipline as
 every other executor (``executor.py``), mixed into :class:`~.executor.KubeExecutor` so that one ``apply_<command>``
 exists per command and they share its retry loop and object cache.
 

@@ -1,4 +1,4 @@
-"""The ResourceBinding mutating webhook's handler: the pure decision (``core.binding_admission``) on the
+"""The ResourceBinding mutating webhook's handler: the pure decision (``core.admission.webhook_decision``) on the
 daemon's in-memory world, and the decision appended to the log before the answer goes back.
 
 Path ``/mutate/resourcebindings`` on :class:`~.webhook.WebhookServer`, which answers 503 from a replica that is

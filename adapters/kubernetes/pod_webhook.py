@@ -7,8 +7,8 @@ member tether is not connected to is answered 503 (the webhook's ``failurePolicy
 lists have not all ended: its picture is incomplete, and a pod admitted from it could be misjudged (its Job
 unknown). The control plane's own lists do not matter here — pod placement never waits for Karmada's relists.
 
-**The decision** is :func:`tether.core.podgate.decide_pod_gate`, a pure function of the request and of the member
-as the world holds it: no call out on the API server's write path.
+**The decision** is :func:`tether.core.placement.webhook_decision.decide_pod_gate`, a pure function of the request and
+of the member as the world holds it: no call out on the API server's write path.
 
 **Recorded before answering.** The decision is appended as a :class:`~tether.core.events.PodGateDecided` (the
 request's object key, the patch, the member's log position it was decided at) before the answer goes back, so

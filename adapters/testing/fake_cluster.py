@@ -3,8 +3,8 @@
 The decider's scenario tests, the property tests and the replay benchmark need a world that answers commands
 the way the real adapters do, thousands of times per second and deterministically. :class:`FakeCluster` is that
 world: a dictionary of raw objects with a resourceVersion counter, finalizer/deletion semantics and the same
-placement arithmetic as the Kubernetes executor (``core.placement.plan_placement``); a dictionary of table
-locations stands in for the catalog. It is not an API server — the emulator (``adapters/kube_emulator``) is,
+placement arithmetic as the Kubernetes executor (``core.datadependency.exclusions.plan_placement``); a dictionary of
+table locations stands in for the catalog. It is not an API server — the emulator (``adapters/kube_emulator``) is,
 and the integration tests run the real adapters against it. This one only has to agree with the executors on
 *what* each command does, which ``tests/integration`` checks for the real pair.
 

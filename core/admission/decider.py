@@ -6,7 +6,7 @@ A sibling of the data-dependency decider in ``core.pipeline.step``. Two kinds of
   their kind is not queue-managed): resumed as soon as tether's placement is on the binding and no claim of the
   workload is resolving any more — decided on the event that shows it (the binding's own write), no cycle needed;
 * **queue-managed** (the admission ConfigMap's ``queue-managed`` kinds and namespaces): admitted by a Volcano-style
-  session, :func:`tether.core.admission.admission_cycle`, once per **cycle**. A cycle is a ``TimerFired`` event
+  session, :func:`tether.core.admission.session.admission_cycle`, once per **cycle**. A cycle is a ``TimerFired`` event
   (purpose ``admission-cycle``): the decider arms the next one, one second after the event that shows a binding
   waiting, whenever one is waiting and none is armed. Time therefore comes only from events, and a replay
   re-derives every admission.
@@ -52,7 +52,7 @@ from ..commands import (
     command_name,
     command_target,
 )
-from ..datadependency.decider import _Decide
+from ..datadependency.decider import DecisionPass
 from ..decision import Decision
 from ..envelope import EventRecord
 from ..events import TimerFired
@@ -77,7 +77,7 @@ class _Pass:
         self.world = world
         self.record = record
         self.out: list[Decision] = []
-        self.data = _Decide(world, record)
+        self.data = DecisionPass(world, record)
         self._capacities: dict[str, ClusterCapacity] | None = None
 
     @property

@@ -10,12 +10,13 @@ For a CREATE or an UPDATE of a ResourceBinding, :func:`decide_binding_admission`
 
 * **the data constraint** — when the workload has bound claims (or claims whose DataSource is being created from
   a resolved lookup), the exclusions and annotations the data-dependency decider would write, computed by the
-  very same code (``_Decide.desired_exclusions`` and ``core.placement.plan_placement``), so the webhook and the
-  decider can never disagree. On an UPDATE this undoes a detector revert of ``placement`` in the same request;
+  very same code (``DecisionPass.desired_exclusions`` and ``core.datadependency.exclusions.plan_placement``), so the
+  webhook and the decider can never disagree. On an UPDATE this undoes a detector revert of ``placement`` in the same
+  request;
 * **a hold** — on CREATE, when a claim of the workload is still resolving (its lookup or DataSource creation is
   under way), or when the binding's workload kind and namespace are queue-managed (the admission ConfigMap), the
   binding is created with ``spec.suspension.scheduling: true`` and the ``tether.dev/admission`` annotation saying
-  why. Karmada then does not schedule it at all; the admission decider (``core.admission_decider``) resumes it
+  why. Karmada then does not schedule it at all; the admission decider (``core.admission.decider``) resumes it
   when it may go. Only a CREATE is suspended: Karmada forbids suspending a binding that was scheduled, and an
   UPDATE of a binding still suspended keeps its suspension. A binding someone else already suspended is left so.
 
@@ -38,7 +39,7 @@ from tether.projections.admission import ADMISSION_ANNOTATION
 from tether.projections.views import parse_binding
 from tether.projections.world import World
 
-from ..datadependency.decider import _Decide
+from ..datadependency.decider import DecisionPass
 from ..datadependency.exclusions import plan_placement
 from ..envelope import EventRecord
 from ..kube import as_mapping, pointer_token, trim
@@ -111,7 +112,7 @@ def decide_binding_admission(*, world: World, operation: str, obj: Mapping[str, 
     current_annotations = metadata.get("annotations") if isinstance(metadata.get("annotations"), dict) else None
     annotations: dict[str, str] = dict(current_annotations or {})
     spec = as_mapping(obj.get("spec"))
-    decide = _Decide(world, cast(EventRecord, _At(world.last_at_ms)))
+    decide = DecisionPass(world, cast(EventRecord, _At(world.last_at_ms)))
     ops: list[dict[str, Any]] = []
     wanted: dict[str, str | None] = {}
     reasons: list[str] = []

@@ -28,8 +28,8 @@ The rules, per object:
   with ``reclaimPolicy: Delete`` it is deleted when its last claim went away; when the catalog reports a new
   location (poll or push) its locality follows.
 * **ResourceBinding** — tether excludes every known Karmada cluster that does not hold the data of *all* the
-  bound claims of the workload (``core.placement`` explains the exclusion arithmetic); with no bound claim,
-  tether's share is stripped. If the binding is already scheduled on a cluster that is now excluded,
+  bound claims of the workload (``core.datadependency.exclusions`` explains the exclusion arithmetic); with no bound
+  claim, tether's share is stripped. If the binding is already scheduled on a cluster that is now excluded,
   ``spec.rescheduleTriggeredAt`` is set (Karmada's supported trigger) so compute follows data. A placement
   reverted by someone else is simply out of sync and is re-injected. A claim whose DataSource is being created
   (its lookup resolved to a mapped location, the creation not refused for good) counts with the clusters that
@@ -108,7 +108,7 @@ def _creation(name: str, identity: DataIdentity, lookup: Lookup, plugin: PluginC
 _by_namespace_name = attrgetter("namespace", "name")
 
 
-class _Decide:
+class DecisionPass:
     """One decision pass; caches per-identity, per-claim and per-binding results so each is computed once.
 
     Every cache lives on this object, which lives for one call of :func:`decide`: the world does not change
@@ -587,7 +587,7 @@ def decide(world: World, record: EventRecord, touched: Touched) -> list[Decision
             claims.update(world.claims_by_workload[b.workload])
     if not (claims or sources or bindings):
         return []
-    d = _Decide(world, record)  # claims, then DataSources, then bindings, each in sorted order
+    d = DecisionPass(world, record)  # claims, then DataSources, then bindings, each in sorted order
     if claims:
         for key in sorted(claims):
             d.claim(key)
@@ -600,4 +600,4 @@ def decide(world: World, record: EventRecord, touched: Touched) -> list[Decision
     return d.out
 
 
-__all__ = ["DECIDER", "decide"]
+__all__ = ["DECIDER", "DecisionPass", "decide"]

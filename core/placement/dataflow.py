@@ -30,8 +30,8 @@ gate. This module is the pure part: objects in, decisions out; no I/O, no clock 
   Wait holds until ``gated_since_ms + timeout_ms`` (default :data:`DEFAULT_WAIT_TIMEOUT_MS`, 10 minutes; the
   decider arms a timer for :attr:`Hold.until_ms`), then releases unchanged with a Warning. An operation that does
   not parse (:class:`DataFlowSpecError`, with the field path) is released the same way (:func:`invalid_spec`).
-* **Tightening** (:func:`merge_node_affinity`): the merge of ``core.affinity``, shared with the topology planner —
-  a gated pod may gain required terms only if it has none, otherwise only expressions appended to its terms;
+* **Tightening** (:func:`merge_node_affinity`): the merge of ``core.placement.node_affinity``, shared with the topology
+  planner — a gated pod may gain required terms only if it has none, otherwise only expressions appended to its terms;
   preferred terms are free. What is there stays verbatim and in order, what is new is appended in the strategy's
   order and what is present skipped, so a second application changes nothing (idempotent executors) and replays
   give the same bytes.
@@ -95,7 +95,7 @@ class DataFlowSpecError(ValueError):
 
 # --- node affinity ---------------------------------------------------------------------------------------
 
-#: Fluid's names for the shared node-affinity vocabulary (``core.affinity``).
+#: Fluid's names for the shared node-affinity vocabulary (``core.placement.node_affinity``).
 MatchExpression = NodeSelectorRequirement
 PreferredTerm = PreferredSchedulingTerm
 
@@ -147,8 +147,9 @@ def merge_node_affinity(*, existing: NodeAffinity | Mapping[str, Any] | None,
                         preferred: Sequence[PreferredTerm] = ()) -> dict[str, Any]:
     """``existing`` (a pod's ``spec.affinity.nodeAffinity``, as a dict or a :class:`NodeAffinity`) tightened by
     ``required`` expressions (ANDed into every required term, or one new term when there is none) and ``preferred``
-    terms (appended), as a Kubernetes NodeAffinity dict: :func:`tether.core.affinity.tighten_node_affinity`, the
-    merge the topology planner's placements use too. Raises :class:`DataFlowSpecError` on a malformed dict."""
+    terms (appended), as a Kubernetes NodeAffinity dict:
+    :func:`tether.core.placement.node_affinity.tighten_node_affinity`, the merge the topology planner's placements use
+    too. Raises :class:`DataFlowSpecError` on a malformed dict."""
     base = existing.as_dict() if isinstance(existing, NodeAffinity) else existing
     terms = (NodeSelectorTerm(match_expressions=tuple(required)),) if required else ()
     try:

@@ -5,13 +5,13 @@ Pods that need a placement decision are created with the scheduling gate :data:`
 (``projections/members.py``) and, for each PodGroup or Fluid operation an event touched, decides what happens to
 its gated pods:
 
-* **Godel PodGroups** (``core.topology``): nothing until ``minMember`` pods exist; then :func:`plan_group` over the
-  member's nodes (each node's ``requested`` is the sum of the requests of the non-terminal pods bound to it) →
-  per pod, required terms pinning it to the chosen domain and preferred terms for the circle order. A group whose
-  released pods are not bound yet waits for them (they are not counted anywhere by the planner until bound, and a
-  second plan could otherwise choose another domain for the rest). An unplaceable group stays gated (a Warning
-  Event on the PodGroup says why) and is planned again whenever its member changes; a PodGroup that does not parse
-  keeps its pods gated with a Warning Event naming the field — placing a gang against its owner's intent would be
+* **Godel PodGroups** (``core.placement.topology_planner``): nothing until ``minMember`` pods exist; then
+  :func:`plan_group` over the member's nodes (each node's ``requested`` is the sum of the requests of the non-terminal
+  pods bound to it) → per pod, required terms pinning it to the chosen domain and preferred terms for the circle order.
+  A group whose released pods are not bound yet waits for them (they are not counted anywhere by the planner until
+  bound, and a second plan could otherwise choose another domain for the rest). An unplaceable group stays gated (a
+  Warning Event on the PodGroup says why) and is planned again whenever its member changes; a PodGroup that does not
+  parse keeps its pods gated with a Warning Event naming the field — placing a gang against its owner's intent would be
   worse than waiting. A gated pod naming a PodGroup that does not exist waits for it — for
   :data:`GROUP_WAIT_TIMEOUT_MS` from the earliest creation of the gated pods (a ``StartTimer`` whose firing decides
   again), then its pods are released unchanged with a Warning Event on each (``PodGroupNotFound``): a typo in an
@@ -20,21 +20,22 @@ its gated pods:
   ``InvalidPodGroup``, and ``Placed`` when its pods are released) are issued when the reason differs from the last
   one tether issued there (``MemberState.reported``, noted when the command is issued): a group that stays
   unschedulable while its member changes under it is reported once, not on every node or pod update.
-* **Pods gated in doubt** (the webhook gated a pod whose Job it did not know yet, ``core.podgate``): once the Job
-  is known and is no Fluid operation's, the pod is released unchanged. While its Job is unknown it waits.
-* **Fluid operations** (``core.dataflow``): :func:`decide_inheritance` from the predecessor and the placement
+* **Pods gated in doubt** (the webhook gated a pod whose Job it did not know yet, ``core.placement.webhook_decision``):
+  once the Job is known and is no Fluid operation's, the pod is released unchanged. While its Job is unknown it waits.
+* **Fluid operations** (``core.placement.dataflow``): :func:`decide_inheritance` from the predecessor and the placement
   recorded when its pod succeeded, then :func:`gate_decision`: Inject (tighten, release), Unchanged (release),
   Reject (release with a Warning), Wait (hold until ``gated_since + timeout``: a ``StartTimer`` whose firing
   decides again; after the deadline the pods are released unchanged with a Warning). ``gated_since`` is the
   earliest ``creationTimestamp`` of the gated pods — a time from the objects, never from a clock. Each outcome is
-  the condition :data:`~tether.core.dataflow.CONDITION_TYPE` on the operation and, when that changes, an Event.
+  the condition :data:`~tether.core.placement.dataflow.CONDITION_TYPE` on the operation and, when that changes, an
+  Event.
 
 **One command per pod** (:class:`~tether.core.commands.ReleasePod`): the executor tightens the affinity and
 removes the gate in one write. Tightening first and releasing in a second write would leave a window where a
 failure between the two strands a pod gated with its affinity half-done; one write guarded by the resourceVersion
 has no such window, and the API server validates it against the pod as it was — gated, so the tightening is
-allowed. The executor merges tether's terms into the pod's *current* affinity (``core.affinity``), so a retry, a
-replay or a re-delivery is idempotent.
+allowed. The executor merges tether's terms into the pod's *current* affinity (``core.placement.node_affinity``), so a
+retry, a replay or a re-delivery is idempotent.
 
 Deterministic: subjects are decided in sorted order, pods by name, timers and times come from events and objects.
 A member whose lists have not all ended is not decided at all (its picture is incomplete); nothing else waits for

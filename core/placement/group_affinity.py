@@ -1,11 +1,12 @@
 """What the topology planner gives a pod of a group, and its merge into the pod's own ``spec.affinity``.
 
-The planner (``core.topology``) decides *where* a gang goes; :class:`PodPlacement` says it in Kubernetes'
-vocabulary (``core.affinity``) and :func:`merge_node_affinity` writes it into a gated pod's affinity with the one
-merge every placement capability shares (:func:`tether.core.affinity.tighten_node_affinity`: the gated-pod
-tightening rules, idempotent, the pod's own terms kept verbatim). A PodGroup ``nodeSelector`` with several ORed
-terms cannot always be said by appending; the merge then reports ``exact=False``, so the caller can record that the
-group's nodeSelector was honoured by the planner's choice of domain but is not enforced on the pod itself.
+The planner (``core.placement.topology_planner``) decides *where* a gang goes; :class:`PodPlacement` says it in
+Kubernetes' vocabulary (``core.placement.node_affinity``) and :func:`merge_node_affinity` writes it into a gated pod's
+affinity with the one merge every placement capability shares
+(:func:`tether.core.placement.node_affinity.tighten_node_affinity`: the gated-pod tightening rules, idempotent, the
+pod's own terms kept verbatim). A PodGroup ``nodeSelector`` with several ORed terms cannot always be said by appending;
+the merge then reports ``exact=False``, so the caller can record that the group's nodeSelector was honoured by the
+planner's choice of domain but is not enforced on the pod itself.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Node affinity as plain data, evaluated with Kubernetes' rules, and the one merge into a gated pod's affinity.
 
 Both pod-placement capabilities end the same way: a pod held by a scheduling gate gets tighter node affinity, then
-loses the gate. The topology planner (``core.topology``) pins a PodGroup's pods to a domain; DataFlow inheritance
-(``core.dataflow``) pins an operation's pods near its predecessor's node. They share this module's vocabulary and,
-above all, one merge (:func:`tighten_node_affinity`), because what the API server accepts on a gated pod (1.27+)
+loses the gate. The topology planner (``core.placement.topology_planner``) pins a PodGroup's pods to a domain; DataFlow
+inheritance (``core.placement.dataflow``) pins an operation's pods near its predecessor's node. They share this
+module's vocabulary and, above all, one merge (:func:`tighten_node_affinity`), because what the API server accepts on a
+gated pod (1.27+)
 does not depend on why tether tightens it:
 
 * ``requiredDuringSchedulingIgnoredDuringExecution`` — if the pod has no required terms, any may be set; if it

@@ -1,9 +1,9 @@
 """The pod webhook's decision: does a pod being created in a member cluster get tether's scheduling gate?
 
-A pod is placed by tether (``core.podplacement``) only if it is created gated: Kubernetes lets a scheduling gate be
+A pod is placed by tether (``core.placement.decider``) only if it is created gated: Kubernetes lets a scheduling gate be
 removed after creation, never added. So the member's MutatingWebhookConfiguration sends pod CREATEs to tether,
 and this function decides, from the member as the world holds it — in memory, no call out, on the API server's
-write path — whether to add :data:`~tether.core.podplacement.GATE`:
+write path — whether to add :data:`~tether.core.placement.decider.GATE`:
 
 * a pod naming a Godel PodGroup (annotation ``godel.bytedance.com/pod-group-name``) is gated, whether or not the
   PodGroup is known yet: the decider waits for it (and releases the pods, with an Event, if it never comes);

@@ -12,7 +12,7 @@ The world (built once per run from a fixed seed, so every run measures the same 
 
 Measured in the same run, alternating so both see the machine's drift alike (median of ``--repeat`` rounds each):
 
-* ``value``    — :func:`tether.core.admission.admission_cycle` with the default configuration (priority, gang,
+* ``value``    — :func:`tether.core.admission.session.admission_cycle` with the default configuration (priority, gang,
   datadependency | drf, capacity, proportion): session open, validity checks, deserved shares, round robin with
   the fit predicates, queue statuses — everything a cycle does;
 * ``baseline`` — merely sorting the same suspended bindings by priority (then creation time, UID and key): the

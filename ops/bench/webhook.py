@@ -5,8 +5,8 @@ measured in the same run, alternating rounds:
 
 * ``value`` — ``/mutate/resourcebindings``: the real handler (``adapters/kubernetes/binding_webhook``) on a world of
   1,000 bound claims and their DataSources over 3 clusters, each request a CREATE of a binding whose workload has a
-  bound claim (so every answer carries the data constraint) — the decision (``core.binding_admission``) plus the
-  decision appended to an embedded SQLite log before answering, as the daemon does;
+  bound claim (so every answer carries the data constraint) — the decision (``core.admission.webhook_decision``) plus
+  the decision appended to an embedded SQLite log before answering, as the daemon does;
 * ``baseline`` — ``/echo``: a handler that answers "allowed" at once (a bare HTTPS echo on the same server).
 
 Server-side time is what ``WebhookServer`` observes from reading the request to having the response (its

@@ -1,4 +1,4 @@
-"""The admission decider (``core.admission_decider``) through the real pipeline on the fake cluster: cycles are
+"""The admission decider (``core.admission.decider``) through the real pipeline on the fake cluster: cycles are
 timer events, resumes are commands applied and observed back, and the world is what ``step`` folds.
 
 Two queues as in Volcano Global's dispatcher test; a 5-CPU queue admits 2+2 and holds the next 2; a resume that

@@ -1,4 +1,4 @@
-"""The ResourceBinding webhook's decision (``core.binding_admission``) on worlds built by the real pipeline.
+"""The ResourceBinding webhook's decision (``core.admission.webhook_decision``) on worlds built by the real pipeline.
 
 The universe: clusters c1..c3; ``s3://east/`` → {c1, c2}, ``s3://west/`` → {c3}; the catalog knows ``db.east1``.
 The patch is applied with the emulator's JSON Patch, as the API server would, and the result is checked — not

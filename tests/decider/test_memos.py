@@ -16,7 +16,7 @@ from tether.core import commands as c
 from tether.core import identity as ident
 from tether.core import pipeline
 from tether.core.commands import CreateDataSource
-from tether.core.datadependency.decider import _Decide, decide
+from tether.core.datadependency.decider import DecisionPass, decide
 from tether.core.decision import Decision
 from tether.core.envelope import CommandRecord, EventRecord, encode, rfc3339
 from tether.core.events import CommandFailed, DataLocationResolved, ObjectObserved
@@ -158,7 +158,7 @@ def test_step_with_shortcuts_issues_what_the_plain_computation_issues(monkeypatc
         for d in decisions:  # what the decider precomputed is what step would compute
             assert (d.id, d.key) == (c.command_id(d.command), c.command_target(d.command))
             assert d.slot == slot(c.command_name(d.command), d.key)
-        d = _Decide(world, record)
+        d = DecisionPass(world, record)
         for source in world.sources.values():  # bound_claims' shortcut (one live DataSource) is the plain one
             checked.append(len(world.sources_by_identity.get(source.identity.key, ())) if source.identity else 0)
             assert d.bound_claims(source) == d._bound_claims_plain(source)
@@ -173,8 +173,8 @@ def test_step_with_shortcuts_issues_what_the_plain_computation_issues(monkeypatc
     plain = initial_world()
     dropped: list[c.Command] = []
     with monkeypatch.context() as patch:
-        patch.setattr(_Decide, "shortcuts", False)
-        patch.setattr(_Decide, "bound_claims", _Decide._bound_claims_plain)
+        patch.setattr(DecisionPass, "shortcuts", False)
+        patch.setattr(DecisionPass, "bound_claims", DecisionPass._bound_claims_plain)
         expected = [encode(r) for e in events for r in _plain_step(plain, e, dropped)]
     assert issued == expected
     assert encode_world(fast) == encode_world(plain)

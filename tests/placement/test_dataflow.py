@@ -1,5 +1,5 @@
-"""Fluid DataFlow affinity inheritance (``core.dataflow``): Fluid's own inheritance table, the cases Fluid gets
-wrong, recording, parsing, the gated-pod merge and the release policy.
+"""Fluid DataFlow affinity inheritance (``core.placement.dataflow``): Fluid's own inheritance table, the cases Fluid
+gets wrong, recording, parsing, the gated-pod merge and the release policy.
 
 The universe: a DataLoad ``default/load`` ran on node ``node01`` (zone ``zone-a``, region ``east``, rack
 ``rack01``); the operations after it are DataProcess / DataMigrate / DataBackup objects built by :func:`op`.

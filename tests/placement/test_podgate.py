@@ -1,5 +1,5 @@
-"""The pod webhook's decision (``core.podgate``) and the decider's answers to what it gates: PodGroups that never
-appear, Events on transitions only, pods gated in doubt."""
+"""The pod webhook's decision (``core.placement.webhook_decision``) and the decider's answers to what it gates:
+PodGroups that never appear, Events on transitions only, pods gated in doubt."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The job-level topology planner (``core.topology``): Godel's grouping, sort rules, cut-off, pinning, the
-nodeSelector prefilter, waiting for minMember, spill-over between circles, and determinism."""
+"""The job-level topology planner (``core.placement.topology_planner``): Godel's grouping, sort rules, cut-off,
+pinning, the nodeSelector prefilter, waiting for minMember, spill-over between circles, and determinism."""
 
 from __future__ import annotations
 

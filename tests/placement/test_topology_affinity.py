@@ -1,5 +1,5 @@
-"""Reading a Godel PodGroup (``core.topology_spec``) and merging the planner's terms into a gated pod's affinity
-(``core.topology_affinity``) by the tightening rules Kubernetes enforces on gated pods."""
+"""Reading a Godel PodGroup (``core.placement.pod_group_spec``) and merging the planner's terms into a gated pod's
+affinity (``core.placement.group_affinity``) by the tightening rules Kubernetes enforces on gated pods."""
 
 from __future__ import annotations
 
