@@ -13,7 +13,9 @@ from click.testing import CliRunner, Result
 
 from tether.adapters.cli import main
 from tether.adapters.cli.render import type_name
-from tether.adapters.cli.replay import diff, explain, replay
+from tether.adapters.cli.replay.diff import diff
+from tether.adapters.cli.replay.fold import replay
+from tether.adapters.cli.replay.trail import explain
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.testing.synthetic_log import Simulation, scenario
 from tether.core.commands import UpdateClaimStatus

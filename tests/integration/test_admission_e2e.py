@@ -27,7 +27,8 @@ from typing import Any
 
 import pytest
 
-from tether.adapters.cli.replay import diff, explain
+from tether.adapters.cli.replay.diff import diff
+from tether.adapters.cli.replay.trail import explain
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import (
     BINDINGS,

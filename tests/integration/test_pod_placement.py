@@ -181,7 +181,7 @@ def _job(name: str, kind: str, owner: str, uid: str) -> dict[str, Any]:
 
 
 async def test_explain_shows_why_a_pod_went_where_it_did(kube: KubeEnv, emulator_only: None) -> None:
-    from tether.adapters.cli.replay import explain
+    from tether.adapters.cli.replay.trail import explain
 
     with tempfile.TemporaryDirectory() as tmp:
         async with member("m1", tmp) as (_, m1, config1), \

@@ -16,7 +16,7 @@ from typing import Any
 import trustme
 import yaml
 
-from tether.adapters.cli.replay import explain
+from tether.adapters.cli.replay.trail import explain
 from tether.adapters.kubernetes.client import CLUSTERS, KubeClient
 from tether.adapters.kubernetes.members import POD_GROUPS, PODS, SECRETS
 from tether.adapters.kubernetes.pod_webhook import PodWebhook

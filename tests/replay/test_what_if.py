@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from tether.adapters.cli.whatif import load_candidate, what_if
+from tether.adapters.cli.replay.whatif import load_candidate, what_if
 from tether.adapters.kubernetes import manifests as m
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.testing.fake_cluster import Harness

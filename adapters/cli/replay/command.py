@@ -1,0 +1,173 @@
+"""``tether replay``: the command — its options, and what each mode prints.
+
+The work is in the sibling modules: :mod:`.fold` rebuilds the world, :mod:`.trail` gathers one key's decision
+trail, :mod:`.diff` re-derives the recorded commands, :mod:`.whatif` re-decides under another configuration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
+
+from tether.adapters.cli.log import console, open_for_cli
+from tether.adapters.log import Snapshot
+from tether.core.envelope import parse_rfc3339_ms, rfc3339
+from tether.projections.snapshot import encode_world
+
+from .diff import diff, print_differences
+from .fold import SNAPSHOT_NAME, ReplayResult, events_to_fold, gc_paused, replay
+from .trail import explain, normalise_key, print_trail
+
+
+def parse_until(value: str | None) -> tuple[int | None, int | None]:
+    """``--until``: an offset of the events stream, or an RFC3339 time → (until_offset, until_ms)."""
+    if value is None:
+        return None, None
+    if value.isdigit():
+        return int(value), None
+    at_ms = parse_rfc3339_ms(value)
+    if at_ms is None:
+        raise click.BadParameter(f"{value!r} is neither an offset nor an RFC3339 time", param_hint="--until")
+    return None, at_ms
+
+
+def _summary_table(result: ReplayResult, log_end: int) -> Table:
+    table = Table(title="World after replay", show_header=False, title_justify="left", box=None)
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    for name, value in result.world.summary().items():
+        table.add_row(name.replace("_", " "), str(value))
+    rate = result.events / result.seconds if result.seconds > 0 else 0.0
+    table.add_row("replayed", f"{result.events} events in {result.seconds:.2f}s ({rate:,.0f}/s)")
+    table.add_row("up to", f"offset {result.last_offset} of {log_end}")
+    if result.from_snapshot is not None:
+        table.add_row("from snapshot", f"offset {result.from_snapshot}")
+    if result.world.last_at_ms:
+        table.add_row("last event at", rfc3339(result.world.last_at_ms))
+    return table
+
+
+async def run_replay(url: str, until: str | None, explain_key: str | None, show_diff: bool, use_snapshot: bool,
+                     save_snapshot: bool, out: Console) -> int:
+    until_offset, until_ms = parse_until(until)
+    if show_diff:
+        use_snapshot = False  # a snapshot is the deciders' own output: a diff must re-derive from the first event
+    log = await open_for_cli(url)
+    try:
+        if explain_key is not None:
+            trail = await explain(log, explain_key, until_offset=until_offset, until_ms=until_ms)
+            if not trail.events and not trail.orphans:
+                out.print(f"no record about {trail.key} in {url}" + (f" up to {until}" if until else ""))
+                return 1
+            print_trail(trail, out)
+            if not show_diff:
+                return 0
+        start = 0
+        if use_snapshot and until_ms is None and (snap := await log.load_snapshot(SNAPSHOT_NAME)) is not None:
+            start = snap.position.get(0, 0) if until_offset is None or snap.position.get(0, 0) <= until_offset else 0
+        total = await events_to_fold(log, start=start, until_offset=until_offset)
+        log_end = (await log.end("events")).get(0, 0)
+        with Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                      console=out, transient=True, disable=not out.is_terminal or total < 50_000) as progress:
+            task = progress.add_task("replay", total=total)
+
+            def advance(n: int) -> None:
+                progress.advance(task, n)
+
+            if show_diff:
+                with gc_paused():
+                    result, differences = await diff(log, until_offset=until_offset, until_ms=until_ms,
+                                                     use_snapshot=use_snapshot, on_progress=advance)
+            else:
+                with gc_paused():
+                    result = await replay(log, until_offset=until_offset, until_ms=until_ms,
+                                          use_snapshot=use_snapshot, on_progress=advance)
+                differences = []
+        if explain_key is None:
+            out.print(_summary_table(result, log_end))
+        dead = getattr(log, "dead_letters", None)
+        if dead is not None and (letters := await dead()):
+            out.print(Text(f"{len(letters)} corrupt record(s) were skipped (dead_letters table)", style="bold red"))
+        if save_snapshot and until_offset is None and until_ms is None:
+            await log.save_snapshot(Snapshot(name=SNAPSHOT_NAME, position={0: result.last_offset},
+                                             state=encode_world(result.world)))
+            out.print(f"saved snapshot at offset {result.last_offset}")
+        if show_diff:
+            print_differences(differences, out)
+            kinds = {k: sum(1 for d in differences if d.kind == k) for k in ("missing", "extra", "changed")}
+            if differences:
+                out.print(Text("commands differ: " + ", ".join(f"{n} {k}" for k, n in kinds.items()),
+                               style="bold red"))
+                return 1
+            out.print(Text(f"no difference: the deciders re-derive the recorded commands of {result.events} events",
+                           style="bold green"))
+        return 0
+    finally:
+        await log.close()
+
+
+@click.command("replay")
+@click.argument("log_url", metavar="LOG")
+@click.option("--until", metavar="OFFSET|TIME", help="Stop after this events offset or at this RFC3339 time.")
+@click.option("--explain", "explain_key", metavar="KIND/NAMESPACE/NAME",
+              help="Print the decision trail of one object (Kind/name for cluster-scoped ones; a member cluster's "
+                   "object with --cluster, or as CLUSTER:Kind/namespace/name).")
+@click.option("--cluster", "member", default="", metavar="NAME",
+              help="With --explain: the member cluster the object lives in (pods, PodGroups, Fluid operations).")
+@click.option("--diff", "show_diff", is_flag=True,
+              help="Re-run the deciders over every recorded event (never from a snapshot); exit 1 if any command "
+                   "differs.")
+@click.option("--snapshot/--no-snapshot", "use_snapshot", default=True, show_default=True,
+              help="Start from the stored world snapshot when it covers a prefix of the range.")
+@click.option("--save-snapshot", is_flag=True, help="Store the replayed world as the snapshot (whole log only).")
+@click.option("--what-if", "what_if_config", type=click.Path(exists=True, dir_okay=False), default=None,
+              metavar="CONFIGMAP.yaml",
+              help="Re-decide the history under this plugin ConfigMap; print the decisions that would change.")
+def replay_cmd(log_url: str, until: str | None, explain_key: str | None, member: str, show_diff: bool,
+               use_snapshot: bool, save_snapshot: bool, what_if_config: str | None) -> None:
+    """Rebuild the state from LOG and summarise it; explain one object; diff the deciders against the log."""
+    if explain_key is not None and member:
+        explain_key = f"{member}:{normalise_key(explain_key)}"  # core.events.member_key
+    if what_if_config is not None:
+        code = asyncio.run(run_what_if(log_url, what_if_config, until, console()))
+    else:
+        code = asyncio.run(run_replay(log_url, until, explain_key, show_diff, use_snapshot, save_snapshot,
+                                      console()))
+    click.get_current_context().exit(code)
+
+
+async def run_what_if(url: str, config_path: str, until: str | None, out: Console) -> int:
+    """Print, per recorded event, the commands the candidate configuration would add or drop (exit 0)."""
+    from .whatif import load_candidate, what_if  # keeps ``tether replay`` start-up light (yaml)
+
+    until_offset, _ = parse_until(until)
+    try:
+        candidate = load_candidate(config_path)
+    except (OSError, ValueError) as exc:
+        out.print(Text(f"cannot read {config_path}: {exc}", style="bold red"))
+        return 2
+    log = await open_for_cli(url)
+    try:
+        with gc_paused():
+            differences = await what_if(log, candidate, until_offset=until_offset)
+    finally:
+        await log.close()
+    for d in differences:
+        out.print(Text(f"event {d.event_offset} {d.event_key}", style="bold"))
+        for c in d.only_recorded_config:
+            out.print(Text(f"  - {type(c.command).__name__} {c.key}: {c.reason}", style="red"))
+        for c in d.only_candidate_config:
+            out.print(Text(f"  + {type(c.command).__name__} {c.key}: {c.reason}", style="green"))
+    changed = len({c.key for d in differences for c in [*d.only_recorded_config, *d.only_candidate_config]})
+    out.print(Text(f"{len(differences)} decision(s) differ, touching {changed} object(s)"
+                   if differences else "no decision differs under the candidate configuration", style="bold"))
+    return 0
+
+
+def register(main: click.Group) -> None:
+    main.add_command(replay_cmd)
