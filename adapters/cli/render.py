@@ -14,26 +14,37 @@ from rich.text import Text
 from tether.core.commands import (
     AddFinalizer,
     CreateDataSource,
+    CreateQueue,
     DeleteDataSource,
     EmitKubernetesEvent,
+    EmitMemberEvent,
     LookupDataLocation,
+    ReleasePod,
     RemoveFinalizer,
+    ResumeBinding,
+    SetAdmissionHold,
     SetBindingPlacement,
+    SetMemberCondition,
     StartTimer,
     UpdateClaimStatus,
     UpdateDataSourceLocality,
     UpdateDataSourceStatus,
+    UpdateQueueStatus,
 )
 from tether.core.envelope import CommandRecord, EventRecord, rfc3339
 from tether.core.events import (
+    BindingAdmissionDecided,
     CommandFailed,
     CommandSucceeded,
     DataLocationLookupFailed,
     DataLocationResolved,
     DataSourceNotInCatalog,
+    ListsStarted,
+    MemberDisconnected,
     ObjectDeleted,
     ObjectObserved,
     ObjectsListed,
+    PodGateDecided,
     TimerFired,
 )
 from tether.core.kube import KubeObject
@@ -58,10 +69,28 @@ def _object_summary(obj: KubeObject) -> str:
 
 
 def _fields(value: Any) -> str:
-    raw = msgspec.to_builtins(value)
+    """Any payload's fields as compact JSON (the fallback of a type added later). Encoded by msgspec's JSON
+    encoder, not ``to_builtins``: an object's spec and status are kept as raw JSON (``msgspec.Raw``), which the
+    encoder writes as it is and ``to_builtins`` refuses."""
+    try:
+        raw = msgspec.json.decode(msgspec.json.encode(value))
+    except (TypeError, msgspec.MsgspecError) as exc:  # rendering is total: never a traceback for one line
+        return f"{type(value).__name__} ({exc})"
     if isinstance(raw, dict):
         raw.pop("type", None)
     return msgspec.json.encode(raw).decode()
+
+
+def _patch(ops: tuple[dict[str, Any], ...]) -> str:
+    """A JSON Patch in a few words: the paths it touches (``add /spec/suspension``…)."""
+    if not ops:
+        return "unchanged"
+    words = [f"{op.get('op', '?')} {op.get('path', '?')}" for op in ops[:3]]
+    return ", ".join(words) + (f" and {len(ops) - 3} more" if len(ops) > 3 else "")
+
+
+def _quantities(pairs: tuple[tuple[str, str], ...]) -> str:
+    return ",".join(f"{k}={v}" for k, v in pairs) or "-"
 
 
 def summary(record: EventRecord | CommandRecord) -> str:
@@ -86,6 +115,17 @@ def summary(record: EventRecord | CommandRecord) -> str:
                 text = f"{name} failed{' (retryable)' if retryable else ''}: {reason}: {message}"
             case TimerFired(timer_id=tid, purpose=purpose):
                 text = f"{purpose} timer {tid}"
+            case ListsStarted(sources=sources, cluster=cluster):
+                text = f"{len(sources)} list(s) started" + (f" in {cluster}" if cluster else "")
+            case MemberDisconnected(cluster=cluster, reason=reason):
+                text = f"member {cluster} disconnected" + (f": {reason}" if reason else "")
+            case BindingAdmissionDecided(operation=op, patch=patch, reason=reason, suspended=suspended,
+                                         decided_at=at):
+                held = " suspended" if suspended else ""
+                text = f"{op}{held}: {_patch(patch)} (world at E{at}): {reason}"
+            case PodGateDecided(gated=gated, name=name, generate_name=prefix, reason=reason, decided_at=at):
+                pod = name or f"{prefix}…"
+                text = f"{pod} {'gated' if gated else 'admitted unchanged'} (world at {at or '-'}): {reason}"
             case _:
                 text = _fields(record.event)  # type: ignore[unreachable]  # an event type added later
         return _clip(text)
@@ -112,8 +152,22 @@ def summary(record: EventRecord | CommandRecord) -> str:
             text = f"{i.key} ({trigger}, attempt {attempt})"
         case StartTimer(purpose=purpose, fire_at_ms=at):
             text = f"{purpose} at {rfc3339(at)}"
-        case EmitKubernetesEvent(event_type=kind, reason=reason, message=message):
+        case EmitKubernetesEvent(event_type=kind, reason=reason, message=message) | EmitMemberEvent(
+                event_type=kind, reason=reason, message=message):
             text = f"{kind} {reason}: {message}"
+        case ReleasePod(required=required, preferred=preferred, note=note):
+            text = (f"ungate with {len(required)} required and {len(preferred)} preferred term(s)"
+                    + (f": {note}" if note else ""))
+        case SetMemberCondition(condition=c):
+            text = f"{c.type}={c.status}({c.reason})" + (f": {c.message}" if c.message else "")
+        case ResumeBinding(admitted_request=request, reason=reason):
+            text = f"resume, admitting {_quantities(request)}" + (f": {reason}" if reason else "")
+        case SetAdmissionHold(annotation=annotation, text=why):
+            text = f"{annotation}={why!r}" if why else f"remove {annotation}"
+        case UpdateQueueStatus(allocated=allocated, pending=pending, running=running, inqueue=inqueue):
+            text = f"allocated {_quantities(allocated)} pending={pending} running={running} inqueue={inqueue}"
+        case CreateQueue(name=name, weight=weight):
+            text = f"{name} weight={weight}"
         case _:
             text = _fields(record.command)  # type: ignore[unreachable]  # a command type added later
     return _clip(text)
@@ -144,3 +198,11 @@ def line(record: EventRecord | CommandRecord, *, show_key: bool = True) -> Text:
     if isinstance(record, CommandRecord) and record.reason:
         text.append(f"  because {record.reason}", style="italic")
     return text
+
+
+def brief(record: EventRecord | CommandRecord, *, with_key: bool = True) -> str:
+    """``E119 executor DataSource//x CommandSucceeded update_data_source_locality applied``: a record in one plain
+    line (no time: the caller shows it), for the causes ``--explain`` names."""
+    tag = ("E" if isinstance(record, EventRecord) else "C") + (str(record.offset) if record.offset else "-")
+    key = f" {record.key}" if with_key else ""
+    return _clip(f"{tag} {who(record)}{key} {type_name(record)}: {summary(record)}", 2 * MAX_SUMMARY)

@@ -9,19 +9,28 @@ from __future__ import annotations
 import asyncio
 
 import click
+import msgspec
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
 from tether.adapters.cli.log import console, open_for_cli
-from tether.adapters.log import Snapshot
+from tether.adapters.log import EventLog, Snapshot
 from tether.core.envelope import parse_rfc3339_ms, rfc3339
+from tether.core.events import split_member_key
 from tether.projections.snapshot import encode_world
 
 from .diff import diff, print_differences
 from .fold import SNAPSHOT_NAME, ReplayResult, events_to_fold, gc_paused, replay
-from .trail import explain, normalise_key, print_trail
+from .keys import Target, kind_of, resolve, suggest, workload_display
+from .trail import Bounds, explain, index_of, normalise_key, print_trail
+from .why import chains, workloads_of
+from .why_print import print_chain
+
+#: Kinds that are never a workload: the chain of such a key is not looked for (no fold of the log for it).
+NOT_WORKLOADS = frozenset({"Cluster", "ConfigMap", "Queue", "PriorityClass", "Data", "Namespace", "Node", "*"})
+CHAIN_KINDS = frozenset({"ResourceBinding", "DataSourceClaim", "DataSource"})
 
 
 def parse_until(value: str | None) -> tuple[int | None, int | None]:
@@ -34,6 +43,59 @@ def parse_until(value: str | None) -> tuple[int | None, int | None]:
     if at_ms is None:
         raise click.BadParameter(f"{value!r} is neither an offset nor an RFC3339 time", param_hint="--until")
     return None, at_ms
+
+
+def _target(typed: str, keys: set[str]) -> Target:
+    """What ``typed`` names: a key of the log exactly as typed (or as ``Kind//name``), else as resolved."""
+    kinds = {kind_of(k) for k in keys}
+    for exact in (typed, normalise_key(typed)):
+        if exact in keys:
+            return msgspec.structs.replace(resolve(exact, kinds=kinds), key=exact)
+    target = resolve(typed, kinds=kinds)
+    if target.key not in keys and not target.namespace:  # Kind/name of a namespaced object: one namespace has it?
+        same = [k for k in keys if kind_of(k) == target.kind and k.rsplit("/", 1)[-1] == target.name
+                and split_member_key(k)[0] == target.cluster]
+        if len(same) == 1:
+            return resolve(same[0], kinds=kinds)
+    return target
+
+
+async def explain_command(log: EventLog, typed: str, *, bounds: Bounds, out: Console, where: str) -> int:
+    """``--explain``: the key's decision trail when the log holds it, then the chain behind the workload it
+    names (``why.py``); the nearest keys when neither exists (exit 1)."""
+    index = index_of(log)
+    keys = set(await index.keys("events", until_offset=bounds.until_offset))
+    target = _target(typed, keys)
+    printed = False
+    if target.key in keys:
+        trail = await explain(log, target.key, until_offset=bounds.until_offset, until_ms=bounds.until_ms)
+        if trail.events or trail.orphans:
+            print_trail(trail, out)
+            printed = True
+    wants_chain = not target.cluster and target.name and target.name != "*" and (
+        target.kind in CHAIN_KINDS or target.kind not in NOT_WORKLOADS)
+    workloads: set[str] = set()
+    if wants_chain or not printed:  # the world: the chain's links, and the workloads an unknown key may name
+        with gc_paused():
+            folded = await replay(log, until_offset=bounds.until_offset, until_ms=bounds.until_ms)
+        world = folded.world
+        workloads = workloads_of(world)
+        target = _target(typed, keys | {workload_display(w) for w in workloads}) if not printed else target
+        found = await chains(index, world, target, bounds=bounds) if wants_chain or not printed else []
+        as_of = f"{where}, up to E{folded.last_offset}" + (
+            f" at {rfc3339(world.last_at_ms)}" if world.last_at_ms else "")
+        for chain in found:
+            if printed:
+                out.print()
+            print_chain(chain, out, as_of=as_of)
+            printed = True
+    if printed:
+        return 0
+    out.print(f"no record about {target.key} in {where}")
+    nearest = suggest(target.key, keys | {workload_display(w) for w in workloads})
+    if nearest:
+        out.print("did you mean: " + ", ".join(nearest))
+    return 1
 
 
 def _summary_table(result: ReplayResult, log_end: int) -> Table:
@@ -60,13 +122,11 @@ async def run_replay(url: str, until: str | None, explain_key: str | None, show_
     log = await open_for_cli(url)
     try:
         if explain_key is not None:
-            trail = await explain(log, explain_key, until_offset=until_offset, until_ms=until_ms)
-            if not trail.events and not trail.orphans:
-                out.print(f"no record about {trail.key} in {url}" + (f" up to {until}" if until else ""))
-                return 1
-            print_trail(trail, out)
-            if not show_diff:
-                return 0
+            where = url + (f" up to {until}" if until else "")
+            code = await explain_command(log, explain_key, bounds=Bounds(until_offset=until_offset, until_ms=until_ms),
+                                         out=out, where=where)
+            if code or not show_diff:
+                return code
         start = 0
         if use_snapshot and until_ms is None and (snap := await log.load_snapshot(SNAPSHOT_NAME)) is not None:
             start = snap.position.get(0, 0) if until_offset is None or snap.position.get(0, 0) <= until_offset else 0

@@ -110,13 +110,13 @@ class _Issued:
             if keep or self.exhausted:
                 return out
             try:
-                chunk: Iterable[CommandRecord] = await anext(self.batches)  # type: ignore[assignment]
+                chunk: Iterable[CommandRecord] = await anext(self.batches)  # type: ignore[arg-type]
             except StopAsyncIteration:
                 self.exhausted = True
                 continue
             after = self.after
-            self.pending = [(cause, command) for command in chunk
-                            if (cause := cause_offset(command.causation)) is not None and cause > after]
+            self.pending = [(offset, command) for command in chunk
+                            if (offset := cause_offset(command.causation)) is not None and offset > after]
 
     async def aclose(self) -> None:
         close = getattr(self.batches, "aclose", None)
