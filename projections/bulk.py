@@ -36,7 +36,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from tether.core.envelope import CommandRecord, EventRecord
-from tether.core.events import CommandSucceeded, ObjectDeleted, ObjectObserved, ObjectsListed
+from tether.core.events import (
+    CommandFailed,
+    CommandSucceeded,
+    ListsStarted,
+    MemberDisconnected,
+    ObjectDeleted,
+    ObjectObserved,
+    ObjectsListed,
+    TimerFired,
+)
 from tether.core.kube import KubeObject
 
 from .admission import READ_KINDS, fold_admission
@@ -45,6 +54,7 @@ from .world import (
     _FOLDS,
     World,
     _command_done,
+    _fold_member,
     _forget,
     _ignored,
     _newer,
@@ -56,6 +66,9 @@ from .world import (
     _unread,
     note_issued,
 )
+
+#: The other event types that may be about a member cluster (``world._fold_member`` decides).
+_MAYBE_MEMBER = frozenset({ObjectsListed, ListsStarted, MemberDisconnected, CommandFailed, TimerFired})
 
 
 class BulkFold:
@@ -82,10 +95,19 @@ class BulkFold:
         admission_kinds, admission_configmap = READ_KINDS, world.settings.admission_configmap
         last: EventRecord | None = None
         count = 0
+        position = -1  # the offset of the last event not about a member (evolve leaves admission's for those)
         for count, last in enumerate(records, 1):  # noqa: B007 (read after the loop)
             event = last.event
             obj: KubeObject | None = None
-            if type(event) is ObjectObserved:  # two events in five
+            # a member cluster's event goes to world.members, as evolve folds it (the tests are the cheap ones first)
+            member = (event.cluster if type(event) is ObjectObserved or type(event) is ObjectDeleted else
+                      ":" in event.target if type(event) is CommandSucceeded else type(event) in _MAYBE_MEMBER
+                      ) and _fold_member(world, last, unread)
+            if not member:
+                position = last.offset
+            if member:
+                pass  # (folded: nothing of the control plane's to hold or to fold)
+            elif type(event) is ObjectObserved:  # two events in five
                 obj = event.obj
             elif type(event) is CommandSucceeded:  # one in three: _fold_succeeded, without what only touches
                 if inflight or retry_wait:  # (both empty in a replay that only rebuilds state)
@@ -121,8 +143,8 @@ class BulkFold:
                             held[key] = obj
                 else:
                     self._hold(obj)
-            if (obj.kind in admission_kinds if obj is not None else type(event) is not ObjectDeleted
-                    or event.obj.kind in admission_kinds):  # (the others cannot change it)
+            if not member and (obj.kind in admission_kinds if obj is not None else type(event) is not ObjectDeleted
+                               or event.obj.kind in admission_kinds):  # (the others cannot change it)
                 fold_admission(world.admission, last, admission_configmap=admission_configmap)
             if issued:
                 caused = issued.pop(last.offset, None)
@@ -132,7 +154,8 @@ class BulkFold:
         if last is not None:  # no fold reads these three
             world.events += count
             world.last_at_ms = last.at_ms
-            world.admission.position = last.offset
+            if position >= 0:
+                world.admission.position = position
 
     def finish(self) -> World:
         """Parse and put every version still held; returns the world, complete."""

@@ -228,3 +228,41 @@ def test_a_malformed_version_folds_as_evolve_folds_it_held_or_last() -> None:
         _same(bulk, evolved)
         claim = bulk.claims[f"DataSourceClaim/{NS}/k0"]
         assert bool(claim.problem) == (versions[-1] is bad)
+
+
+def test_a_member_clusters_events_fold_into_the_members_as_evolve_folds_them() -> None:
+    """A member's pods, nodes, lists and command outcomes go to ``world.members`` (``tether replay`` and
+    ``--explain`` read the members from the bulk fold), never into the control plane's maps."""
+    def pod(name: str, rv: str, node: str = "") -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": name, "namespace": NS, "uid": f"u-{name}", "resourceVersion": rv,
+            "annotations": {"godel.bytedance.com/pod-group-name": "g"}},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}
+
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "resourceVersion": "1",
+                                                             "labels": {"rack": "r1"}},
+            "status": {"allocatable": {"cpu": "8"}}}
+    claim = manifests.claim("k0", namespace=NS, table="db.t0", workload="w0")
+    claim["metadata"].update(uid="k", resourceVersion="5")
+    events: list[Event] = [
+        ListsStarted(sources=(list_source("Pod"), list_source("Node")), cluster="m1"),
+        ObjectObserved(obj=trim(node), cluster="m1"),
+        ObjectObserved(obj=trim(pod("p0", "2")), cluster="m1"),
+        ObjectObserved(obj=trim(pod("p1", "3")), cluster="m1"),
+        ObjectsListed(kind="Pod", keys=(f"Pod/{NS}/p0", f"Pod/{NS}/p1"), cluster="m1"),
+        ObjectsListed(kind="Node", keys=("Node//n1",), cluster="m1"),
+        ObjectObserved(obj=trim(claim)),
+        CommandSucceeded(command_id="c1", command="release_pod", target=f"m1:Pod/{NS}/p0",
+                         result=trim(pod("p0", "4", node="n1"))),
+        ObjectDeleted(obj=trim(pod("p1", "5")), cluster="m1"),
+    ]
+    records = [EventRecord(at_ms=i, source="watch", key="k", event=e, offset=i) for i, e in enumerate(events, 1)]
+    evolved = initial_world()
+    for record in records:
+        evolve(evolved, record)
+    bulk = initial_world()
+    fold_batch(bulk, records)
+    _same(bulk, evolved)
+    state = bulk.members.clusters["m1"]
+    assert sorted(state.pods) == [f"Pod/{NS}/p0"] and state.pods[f"Pod/{NS}/p0"].node_name == "n1"
+    assert list(bulk.claims) == [f"DataSourceClaim/{NS}/k0"]
