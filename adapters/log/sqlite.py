@@ -697,6 +697,15 @@ class SqliteLog:
             out += await self._select("commands", f"causation IN ({','.join('?' * len(chunk))})", tuple(chunk), None)
         return sorted(out, key=lambda r: r.offset)
 
+    async def keys(self, stream: Stream, *, until_offset: int | None = None) -> list[str]:
+        """Every distinct key of ``stream`` (up to ``until_offset``), sorted: what ``--explain`` can name."""
+        stream = _check_stream(stream)
+        where, params = ("WHERE offset <= ?", (until_offset,)) if until_offset is not None else ("", ())
+        async with self._reader() as conn, conn.execute(
+            f"SELECT DISTINCT key FROM {stream} {where}", params
+        ) as cur:  # (the readers' text_factory is bytes: rows are decoded by msgspec, not by sqlite3)
+            return sorted(k.decode() if isinstance(k, bytes) else str(k) for (k,) in await cur.fetchall())
+
     async def records_at(self, stream: Stream, offsets: Sequence[int]) -> list[Record]:
         out: list[Record] = []
         for i in range(0, len(offsets), 500):

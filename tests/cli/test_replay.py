@@ -15,7 +15,7 @@ from tether.adapters.cli import main
 from tether.adapters.cli.render import type_name
 from tether.adapters.cli.replay.diff import diff
 from tether.adapters.cli.replay.fold import replay
-from tether.adapters.cli.replay.trail import explain
+from tether.adapters.cli.replay.trail import _Scan, explain, index_of
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.testing.synthetic_log import Simulation, scenario
 from tether.core.commands import UpdateClaimStatus
@@ -133,6 +133,21 @@ async def test_explain_trail_is_in_log_order_and_bounded_by_until(built: tuple[P
         assert [e.offset for e in early.events] == offsets[:2]
         cluster_scoped = await explain(log, "Cluster/member1")
         assert cluster_scoped.key == "Cluster//member1" and cluster_scoped.events
+    finally:
+        await log.close()
+
+
+async def test_the_sqlite_index_and_the_scanning_stand_in_answer_alike(built: tuple[Path, Simulation]) -> None:
+    path, sim = built
+    log = await SqliteLog.open(path)
+    try:
+        scanning = _Scan(log)
+        assert index_of(log) is log  # SqliteLog answers from its indexes
+        for until in (None, 40):
+            keys = await log.keys("events", until_offset=until)
+            assert keys == await scanning.keys("events", until_offset=until)
+            assert set(keys) == {e.key for e in sim.events if until is None or e.offset <= until}
+        assert await log.keys("commands") == sorted({c.key for c in sim.commands})
     finally:
         await log.close()
 

@@ -78,13 +78,16 @@ class History:
 
 
 @contextlib.asynccontextmanager
-async def admission_stack(env: KubeEnv, tmp: Path, *, managed: bool = False) -> AsyncIterator[Stack]:
+async def admission_stack(env: KubeEnv, tmp: Path, *, managed: bool = False,
+                          options: dict[str, Any] | None = None) -> AsyncIterator[Stack]:
+    """A stack with the binding webhook registered and queue admission on; ``options``: more daemon options (the
+    webhook server's self-signed CA is ``tmp/certs`` + ``CA_FILE``, for another webhook to trust)."""
     env.require_loopback_webhooks()
     await env.register_crds("scheduling.volcano.sh_queues")
     certs = tmp / "certs"
     options = {"binding_webhook": True, "webhook_port": 0, "webhook_host": "127.0.0.1", "webhook_self_signed": True,
                "webhook_cert_dir": str(certs), "webhook_extra_names": ["127.0.0.1", "localhost"],
-               "admission": True, "admission_configmap": f"{env.namespace}/tether-admission"}
+               "admission": True, "admission_configmap": f"{env.namespace}/tether-admission", **(options or {})}
     kube = KubeClient(env.api_client)
     if managed:
         await kube.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",

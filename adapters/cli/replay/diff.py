@@ -23,7 +23,7 @@ from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import BindingAdmissionDecided
 from tether.core.kube import object_dict
 from tether.core.pipeline import step
-from tether.projections.world import World
+from tether.projections.world import Settings, World
 
 from .fold import Progressed, ReplayResult, cause_offset, replay, start_of
 
@@ -78,10 +78,11 @@ def compare(causation: str, recorded: list[CommandRecord], replayed: list[Comman
 
 
 async def diff(log: EventLog, *, until_offset: int | None = None, until_ms: int | None = None,
-               use_snapshot: bool = True, on_progress: Progressed | None = None
+               use_snapshot: bool = True, on_progress: Progressed | None = None, settings: Settings | None = None
                ) -> tuple[ReplayResult, list[Difference]]:
     """Re-derive the commands of every event in range and compare with the recorded ones."""
-    begin = await start_of(log, use_snapshot=use_snapshot, until_offset=until_offset, until_ms=until_ms)
+    begin = await start_of(log, use_snapshot=use_snapshot, until_offset=until_offset, until_ms=until_ms,
+                           settings=settings)
     start = begin[1]
     recorded: dict[str, list[CommandRecord]] = defaultdict(list)
     async with aclosing_iter(scan(log, "commands")) as chunks:

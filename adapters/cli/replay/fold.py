@@ -25,7 +25,7 @@ from tether.adapters.log import EventLog, Snapshot, aclosing_iter, scan
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.projections.bulk import BulkFold
 from tether.projections.snapshot import decode_world
-from tether.projections.world import World, initial_world, note_issued
+from tether.projections.world import Settings, World, initial_world, note_issued
 
 SNAPSHOT_NAME = "world"
 Progressed = Callable[[int], None]
@@ -63,10 +63,11 @@ class ReplayResult(msgspec.Struct):
     seconds: float
 
 
-async def start_of(log: EventLog, *, use_snapshot: bool, until_offset: int | None, until_ms: int | None
-                   ) -> tuple[World, int, int | None]:
+async def start_of(log: EventLog, *, use_snapshot: bool, until_offset: int | None, until_ms: int | None,
+                   settings: Settings | None = None) -> tuple[World, int, int | None]:
     """Where a fold of the range starts: (world, offset it covers, snapshot offset or None) — the stored snapshot
-    when it covers a prefix of the range, else the initial world."""
+    when it covers a prefix of the range (with the daemon's own settings), else the initial world under
+    ``settings`` (``installation.infer_settings``)."""
     if use_snapshot and until_ms is None:
         snap: Snapshot | None = await log.load_snapshot(SNAPSHOT_NAME)
         if snap is not None:
@@ -74,7 +75,7 @@ async def start_of(log: EventLog, *, use_snapshot: bool, until_offset: int | Non
             world = decode_world(snap.state)
             if world is not None and (until_offset is None or offset <= until_offset):
                 return world, offset, offset
-    return initial_world(), 0, None
+    return initial_world(settings), 0, None
 
 
 async def events_to_fold(log: EventLog, *, start: int, until_offset: int | None) -> int:
@@ -115,8 +116,8 @@ class _Issued:
                 self.exhausted = True
                 continue
             after = self.after
-            self.pending = [(offset, command) for command in chunk
-                            if (offset := cause_offset(command.causation)) is not None and offset > after]
+            self.pending = [(caused_at, command) for command in chunk
+                            if (caused_at := cause_offset(command.causation)) is not None and caused_at > after]
 
     async def aclose(self) -> None:
         close = getattr(self.batches, "aclose", None)
@@ -127,7 +128,8 @@ class _Issued:
 async def replay(log: EventLog, *, until_offset: int | None = None, until_ms: int | None = None,
                  use_snapshot: bool = True, on_progress: Progressed | None = None,
                  fold: Callable[[World, EventRecord], object] | None = None,
-                 start: tuple[World, int, int | None] | None = None) -> ReplayResult:
+                 start: tuple[World, int, int | None] | None = None, settings: Settings | None = None
+                 ) -> ReplayResult:
     """Fold the events (up to the bounds) into a world.
 
     By default the events are folded (:class:`BulkFold`) and the recorded commands each caused are noted as issued
@@ -136,7 +138,7 @@ async def replay(log: EventLog, *, until_offset: int | None = None, until_ms: in
     ``start`` is ``(world, offset it covers, snapshot offset or None)``; by default the snapshot or nothing."""
     began = time.perf_counter()
     world, offset, snapshot_at = start or await start_of(log, use_snapshot=use_snapshot, until_offset=until_offset,
-                                                         until_ms=until_ms)
+                                                         until_ms=until_ms, settings=settings)
     count, last = 0, offset
     issued = _Issued(log, offset) if fold is None else None
     bulk = BulkFold(world) if fold is None else None

@@ -137,10 +137,13 @@ async def events_at(index: LogIndex, offsets: Sequence[int], bounds: Bounds) -> 
             if isinstance(r, EventRecord) and bounds.holds(r)]
 
 
-async def explain(log: EventLog, key: str, *, until_offset: int | None = None, until_ms: int | None = None) -> Trail:
+async def explain(log: EventLog, key: str, *, until_offset: int | None = None, until_ms: int | None = None,
+                  exact: bool = False) -> Trail:
+    """The trail of ``key`` (``Kind/name`` is taken as cluster-scoped, unless ``exact``: a key as the log has it,
+    such as ``*/lists``)."""
     index = index_of(log)
     bounds = Bounds(until_offset=until_offset, until_ms=until_ms)
-    key = normalise_key(key)
+    key = key if exact else normalise_key(key)
     own = await events_by_key(index, key, bounds)
     for admission in _admission_keys(key, own):  # the pod webhook's answer, recorded before the pod had a name
         seen_offsets = {o.offset for o in own}

@@ -88,9 +88,8 @@ def print_chain(chain: Chain, out: Console, *, as_of: str) -> None:
     for data, binding in pairs:
         out.print(Text("  " + chain_line(chain, data, binding)))
     for b in chain.bindings:
-        where = ", ".join(b.scheduled) or "nowhere yet"
-        out.print(Text(f"  scheduled now on {where}" + (f" ({b.key})" if len(chain.bindings) > 1 else ""),
-                       style="bold green"))
+        where = f"scheduled now on {', '.join(b.scheduled)}" if b.scheduled else "not scheduled yet"
+        out.print(Text(f"  {where}" + (f" ({b.key})" if len(chain.bindings) > 1 else ""), style="bold green"))
     for b in chain.bindings:
         out.print(Text(b.key, style="bold underline"))
         if b.deleted:
@@ -100,7 +99,9 @@ def print_chain(chain: Chain, out: Console, *, as_of: str) -> None:
         if b.observed is not None:
             _step(out, "observed", b.observed)
         _fact(out, "tether excludes", ", ".join(b.excluded) or "nothing")
-        _decisions(out, "placement", b.placement, none="tether never wrote its placement")
+        webhook = any("BindingAdmissionDecided" in step.what for step in b.admission.steps)
+        _decisions(out, "placement", b.placement, none="no SetBindingPlacement: the binding webhook's answers "
+                   "(admission, below) carry tether's exclusions" if webhook else "tether never wrote its placement")
         _fact(out, "admission", b.admission_state)
         _decisions(out, "", b.admission, none="no webhook or queue-admission decision recorded")
     for link in chain.data:
@@ -114,7 +115,7 @@ def print_chain(chain: Chain, out: Console, *, as_of: str) -> None:
         if not chain.pods:
             _fact(out, "", "none of this workload's pods is in a member tether watches")
         for pod in chain.pods:
-            _fact(out, pod.key, pod.state)
+            out.print(Text(f"  {pod.key}", style="bold") + Text(f"  {pod.state}"))
             _decisions(out, "", pod.decisions, none="no pod-webhook or placement decision recorded")
         if chain.pods_not_shown:
             _fact(out, "", f"and {chain.pods_not_shown} more pod(s)")
