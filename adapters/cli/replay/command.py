@@ -10,6 +10,7 @@ import asyncio
 
 import click
 import msgspec
+import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
@@ -20,9 +21,11 @@ from tether.adapters.log import EventLog, Snapshot
 from tether.core.envelope import parse_rfc3339_ms, rfc3339
 from tether.core.events import split_member_key
 from tether.projections.snapshot import encode_world
+from tether.projections.world import Settings
 
 from .diff import diff, print_differences
 from .fold import SNAPSHOT_NAME, ReplayResult, events_to_fold, gc_paused, replay
+from .installation import infer_settings
 from .keys import Target, kind_of, resolve, suggest, workload_display
 from .trail import Bounds, explain, index_of, normalise_key, print_trail
 from .why import chains, workloads_of
@@ -60,15 +63,16 @@ def _target(typed: str, keys: set[str]) -> Target:
     return target
 
 
-async def explain_command(log: EventLog, typed: str, *, bounds: Bounds, out: Console, where: str) -> int:
+async def explain_command(log: EventLog, typed: str, *, bounds: Bounds, out: Console, where: str,
+                          settings: Settings | None = None) -> int:
     """``--explain``: the key's decision trail when the log holds it, then the chain behind the workload it
     names (``why.py``); the nearest keys when neither exists (exit 1)."""
     index = index_of(log)
-    keys = set(await index.keys("events", until_offset=bounds.until_offset))
+    keys = set(await index.keys("events", until_offset=bounds.until_offset)) | set(await index.keys("commands"))
     target = _target(typed, keys)
     printed = False
     if target.key in keys:
-        trail = await explain(log, target.key, until_offset=bounds.until_offset, until_ms=bounds.until_ms)
+        trail = await explain(log, target.key, until_offset=bounds.until_offset, until_ms=bounds.until_ms, exact=True)
         if trail.events or trail.orphans:
             print_trail(trail, out)
             printed = True
@@ -77,7 +81,9 @@ async def explain_command(log: EventLog, typed: str, *, bounds: Bounds, out: Con
     workloads: set[str] = set()
     if wants_chain or not printed:  # the world: the chain's links, and the workloads an unknown key may name
         with gc_paused():
-            folded = await replay(log, until_offset=bounds.until_offset, until_ms=bounds.until_ms)
+            if settings is None:
+                settings = await infer_settings(index, plugin_configmap=None, admission_configmap=None)
+            folded = await replay(log, until_offset=bounds.until_offset, until_ms=bounds.until_ms, settings=settings)
         world = folded.world
         workloads = workloads_of(world)
         target = _target(typed, keys | {workload_display(w) for w in workloads}) if not printed else target
@@ -114,18 +120,31 @@ def _summary_table(result: ReplayResult, log_end: int) -> Table:
     return table
 
 
-async def run_replay(url: str, until: str | None, explain_key: str | None, show_diff: bool, use_snapshot: bool,
-                     save_snapshot: bool, out: Console) -> int:
-    until_offset, until_ms = parse_until(until)
-    if show_diff:
-        use_snapshot = False  # a snapshot is the deciders' own output: a diff must re-derive from the first event
-    log = await open_for_cli(url)
+class Options(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``tether replay`` was asked (its command line)."""
+
+    url: str
+    until: str | None = None
+    explain_key: str | None = None
+    show_diff: bool = False
+    use_snapshot: bool = True
+    save_snapshot: bool = False
+    plugin_configmap: str | None = None  # None: inferred from the log (installation.py)
+    admission_configmap: str | None = None
+
+
+async def run_replay(options: Options, out: Console) -> int:
+    until_offset, until_ms = parse_until(options.until)
+    use_snapshot = options.use_snapshot and not options.show_diff  # a snapshot is the deciders' own output: a diff
+    log = await open_for_cli(options.url)                          # must re-derive from the first event
     try:
-        if explain_key is not None:
-            where = url + (f" up to {until}" if until else "")
-            code = await explain_command(log, explain_key, bounds=Bounds(until_offset=until_offset, until_ms=until_ms),
-                                         out=out, where=where)
-            if code or not show_diff:
+        settings = await infer_settings(index_of(log), plugin_configmap=options.plugin_configmap,
+                                        admission_configmap=options.admission_configmap)
+        if options.explain_key is not None:
+            where = options.url + (f" up to {options.until}" if options.until else "")
+            code = await explain_command(log, options.explain_key, out=out, where=where, settings=settings,
+                                         bounds=Bounds(until_offset=until_offset, until_ms=until_ms))
+            if code or not options.show_diff:
                 return code
         start = 0
         if use_snapshot and until_ms is None and (snap := await log.load_snapshot(SNAPSHOT_NAME)) is not None:
@@ -139,25 +158,24 @@ async def run_replay(url: str, until: str | None, explain_key: str | None, show_
             def advance(n: int) -> None:
                 progress.advance(task, n)
 
-            if show_diff:
-                with gc_paused():
+            with gc_paused():
+                if options.show_diff:
                     result, differences = await diff(log, until_offset=until_offset, until_ms=until_ms,
-                                                     use_snapshot=use_snapshot, on_progress=advance)
-            else:
-                with gc_paused():
-                    result = await replay(log, until_offset=until_offset, until_ms=until_ms,
+                                                     use_snapshot=use_snapshot, on_progress=advance, settings=settings)
+                else:
+                    result = await replay(log, until_offset=until_offset, until_ms=until_ms, settings=settings,
                                           use_snapshot=use_snapshot, on_progress=advance)
-                differences = []
-        if explain_key is None:
+                    differences = []
+        if options.explain_key is None:
             out.print(_summary_table(result, log_end))
         dead = getattr(log, "dead_letters", None)
         if dead is not None and (letters := await dead()):
             out.print(Text(f"{len(letters)} corrupt record(s) were skipped (dead_letters table)", style="bold red"))
-        if save_snapshot and until_offset is None and until_ms is None:
+        if options.save_snapshot and until_offset is None and until_ms is None:
             await log.save_snapshot(Snapshot(name=SNAPSHOT_NAME, position={0: result.last_offset},
                                              state=encode_world(result.world)))
             out.print(f"saved snapshot at offset {result.last_offset}")
-        if show_diff:
+        if options.show_diff:
             print_differences(differences, out)
             kinds = {k: sum(1 for d in differences if d.kind == k) for k in ("missing", "extra", "changed")}
             if differences:
@@ -171,12 +189,56 @@ async def run_replay(url: str, until: str | None, explain_key: str | None, show_
         await log.close()
 
 
+async def run_what_if(options: Options, candidate_path: str, out: Console) -> int:
+    """Print, per recorded event, the commands the candidate configuration would add or drop, then the workloads
+    that would move (exit 0; 2 when the candidate cannot be read)."""
+    from .whatif import load_candidate, what_if  # keeps ``tether replay`` start-up light (yaml)
+
+    until_offset, _ = parse_until(options.until)
+    try:
+        candidate = load_candidate(candidate_path)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        out.print(Text(f"cannot read {candidate_path}: {exc}", style="bold red"))
+        return 2
+    log = await open_for_cli(options.url)
+    try:
+        settings = await infer_settings(index_of(log), plugin_configmap=options.plugin_configmap,
+                                        admission_configmap=options.admission_configmap)
+        with gc_paused():
+            answer = await what_if(log, candidate, until_offset=until_offset, settings=settings)
+    finally:
+        await log.close()
+    for d in answer.differences:
+        out.print(Text(f"event {d.event_offset} {d.event_key}", style="bold"))
+        for c in d.only_recorded_config:
+            out.print(Text(f"  - {type(c.command).__name__} {c.key}: {c.reason}", style="red"))
+        for c in d.only_candidate_config:
+            out.print(Text(f"  + {type(c.command).__name__} {c.key}: {c.reason}", style="green"))
+    changed = len({c.key for d in answer.differences for c in [*d.only_recorded_config, *d.only_candidate_config]})
+    out.print(Text(f"{len(answer.differences)} decision(s) differ, touching {changed} object(s)"
+                   if answer.differences else "no decision differs under the candidate configuration", style="bold"))
+    out.print()
+    out.print(Text(f"Workloads that would move under {candidate.describe()} of {candidate_path}",
+                   style="bold underline"))
+    for move in answer.moves:
+        before = ", ".join(move.before) or ("held" if move.admitted else "nowhere")
+        after = "held" if move.held else ", ".join(move.after) or "nowhere (no Ready cluster is allowed)"
+        out.print(Text(f"  {move.workload} ({move.binding}): {before} → {after}"))
+        for why in move.why:
+            out.print(Text(f"      {why}", style="dim"))
+    out.print(Text(f"{len(answer.moves)} workload(s) would move" if answer.moves else "no workload would move",
+                   style="bold"))
+    return 0
+
+
 @click.command("replay")
 @click.argument("log_url", metavar="LOG")
 @click.option("--until", metavar="OFFSET|TIME", help="Stop after this events offset or at this RFC3339 time.")
 @click.option("--explain", "explain_key", metavar="KIND/NAMESPACE/NAME",
-              help="Print the decision trail of one object (Kind/name for cluster-scoped ones; a member cluster's "
-                   "object with --cluster, or as CLUSTER:Kind/namespace/name).")
+              help="Why an object is where it is: its decision trail, and for a workload (any kind, as kubectl "
+                   "spells it: deploy, sts, rb, dsc…), its binding, claims, DataSource, location and mapping, with "
+                   "each decision's time, cause and reason. Kind/name for cluster-scoped objects; a member "
+                   "cluster's object with --cluster, or as CLUSTER:Kind/namespace/name.")
 @click.option("--cluster", "member", default="", metavar="NAME",
               help="With --explain: the member cluster the object lives in (pods, PodGroups, Fluid operations).")
 @click.option("--diff", "show_diff", is_flag=True,
@@ -186,47 +248,29 @@ async def run_replay(url: str, until: str | None, explain_key: str | None, show_
               help="Start from the stored world snapshot when it covers a prefix of the range.")
 @click.option("--save-snapshot", is_flag=True, help="Store the replayed world as the snapshot (whole log only).")
 @click.option("--what-if", "what_if_config", type=click.Path(exists=True, dir_okay=False), default=None,
-              metavar="CONFIGMAP.yaml",
-              help="Re-decide the history under this plugin ConfigMap; print the decisions that would change.")
+              metavar="CANDIDATE.yaml",
+              help="Re-decide the history under a plugin ConfigMap, the admission ConfigMap and/or Queues; print the "
+                   "decisions that would change and the workloads that would move, from where to where.")
+@click.option("--plugin-configmap", default=None, metavar="NAMESPACE/NAME",
+              help="The plugin ConfigMap the daemon read (tether run --plugin-configmap). Default: found in the log.")
+@click.option("--admission-configmap", default=None, metavar="NAMESPACE/NAME",
+              help="The admission ConfigMap the daemon read (tether run --admission-configmap). Default: found in "
+                   "the log.")
 def replay_cmd(log_url: str, until: str | None, explain_key: str | None, member: str, show_diff: bool,
-               use_snapshot: bool, save_snapshot: bool, what_if_config: str | None) -> None:
-    """Rebuild the state from LOG and summarise it; explain one object; diff the deciders against the log."""
+               use_snapshot: bool, save_snapshot: bool, what_if_config: str | None, plugin_configmap: str | None,
+               admission_configmap: str | None) -> None:
+    """Rebuild the state from LOG and summarise it; explain why an object or workload is where it is; diff the
+    deciders against the log; re-decide it under another configuration."""
     if explain_key is not None and member:
         explain_key = f"{member}:{normalise_key(explain_key)}"  # core.events.member_key
+    options = Options(url=log_url, until=until, explain_key=explain_key, show_diff=show_diff,
+                      use_snapshot=use_snapshot, save_snapshot=save_snapshot, plugin_configmap=plugin_configmap,
+                      admission_configmap=admission_configmap)
     if what_if_config is not None:
-        code = asyncio.run(run_what_if(log_url, what_if_config, until, console()))
+        code = asyncio.run(run_what_if(options, what_if_config, console()))
     else:
-        code = asyncio.run(run_replay(log_url, until, explain_key, show_diff, use_snapshot, save_snapshot,
-                                      console()))
+        code = asyncio.run(run_replay(options, console()))
     click.get_current_context().exit(code)
-
-
-async def run_what_if(url: str, config_path: str, until: str | None, out: Console) -> int:
-    """Print, per recorded event, the commands the candidate configuration would add or drop (exit 0)."""
-    from .whatif import load_candidate, what_if  # keeps ``tether replay`` start-up light (yaml)
-
-    until_offset, _ = parse_until(until)
-    try:
-        candidate = load_candidate(config_path)
-    except (OSError, ValueError) as exc:
-        out.print(Text(f"cannot read {config_path}: {exc}", style="bold red"))
-        return 2
-    log = await open_for_cli(url)
-    try:
-        with gc_paused():
-            differences = await what_if(log, candidate, until_offset=until_offset)
-    finally:
-        await log.close()
-    for d in differences:
-        out.print(Text(f"event {d.event_offset} {d.event_key}", style="bold"))
-        for c in d.only_recorded_config:
-            out.print(Text(f"  - {type(c.command).__name__} {c.key}: {c.reason}", style="red"))
-        for c in d.only_candidate_config:
-            out.print(Text(f"  + {type(c.command).__name__} {c.key}: {c.reason}", style="green"))
-    changed = len({c.key for d in differences for c in [*d.only_recorded_config, *d.only_candidate_config]})
-    out.print(Text(f"{len(differences)} decision(s) differ, touching {changed} object(s)"
-                   if differences else "no decision differs under the candidate configuration", style="bold"))
-    return 0
 
 
 def register(main: click.Group) -> None:

@@ -1,15 +1,34 @@
-"""``tether replay --what-if CONFIG``: re-decide recorded history under another configuration.
+"""``tether replay --what-if CANDIDATE``: re-decide recorded history under another configuration, and say which
+workloads would move.
 
-Test a location-mapping change before rolling it out: tether folds the recorded events twice through the
-deciders — once as recorded, once with every observation of the plugin ConfigMap replaced by the candidate
-(a ConfigMap manifest in Volcano Global's format, YAML or JSON; it also takes effect from the first event) —
-and reports, event by event, the commands that one run issues and the other does not.
+Test a change before rolling it out. The candidate file holds any of (YAML or JSON, one or several documents, or a
+``List``):
 
-Both runs fold the *recorded* observations, so the comparison is first-order: each difference is what tether
-would have decided differently at that point given what it had actually seen then (e.g. a DataSource created
-with other clusters, then corrected on each later observation). That is the useful question before a rollout
-— "which decisions change, and for which objects" — without pretending to simulate how the world would have
-reacted.
+* the **plugin ConfigMap** (Volcano Global's format; a bare ``{plugin: json}`` mapping also works) — a changed
+  location mapping;
+* the **admission ConfigMap** (recognised by its ``volcano-scheduler.conf`` or ``queue-managed`` key) — other
+  tiers, other queue-managed kinds;
+* **Queues** (``scheduling.volcano.sh`` ``Queue`` objects) — other capabilities, weights, new queues.
+
+tether folds the recorded events twice through the deciders — once as recorded, once with every observation of each
+candidate object (and every write result carrying it) replaced by the candidate's content (a ConfigMap's ``data``,
+a Queue's ``spec``; its metadata and status stay as recorded), each candidate also observed before the first event —
+and reports, event by event, the commands one run issues and the other does not (:func:`what_if`).
+
+Both runs fold the *recorded* observations, so the comparison is first-order: each difference is what tether would
+have decided differently at that point given what it had actually seen then. From there :func:`moves` follows the
+change **through to the bindings**, at the end of the history:
+
+* placement — for every workload with claims, the clusters its data allows under each configuration: each claim's
+  latest catalog answer mapped through the configuration's ``locationMapping`` (what the DataSource's locality would
+  follow), intersected over the claims, as the decider does; then within the Ready clusters and the binding's own
+  ``clusterNames``, minus its own exclusions. A workload whose clusters differ is listed with where it is scheduled
+  now (``spec.clusters``, as observed) and where it could run instead;
+* admission — a binding one run resumes (admits) and the other never does: "admitted → held, with the queue's
+  reason", or the reverse.
+
+What Karmada would then pick among the allowed clusters (a Divided workload may not use them all) is Karmada's: the
+list names the clusters tether would allow, which is what a mapping or a queue decides.
 """
 
 from __future__ import annotations
@@ -23,11 +42,35 @@ import msgspec
 import yaml
 
 from tether.adapters.log import EventLog
+from tether.core.commands import ResumeBinding, SetAdmissionHold
+from tether.core.datadependency.plugin_config import map_location
 from tether.core.envelope import CommandRecord, EventRecord
-from tether.core.events import ObjectObserved
-from tether.core.kube import KubeObject, ObjectMeta
+from tether.core.events import CommandSucceeded, ObjectObserved
+from tether.core.kube import KubeObject, ObjectMeta, as_list, dig, raw_object
 from tether.core.pipeline import step
-from tether.projections.world import CONFIGMAP, Settings, initial_world
+from tether.projections.admission import ADMISSION_ANNOTATION, CONFIG_KEY, MANAGED_KEY
+from tether.projections.views import Binding
+from tether.projections.world import CONFIGMAP, Settings, World, initial_world
+
+from .keys import workload_display
+from .why import matching_prefix
+
+QUEUE = "Queue"
+QUEUE_API = "scheduling.volcano.sh/v1beta1"
+
+
+class Candidate(msgspec.Struct):
+    """The configuration to re-decide under: each part replaces what the log recorded of that object."""
+
+    plugins: dict[str, str] | None = None  # the plugin ConfigMap's data
+    admission: dict[str, str] | None = None  # the admission ConfigMap's data
+    queues: dict[str, dict[str, Any]] = {}  # Queue name → its spec
+
+    def describe(self) -> str:
+        parts = (["the plugin ConfigMap"] if self.plugins is not None else []) + (
+            ["the admission ConfigMap"] if self.admission is not None else []) + (
+            [f"Queue {', '.join(sorted(self.queues))}"] if self.queues else [])
+        return " and ".join(parts) or "nothing"
 
 
 class WhatIfDifference(msgspec.Struct):
@@ -37,32 +80,110 @@ class WhatIfDifference(msgspec.Struct):
     only_candidate_config: list[CommandRecord]
 
 
-def load_candidate(path: str | Path) -> dict[str, str]:
-    """The ``data`` of a ConfigMap manifest (or a bare ``{plugin: json}`` mapping) from a YAML/JSON file."""
-    doc: Any = yaml.safe_load(Path(path).read_text())
-    if isinstance(doc, dict) and doc.get("kind") == "ConfigMap":
-        doc = doc.get("data") or {}
-    if not isinstance(doc, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in doc.items()):
-        raise ValueError(f"{path}: expected a ConfigMap manifest or a mapping of plugin name to JSON text")
-    return dict(doc)
+class Move(msgspec.Struct):
+    """A workload whose clusters (or admission) the candidate would change."""
+
+    workload: str  # as people type it: Deployment/ml/x
+    binding: str
+    before: tuple[str, ...]  # where it is scheduled now (spec.clusters, as observed)
+    after: tuple[str, ...]  # where the candidate would let it run (empty when held)
+    why: list[str]  # per claim, the data's location and the prefix it maps through; or the queue's reason
+    held: bool = False  # admission would hold it (or: held now, and admitted under the candidate)
+    admitted: bool = False
 
 
-def _candidate_stream(records: list[EventRecord], data: dict[str, str], settings: Settings) -> Iterator[EventRecord]:
-    namespace, _, name = settings.plugin_configmap.partition("/")
+class WhatIf(msgspec.Struct):
+    differences: list[WhatIfDifference]
+    moves: list[Move]
+
+
+def _documents(path: str | Path) -> list[Any]:
+    docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if d is not None]
+    out: list[Any] = []
+    for doc in docs:
+        if isinstance(doc, dict) and doc.get("kind") == "List":
+            out += as_list(doc.get("items"))
+        else:
+            out.append(doc)
+    return out
+
+
+def _string_map(value: object, where: str) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ValueError(f"{where}: expected a mapping of strings")
+    return dict(value)
+
+
+def load_candidate(path: str | Path) -> Candidate:
+    """The candidate configuration in a file (module docstring); ``ValueError`` says what is wrong."""
+    candidate = Candidate()
+    docs = _documents(path)
+    if not docs:
+        raise ValueError(f"{path}: empty: expected a ConfigMap, Queues, or a mapping of plugin name to JSON text")
+    for doc in docs:
+        kind = doc.get("kind") if isinstance(doc, dict) else None
+        if kind == "ConfigMap":
+            data = _string_map(doc.get("data") or {}, f"{path}: ConfigMap data")
+            if CONFIG_KEY in data or MANAGED_KEY in data:
+                candidate.admission = data
+            else:
+                candidate.plugins = data
+        elif kind == QUEUE:
+            name = dig(doc, "metadata", "name")
+            spec = doc.get("spec") or {}
+            if not isinstance(name, str) or not name or not isinstance(spec, dict):
+                raise ValueError(f"{path}: a Queue needs metadata.name and a spec mapping")
+            candidate.queues[name] = spec
+        elif kind is None and isinstance(doc, dict):
+            candidate.plugins = _string_map(doc, f"{path}: expected a ConfigMap manifest, Queues, or a mapping "
+                                                 "of plugin name to JSON text")
+        else:
+            raise ValueError(f"{path}: expected a ConfigMap manifest, Queues, or a mapping of plugin name to JSON "
+                             f"text, not {kind or type(doc).__name__}")
+    return candidate
+
+
+def _replacements(candidate: Candidate, settings: Settings) -> dict[str, KubeObject]:
+    """The log key of each object the candidate replaces → the object as the candidate has it."""
+    out: dict[str, KubeObject] = {}
+    for data, name in ((candidate.plugins, settings.plugin_configmap),
+                       (candidate.admission, settings.admission_configmap)):
+        if data is not None:
+            namespace, _, short = name.partition("/")
+            obj = KubeObject(api_version="v1", kind=CONFIGMAP, data=data,
+                             metadata=ObjectMeta(name=short, namespace=namespace, resource_version="0"))
+            out[obj.key] = obj
+    for name, spec in candidate.queues.items():
+        obj = KubeObject(api_version=QUEUE_API, kind=QUEUE, spec=raw_object(spec),
+                         metadata=ObjectMeta(name=name, resource_version="0"))
+        out[obj.key] = obj
+    return out
+
+
+def _as_candidate(obj: KubeObject, replacement: KubeObject) -> KubeObject:
+    changed = copy.copy(obj)
+    changed.data = replacement.data
+    if replacement.kind == QUEUE:
+        changed.spec = replacement.spec
+    return changed
+
+
+def _candidate_stream(records: list[EventRecord], replacements: dict[str, KubeObject]) -> Iterator[EventRecord]:
     first = True
     for record in records:
         event = record.event
         if first:
             first = False
-            seed = KubeObject(api_version="v1", kind=CONFIGMAP, metadata=ObjectMeta(name=name, namespace=namespace,
-                                                                                    resource_version="0"), data=data)
-            yield EventRecord(at_ms=record.at_ms, source="what-if", key=seed.key, event=ObjectObserved(obj=seed),
-                              offset=0)
-        if isinstance(event, ObjectObserved) and event.obj.kind == CONFIGMAP and \
-                f"{event.obj.metadata.namespace}/{event.obj.metadata.name}" == settings.plugin_configmap:
-            obj = copy.copy(event.obj)
-            obj.data = data
-            yield msgspec.structs.replace(record, event=ObjectObserved(obj=obj))
+            for key, seed in sorted(replacements.items()):
+                yield EventRecord(at_ms=record.at_ms, source="what-if", key=key, event=ObjectObserved(obj=seed),
+                                  offset=0)
+        if isinstance(event, ObjectObserved) and not event.cluster and event.obj.key in replacements:
+            yield msgspec.structs.replace(record, event=ObjectObserved(
+                obj=_as_candidate(event.obj, replacements[event.obj.key])))
+        elif isinstance(event, CommandSucceeded) and event.result is not None and \
+                event.result.key in replacements and ":" not in event.target:
+            yield msgspec.structs.replace(record, event=msgspec.structs.replace(
+                event, result=_as_candidate(event.result, replacements[event.result.key])))
         else:
             yield record
 
@@ -71,8 +192,12 @@ def _comparable(command: CommandRecord) -> bytes:
     return msgspec.json.encode(command.command)
 
 
-async def what_if(log: EventLog, candidate: dict[str, str], *, settings: Settings | None = None,
-                  until_offset: int | None = None) -> list[WhatIfDifference]:
+async def what_if(log: EventLog, candidate: Candidate | dict[str, str], *, settings: Settings | None = None,
+                  until_offset: int | None = None) -> WhatIf:
+    """Re-decide the history up to ``until_offset`` under ``candidate`` (a plugin ConfigMap's data is taken as a
+    candidate of that alone); the per-event differences and the workloads that would move."""
+    if not isinstance(candidate, Candidate):
+        candidate = Candidate(plugins=candidate)
     settings = settings or Settings()
     records: list[EventRecord] = []
     async for batch in log.read("events", until_offset=until_offset):
@@ -83,8 +208,10 @@ async def what_if(log: EventLog, candidate: dict[str, str], *, settings: Setting
     for record in records:
         by_offset[record.offset] = step(recorded_world, record)
     differences: list[WhatIfDifference] = []
-    for record in _candidate_stream(records, candidate, settings):
+    candidate_commands: list[CommandRecord] = []
+    for record in _candidate_stream(records, _replacements(candidate, settings)):
         produced = step(candidate_world, record)
+        candidate_commands += produced
         if record.source == "what-if":
             continue
         baseline = by_offset.get(record.offset, [])
@@ -95,4 +222,92 @@ async def what_if(log: EventLog, candidate: dict[str, str], *, settings: Setting
                 event_offset=record.offset, event_key=record.key,
                 only_recorded_config=[a[k] for k in a.keys() - b.keys()],
                 only_candidate_config=[b[k] for k in b.keys() - a.keys()]))
-    return differences
+    recorded_commands = [c for commands in by_offset.values() for c in commands]
+    return WhatIf(differences=differences,
+                  moves=moves(recorded_world, candidate_world, recorded=recorded_commands,
+                              candidate=candidate_commands))
+
+
+# -- through to the bindings -------------------------------------------------------------------------------
+
+
+def allowed_clusters(world: World, workload: str) -> tuple[frozenset[str] | None, list[str]]:
+    """The clusters the data of ``workload``'s claims allows under ``world``'s mapping (None: no constraint), and
+    per claim how: its latest catalog answer through the longest matching prefix (or its DataSource's clusters
+    when the catalog never answered)."""
+    allowed: set[str] | None = None
+    how: list[str] = []
+    for key in sorted(world.claims_by_workload.get(workload, ())):
+        claim = world.claims[key]
+        identity = claim.identity
+        if identity is None or claim.deleting:
+            continue
+        lookup = world.lookups.get(identity.key)
+        plugin = world.plugins.plugins.get(identity.system)
+        clusters: tuple[str, ...] | None = None
+        if lookup is not None and lookup.kind == "resolved" and plugin is not None:
+            clusters = map_location(plugin.location_mapping, lookup.location)
+            prefix, _ = matching_prefix(plugin.location_mapping, lookup.location)
+            how.append(f"{identity.key} at {lookup.location} → " + (
+                f"prefix {prefix} → {', '.join(clusters)}" if clusters is not None
+                else f"no prefix of plugin {plugin.key} matches"))
+        elif claim.bound_data_source and claim.bound_data_source in world.sources:
+            clusters = world.sources[claim.bound_data_source].cluster_names
+            how.append(f"{identity.key}: DataSource {claim.bound_data_source} → {', '.join(clusters) or '-'}")
+        if clusters is None:
+            continue
+        allowed = set(clusters) if allowed is None else allowed & set(clusters)
+    return (frozenset(allowed) if allowed is not None else None), how
+
+
+def _runnable(world: World, binding: Binding, allowed: frozenset[str] | None) -> tuple[str, ...]:
+    """Where ``binding`` may run: the allowed clusters, Ready, within its own clusterNames, minus its own
+    exclusions (what tether adds is not the user's)."""
+    affinity = binding.placement.get("clusterAffinity")
+    affinity = affinity if isinstance(affinity, dict) else {}
+    names = {n for n in as_list(affinity.get("clusterNames")) if isinstance(n, str)}
+    own_exclusions = {n for n in as_list(affinity.get("exclude")) if isinstance(n, str)} - set(binding.added)
+    ready = {name for name, ok in world.clusters.items() if ok}
+    out = ready if allowed is None else ready & allowed
+    if names:
+        out &= names
+    return tuple(sorted(out - own_exclusions))
+
+
+def _admissions(commands: list[CommandRecord]) -> tuple[set[str], dict[str, str]]:
+    """The bindings a run resumed, and the last hold reason it gave each."""
+    resumed: set[str] = set()
+    holds: dict[str, str] = {}
+    for record in commands:
+        command = record.command
+        if isinstance(command, ResumeBinding):
+            resumed.add(record.key)
+        elif isinstance(command, SetAdmissionHold) and command.annotation == ADMISSION_ANNOTATION:
+            holds[record.key] = command.text
+    return resumed, holds
+
+
+def moves(recorded_world: World, candidate_world: World, *, recorded: list[CommandRecord],
+          candidate: list[CommandRecord]) -> list[Move]:
+    """The workloads the candidate would move (module docstring), by binding key."""
+    out: list[Move] = []
+    resumed_then, _ = _admissions(recorded)
+    resumed_now, holds_now = _admissions(candidate)
+    for key, binding in sorted(recorded_world.bindings.items()):
+        scheduled = tuple(sorted(binding.scheduled_clusters))
+        workload = workload_display(binding.workload) if binding.workload else key
+        if key in resumed_then and key not in resumed_now:
+            out.append(Move(workload=workload, binding=key, before=scheduled, after=(), held=True,
+                            why=[f"held: {holds_now.get(key) or 'not admitted'}"]))
+            continue
+        was, _ = allowed_clusters(recorded_world, binding.workload)
+        will, how = allowed_clusters(candidate_world, binding.workload)
+        admitted = key in resumed_now and key not in resumed_then
+        if was == will and not admitted:
+            continue
+        after = _runnable(candidate_world, binding, will)
+        if after == scheduled and not admitted:
+            continue
+        out.append(Move(workload=workload, binding=key, before=scheduled if not admitted else (), after=after,
+                        why=how + (["admitted under the candidate"] if admitted else []), admitted=admitted))
+    return out
