@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 from click.testing import CliRunner, Result
+from rich.console import Console
 
 from tether.adapters.cli import main
 from tether.adapters.cli.render import type_name
+from tether.adapters.cli.replay.command import explain_command
 from tether.adapters.cli.replay.diff import diff
 from tether.adapters.cli.replay.fold import replay
-from tether.adapters.cli.replay.trail import _Scan, explain, index_of
+from tether.adapters.cli.replay.trail import Bounds, ScanningIndex, explain, index_of
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.testing.synthetic_log import Simulation, scenario
 from tether.core.commands import UpdateClaimStatus
@@ -141,7 +145,7 @@ async def test_the_sqlite_index_and_the_scanning_stand_in_answer_alike(built: tu
     path, sim = built
     log = await SqliteLog.open(path)
     try:
-        scanning = _Scan(log)
+        scanning = ScanningIndex(log)
         assert index_of(log) is log  # SqliteLog answers from its indexes
         for until in (None, 40):
             keys = await log.keys("events", until_offset=until)
@@ -150,6 +154,42 @@ async def test_the_sqlite_index_and_the_scanning_stand_in_answer_alike(built: tu
         assert await log.keys("commands") == sorted({c.key for c in sim.commands})
     finally:
         await log.close()
+
+
+class Unindexed:
+    """A log with the Protocol's reads only (as Kafka): ``--explain`` scans it instead of asking an index."""
+
+    def __init__(self, log: SqliteLog) -> None:
+        self._log = log
+
+    def read(self, *args: Any, **kwargs: Any) -> Any:
+        return self._log.read(*args, **kwargs)
+
+    async def end(self, stream: Any) -> Any:
+        return await self._log.end(stream)
+
+    async def load_snapshot(self, name: str) -> Any:
+        return await self._log.load_snapshot(name)
+
+
+async def test_a_volcano_jobs_chain_is_the_same_from_an_index_or_a_scan(built: tuple[Path, Simulation]) -> None:
+    path, _ = built
+    log = await SqliteLog.open(path)
+    try:
+        answers = []
+        for source in (log, Unindexed(log)):
+            out = io.StringIO()
+            code = await explain_command(source, "vcjob/team-000/etl-0000", bounds=Bounds(),  # type: ignore[arg-type]
+                                         out=Console(file=out, width=300), where="log")
+            answers.append((code, out.getvalue()))
+    finally:
+        await log.close()
+    assert answers[0] == answers[1] and answers[0][0] == 0
+    text = answers[0][1]
+    assert text.startswith("Why Job/team-000/etl-0000 is where it is")
+    assert "  workload batch.volcano.sh/Job/team-000/etl-0000" in text
+    assert "Job/team-000/etl-0000 ← ResourceBinding/team-000/etl-0000-job ← DataSourceClaim/team-000/etl-0000-input-0" \
+        in text
 
 
 def test_explain_of_an_unknown_object(built: tuple[Path, Simulation]) -> None:

@@ -14,6 +14,7 @@ from tether.adapters.kubernetes import manifests as m
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.testing.fake_cluster import Harness
 from tether.core.commands import CreateDataSource, SetBindingPlacement, UpdateDataSourceLocality
+from tether.projections.world import initial_world
 
 MAPPING = {"s3://east/": ["c1", "c2"], "s3://west/": ["c3"]}
 
@@ -217,3 +218,43 @@ def test_tether_replay_what_if_prints_the_workloads_that_would_move(tmp_path: Pa
     unreadable.write_text("kind: Deployment\n")
     bad = CliRunner().invoke(main, ["replay", str(tmp_path / "t.db"), "--what-if", str(unreadable)])
     assert bad.exit_code == 2 and "expected a ConfigMap manifest, Queues" in bad.output
+
+
+def test_a_log_written_under_another_plugin_configmap_is_read_under_it(tmp_path: Path) -> None:
+    """``tether run --plugin-configmap tenant/plugins``: the log says so through what it observed
+    (``replay/installation.py``); ``--plugin-configmap`` on the replay says it outright."""
+    import asyncio
+
+    from click.testing import CliRunner
+
+    from tether.adapters.cli import main
+    from tether.projections.world import Settings
+
+    h = Harness(world=initial_world(Settings(plugin_configmap="tenant/plugins")))
+    for c in ("c1", "c2", "c3"):
+        h.apply(m.cluster(c))
+    h.apply(m.plugin_configmap({"amoro": m.plugin_entry(mapping=MAPPING)}, namespace="tenant", name="plugins"))
+    h.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "unrelated", "namespace": "tenant"},
+             "data": {"colour": "blue"}})
+    h.cluster.catalog["amoro/table/db.orders"] = "s3://east/db/orders"
+    h.apply(m.resource_binding("app"))
+    h.apply(m.claim("orders", table="db.orders", workload="app"))
+    assert h.obj("DataSource", "", "amoro-table-db.orders") is not None  # the daemon read tenant/plugins
+
+    async def record() -> None:
+        log = await write_log(h, tmp_path / "t.db")
+        await log.close()
+
+    asyncio.run(record())
+    explained = CliRunner().invoke(main, ["replay", str(tmp_path / "t.db"), "--explain", "deploy/default/app"],
+                                   terminal_width=300)
+    assert explained.exit_code == 0, explained.output
+    assert "s3://east/ → c1, c2 (plugin amoro of ConfigMap/tenant/plugins)" in explained.output
+    wrong = CliRunner().invoke(main, ["replay", str(tmp_path / "t.db"), "--explain", "deploy/default/app",
+                                      "--plugin-configmap", "tenant/unrelated"], terminal_width=300)
+    assert "no plugin for system 'amoro' in ConfigMap/tenant/unrelated" in wrong.output
+    candidate = tmp_path / "cm.yaml"
+    candidate.write_text(yaml.safe_dump(m.plugin_configmap({"amoro": m.plugin_entry(mapping={"s3://east/": ["c3"]})})))
+    moved = CliRunner().invoke(main, ["replay", str(tmp_path / "t.db"), "--what-if", str(candidate)],
+                               terminal_width=300)
+    assert "1 workload(s) would move" in moved.output, moved.output

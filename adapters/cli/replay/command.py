@@ -27,7 +27,7 @@ from .diff import diff, print_differences
 from .fold import SNAPSHOT_NAME, ReplayResult, events_to_fold, gc_paused, replay
 from .installation import infer_settings
 from .keys import Target, kind_of, resolve, suggest, workload_display
-from .trail import Bounds, explain, index_of, normalise_key, print_trail
+from .trail import Bounds, ScanningIndex, explain, index_of, normalise_key, print_trail
 from .why import chains, workloads_of
 from .why_print import print_chain
 
@@ -138,8 +138,16 @@ async def run_replay(options: Options, out: Console) -> int:
     use_snapshot = options.use_snapshot and not options.show_diff  # a snapshot is the deciders' own output: a diff
     log = await open_for_cli(options.url)                          # must re-derive from the first event
     try:
-        settings = await infer_settings(index_of(log), plugin_configmap=options.plugin_configmap,
-                                        admission_configmap=options.admission_configmap)
+        index = index_of(log)
+        settings: Settings | None = None
+        indexed = not isinstance(index, ScanningIndex)
+        if indexed or options.explain_key is not None or options.show_diff:  # (unindexed, Kafka: one more pass)
+            settings = await infer_settings(index, plugin_configmap=options.plugin_configmap,
+                                            admission_configmap=options.admission_configmap)
+        elif options.plugin_configmap or options.admission_configmap:
+            default = Settings()
+            settings = Settings(plugin_configmap=options.plugin_configmap or default.plugin_configmap,
+                                admission_configmap=options.admission_configmap or default.admission_configmap)
         if options.explain_key is not None:
             where = options.url + (f" up to {options.until}" if options.until else "")
             code = await explain_command(log, options.explain_key, out=out, where=where, settings=settings,

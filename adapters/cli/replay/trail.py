@@ -37,7 +37,7 @@ class Trail(msgspec.Struct):
 
 class LogIndex(Protocol):
     """The queries ``--explain`` asks of a log. ``SqliteLog`` answers them from its indexes; any other backend
-    through :class:`_Scan`."""
+    through :class:`ScanningIndex`."""
 
     async def records_by_key(self, stream: Stream, key: str, *, until_offset: int | None = None) -> list[Record]: ...
 
@@ -52,10 +52,10 @@ def index_of(log: EventLog) -> LogIndex:
     """The log itself when it answers :class:`LogIndex`'s queries, else a scanning stand-in."""
     if all(hasattr(log, name) for name in ("records_by_key", "commands_caused_by", "records_at", "keys")):
         return log  # type: ignore[return-value]
-    return _Scan(log)
+    return ScanningIndex(log)
 
 
-class _Scan:
+class ScanningIndex:
     """:class:`LogIndex` for a backend without indexes: one pass over a stream per query."""
 
     def __init__(self, log: EventLog) -> None:
