@@ -53,10 +53,11 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 
 from tether.adapters.catalog.executor import CatalogExecutor
 from tether.adapters.catalog.registry import ResolverSet
+from tether.adapters.daemon import preflight
 from tether.adapters.daemon.endpoints import Endpoints
 from tether.adapters.daemon.metrics import Metrics
 from tether.adapters.daemon.runtime import Runtime
@@ -91,7 +92,6 @@ from tether.adapters.kubernetes.webhook_certs import (
     service_names,
 )
 from tether.adapters.log import EventLog
-from tether.adapters.log.url import open_log
 from tether.core.envelope import EventRecord
 from tether.core.events import DataLocationResolved, Event, ListsStarted, event_key
 from tether.core.identity import DataIdentity
@@ -147,16 +147,6 @@ class DaemonConfig:
     @property
     def serves_webhooks(self) -> bool:
         return bool(self.binding_webhook or self.pod_webhook)
-
-
-async def api_client_for(cfg: DaemonConfig) -> client.ApiClient:
-    configuration = client.Configuration()
-    if cfg.in_cluster:
-        config.load_incluster_config(client_configuration=configuration)
-    else:
-        await config.load_kube_config(config_file=cfg.kubeconfig, context=cfg.context,
-                                      client_configuration=configuration)
-    return client.ApiClient(configuration)
 
 
 class Daemon:
@@ -328,11 +318,22 @@ class Daemon:
 
     async def run(self, *, stop: asyncio.Event | None = None) -> int:
         """Run until ``stop`` is set or the process is cancelled; returns the exit code."""
+        # preflight (adapters/daemon/preflight.py): a mistake is one StartupError, before anything starts
         owns_client = self._api_client is None
-        api = self._api_client or await api_client_for(self.cfg)
+        api = self._api_client or await preflight.api_client(kubeconfig=self.cfg.kubeconfig, context=self.cfg.context,
+                                                             in_cluster=self.cfg.in_cluster)
         owns_log = self._log is None
-        self._log = self._log or await open_log(self.cfg.log_url)
         kube = KubeClient(api)
+        try:
+            self._log = self._log or await preflight.event_log(self.cfg.log_url)
+            await preflight.require_served(kube, server=str(api.configuration.host))
+        except BaseException:
+            if owns_log and self._log is not None:
+                await self._log.close()
+                self._log = None
+            if owns_client:
+                await api.close()
+            raise
         plugin_ns, _, plugin_name = self.cfg.plugin_configmap.partition("/")
         self.resolvers = ResolverSet(**self._resolver_options)
         timers = TimerService(self._log)
