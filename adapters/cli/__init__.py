@@ -29,6 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tether.adapters.cli.replay",
     "tether.adapters.cli.run",
     "tether.adapters.cli.demo",
+    "tether.adapters.cli.status",
 )
 
 #: Every environment variable tether reads, and what for (shown by ``tether --help``; each option that reads one
@@ -37,6 +38,7 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
     ("KUBECONFIG", "kubeconfig of the Karmada API server (tether run --kubeconfig; a ':'-separated list is merged)"),
     ("TETHER_LOG", "event log URL of tether run (--log)"),
     ("TETHER_PUSH_TOKEN", "bearer token of the push endpoint (tether run; or --push-token-file)"),
+    ("TETHER_STATUS_URL", "the daemon tether status asks (--url)"),
     ("POD_NAME", "this replica's identity in leader election (tether run; default: host name and pid)"),
     ("KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT", "the API server of tether run --in-cluster (set by "
      "Kubernetes in every pod)"),

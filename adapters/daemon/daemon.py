@@ -4,13 +4,15 @@
 
 * the event log (``--log``, ``sqlite:///tether.db`` by default, or ``kafka://...``);
 * a Kubernetes client (kubeconfig, in-cluster, or an ``ApiClient`` handed in by tests and the demo);
+* before anything starts, the preflight (``adapters/daemon/preflight.py``): the kubeconfig, the log's servers and
+  the API server's CRDs are checked, and a mistake is one :class:`~tether.adapters.daemon.preflight.StartupError`;
 * watch sources for DataSourceClaims, DataSources, ResourceBindings, Karmada Clusters and the plugin ConfigMap;
 * executors: Kubernetes (``KubeExecutor``), catalog (``CatalogExecutor`` over a ``ResolverSet`` kept in sync
   with the plugin ConfigMap), timers;
 * the migration poller: every ``refreshInterval`` (per plugin, ±20 % jitter) it re-resolves the DataSources in
   use and appends an answer only when a location changed — the "compute follows data" trigger for catalogs
   that cannot notify (Amoro cannot);
-* HTTP endpoints (health, readiness, metrics, pushed table-moved notifications), and a reporter that sets the
+* HTTP endpoints (health, readiness, metrics, status, pushed table-moved notifications), and a reporter that sets the
   gauges describing the world once a second (claims by phase, timers, lists outstanding, watch errors, lag);
 * member clusters (``--member``, ``--members-from-karmada``): their watch sources and executor
   (``adapters/kubernetes/members.py``);
@@ -61,6 +63,7 @@ from tether.adapters.daemon import preflight
 from tether.adapters.daemon.endpoints import Endpoints
 from tether.adapters.daemon.metrics import Metrics
 from tether.adapters.daemon.runtime import Runtime
+from tether.adapters.daemon.status import daemon_status
 from tether.adapters.daemon.timers import TimerService
 from tether.adapters.kubernetes.binding_webhook import PATH as BINDING_PATH
 from tether.adapters.kubernetes.binding_webhook import BindingWebhook
@@ -167,6 +170,16 @@ class Daemon:
         self.started = asyncio.Event()
         self._member_clients = member_clients or {}
         self.members: MemberClusters | None = None
+        self.started_at = time.time()
+
+    @property
+    def event_log(self) -> EventLog | None:
+        """The log, once opened (``run``)."""
+        return self._log
+
+    async def status(self) -> dict[str, Any]:
+        """``GET /status`` (``adapters/daemon/status.py``)."""
+        return await daemon_status(self, started_at=self.started_at)
 
     @property
     def world(self) -> World:
@@ -361,7 +374,8 @@ class Daemon:
             WatchSource(kube, self._log, CLAIMS, namespace=ns, on_object=known.observe),
         ]
         self.endpoints = Endpoints(metrics=self.metrics, ready=self.ready, on_table_moved=self._on_table_moved,
-                                   push_token=self.cfg.push_token, host=self.cfg.http_host, port=self.cfg.http_port)
+                                   push_token=self.cfg.push_token, host=self.cfg.http_host, port=self.cfg.http_port,
+                                   status=self.status)
         await self.endpoints.start()
         if self.cfg.serves_webhooks:  # up at once: a replica that is not current answers 503 (failurePolicy applies)
             await self._start_webhook(kube)

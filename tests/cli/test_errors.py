@@ -259,3 +259,15 @@ def test_help_lists_every_environment_variable_tether_reads() -> None:
     run_help = invoke("run", "--help").output
     for name in ("KUBECONFIG", "TETHER_LOG", "TETHER_PUSH_TOKEN", "POD_NAME"):
         assert name in run_help
+
+
+# --- tether status ---------------------------------------------------------------------------------------------
+
+
+def test_status_where_no_daemon_answers() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    one_line(invoke("status", "--url", url), f"no tether daemon answers at {url}", "--http-port")
+
+
+def test_status_of_something_that_is_not_a_daemon(tmp_path: Path) -> None:
+    one_line(invoke("status", "--url", "ftp://example"), "--url ftp://example", "expected http://HOST:PORT")
