@@ -406,6 +406,8 @@ class Demo:
         self.say(f"  kubeconfig:      {target}")
         self.say(f"  e.g.  kubectl --kubeconfig {target} get datasourceclaims -A")
         self.say(f"        kubectl --kubeconfig {target} get resourcebindings -A -o yaml")
+        self.say(f"        kubectl --kubeconfig {target} apply -f your-claim.yaml   (validated: the sandbox serves "
+                 "OpenAPI v3)")
         self.say(f"  catalog admin:   {catalog.url}/_sandbox/tables; move a table, then tell tether:")
         self.say(f"    curl -sXPOST {catalog.url}/_sandbox/move -d '{{\"name\": \"prod.sales.orders\", "
                  f"\"location\": \"{location('prod.sales.orders', 'west')}\"}}'")
