@@ -6,6 +6,9 @@ generated from the declarations, and everything is testable in-process with ``cl
 Output goes through rich (styled record lines, tables, progress bars), which degrades to plain text when the
 output is not a terminal.
 
+Errors a user can fix are one line on stderr with exit code 2 (:mod:`tether.adapters.cli.errors`); the group's
+help lists every environment variable tether reads (:data:`ENVIRONMENT`).
+
 Adding a command: write a module with ``def register(main: click.Group) -> None`` that calls
 ``main.add_command(...)`` (or ``log_group(main).add_command(...)`` for a ``tether log ...`` subcommand), and
 append the module's name to :data:`COMMAND_MODULES`.
@@ -17,6 +20,8 @@ import importlib
 
 import click
 
+from tether.adapters.cli.errors import TetherGroup
+
 #: Modules whose ``register(main)`` adds their subcommands, in help order.
 COMMAND_MODULES: tuple[str, ...] = (
     "tether.adapters.cli.log",
@@ -24,10 +29,32 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tether.adapters.cli.replay",
     "tether.adapters.cli.run",
     "tether.adapters.cli.demo",
+    "tether.adapters.cli.status",
+)
+
+#: Every environment variable tether reads, and what for (shown by ``tether --help``; each option that reads one
+#: also shows it in its own command's help).
+ENVIRONMENT: tuple[tuple[str, str], ...] = (
+    ("KUBECONFIG", "kubeconfig of the Karmada API server (tether run --kubeconfig; a ':'-separated list is merged)"),
+    ("TETHER_LOG", "event log URL of tether run (--log)"),
+    ("TETHER_PUSH_TOKEN", "bearer token of the push endpoint (tether run; or --push-token-file)"),
+    ("TETHER_STATUS_URL", "the daemon tether status asks (--url)"),
+    ("POD_NAME", "this replica's identity in leader election (tether run; default: host name and pid)"),
+    ("KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT", "the API server of tether run --in-cluster (set by "
+     "Kubernetes in every pod)"),
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _environment_epilog() -> str:
+    width = max(len(name) for name, _ in ENVIRONMENT if "," not in name) + 2
+    lines = ["\b", "Environment variables:"]
+    for name, what in ENVIRONMENT:
+        lines.append(f"  {name.ljust(width)}{what}" if len(name) < width else f"  {name}\n  {' ' * width}{what}")
+    return "\n".join(lines)
+
+
+@click.group(name="tether", cls=TetherGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog=_environment_epilog())
 @click.version_option(package_name="tether")
 def main() -> None:
     """tether: ties compute to its data and topology on multi-cluster Kubernetes (Karmada / Volcano Global).

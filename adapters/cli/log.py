@@ -12,9 +12,10 @@ from typing import Literal
 import click
 from rich.console import Console
 
+from tether.adapters.cli.errors import UserError
 from tether.adapters.cli.render import line
 from tether.adapters.log import EventLog, Position, Record, Stream, aclosing_iter
-from tether.adapters.log.url import is_sqlite, open_log, sqlite_path
+from tether.adapters.log.url import LogUnreachable, is_sqlite, open_log, sqlite_path
 from tether.core.envelope import EventRecord, encode
 
 StreamChoice = Literal["events", "commands", "both"]
@@ -26,15 +27,18 @@ def console() -> Console:
 
 
 async def open_for_cli(url: str, *, existing: bool = True) -> EventLog:
-    """``open_log`` with its refusals (bad URL, unknown scheme or option) shown as a usage error. With
-    ``existing``, a SQLite log must already exist: opening creates the file, and a mistyped path would otherwise
-    replay an empty log that was never there."""
+    """``open_log`` with its refusals (bad URL, unknown scheme or option) shown as a usage error, and a log whose
+    servers do not answer as a one-line error (``errors.UserError``), both exit code 2. With ``existing``, a
+    SQLite log must already exist: opening creates the file, and a mistyped path would otherwise replay an empty
+    log that was never there."""
     try:
         if existing:
             _require_file(url)
-        return await open_log(url)
+        return await open_log(url, connect=True)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="LOG") from exc
+    except LogUnreachable as exc:
+        raise UserError(str(exc)) from exc
 
 
 def _require_file(url: str) -> None:

@@ -1,4 +1,11 @@
-"""``tether run``: the long-running daemon (see ``adapters/daemon/daemon.py`` for what it runs)."""
+"""``tether run``: the long-running daemon (see ``adapters/daemon/daemon.py`` for what it runs).
+
+What can be checked before the daemon starts is checked by click (a log URL that does not parse, a log level that
+does not exist, a push-token file that is not there) or by the daemon's preflight (``adapters/daemon/preflight.py``:
+the kubeconfig, reaching the log, the API server's CRDs); both end as one line with exit code 2
+(``adapters/cli/errors.py``). The push token is a secret, so it is read from a file (``--push-token-file``, e.g. a
+mounted Secret) or from ``TETHER_PUSH_TOKEN`` — never from the command line, which every user of the host can read.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +14,20 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
 
 import click
 import structlog
 
+from tether.adapters.cli.errors import UserError
 from tether.adapters.daemon.daemon import Daemon, DaemonConfig
+from tether.adapters.daemon.preflight import StartupError
+from tether.adapters.kubernetes.kubeconfig import KubeconfigError, read_kubeconfigs
+from tether.adapters.log.url import check_log_url
+
+F = TypeVar("F", bound=Callable[..., object])
 
 
 def configure_logging(level: str, *, json_logs: bool) -> None:
@@ -26,6 +42,43 @@ def configure_logging(level: str, *, json_logs: bool) -> None:
     )
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+PUSH_TOKEN_ENV = "TETHER_PUSH_TOKEN"
+
+
+def log_level_option(default: str) -> Callable[[F], F]:
+    return click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default=default,
+                        show_default=True, help="Level of the daemon's own log lines.")
+
+
+def check_log_url_option(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``--log``: refuse a URL that does not parse before anything starts (a Kafka port that is not a number)."""
+    try:
+        check_log_url(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    return value
+
+
+def push_token(token_file: str | None) -> str:
+    """The push endpoint's token: ``--push-token-file``'s content or ``$TETHER_PUSH_TOKEN`` (module doc); empty
+    (the endpoint disabled) when neither is given."""
+    from_env = os.environ.get(PUSH_TOKEN_ENV, "")
+    if token_file is None:
+        return from_env.strip()
+    if from_env:
+        raise click.BadParameter(f"the push token is given twice (the file and ${PUSH_TOKEN_ENV}): keep one",
+                                 param_hint="--push-token-file")
+    try:
+        token = Path(token_file).read_text().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.BadParameter(f"cannot read {token_file}: {exc}", param_hint="--push-token-file") from exc
+    if not token:
+        raise click.BadParameter(f"{token_file} is empty (the token would disable the endpoint)",
+                                 param_hint="--push-token-file")
+    return token
+
+
 def parse_members(values: tuple[str, ...]) -> dict[str, str]:
     """``NAME=KUBECONFIG`` pairs → {name: path}; a malformed or repeated name is a usage error, not a crash later."""
     out: dict[str, str] = {}
@@ -37,15 +90,21 @@ def parse_members(values: tuple[str, ...]) -> dict[str, str]:
             raise click.BadParameter(f"{name!r}: a member name cannot contain ':' or '/'", param_hint="--member")
         if name in out:
             raise click.BadParameter(f"member {name!r} given twice", param_hint="--member")
+        try:  # (its content is loaded when the member joins, after the start: the file is checked now)
+            read_kubeconfigs(path, flag=f"--member {name}=")
+        except KubeconfigError as exc:
+            raise click.BadParameter(str(exc), param_hint="--member") from exc
         out[name] = path
     return out
 
 
 @click.command("run")
 @click.option("--log", "log_url", default="sqlite:///tether.db", show_default=True, envvar="TETHER_LOG",
+              show_envvar=True, callback=check_log_url_option,
               help="Event log URL: sqlite:///path or kafka://host:port/prefix.")
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, envvar="KUBECONFIG",
-              help="kubeconfig of the Karmada control plane (default: ~/.kube/config).")
+@click.option("--kubeconfig", default=None, envvar="KUBECONFIG", show_envvar=True,
+              help="kubeconfig of the Karmada control plane (default: ~/.kube/config; a ':'-separated list is "
+                   "merged).")
 @click.option("--context", default=None, help="kubeconfig context.")
 @click.option("--in-cluster", is_flag=True, help="Use the pod's service account.")
 @click.option("--plugin-configmap", default="volcano-global/volcano-global-datasource-plugins", show_default=True,
@@ -53,8 +112,9 @@ def parse_members(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--watch-namespace", default="", help="Only watch claims and bindings in this namespace.")
 @click.option("--http-port", default=8080, show_default=True, type=int,
               help="Port of /healthz, /readyz, /metrics and the push endpoint.")
-@click.option("--push-token", default="", envvar="TETHER_PUSH_TOKEN",
-              help="Bearer token for POST /v1/notifications/table-moved (disabled when empty).")
+@click.option("--push-token-file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="File holding the bearer token of POST /v1/notifications/table-moved (or set "
+                   "TETHER_PUSH_TOKEN; the endpoint is disabled without either).")
 @click.option("--leader-elect/--no-leader-elect", default=False, show_default=True,
               help="Coordinate replicas with a Lease; standbys wait.")
 @click.option("--lease-namespace", default="tether-system", show_default=True)
@@ -84,21 +144,26 @@ def parse_members(values: tuple[str, ...]) -> dict[str, str]:
               help="The webhook's Service (the self-signed certificate's name is SERVICE.NAMESPACE.svc).")
 @click.option("--webhook-configuration", default="tether-resourcebindings", show_default=True,
               help="The MutatingWebhookConfiguration whose caBundle --webhook-self-signed fills.")
-@click.option("--log-level", default="info", show_default=True)
+@log_level_option("info")
 @click.option("--json-logs/--console-logs", default=True, show_default=True)
 def run_cmd(log_url: str, kubeconfig: str | None, context: str | None, in_cluster: bool, plugin_configmap: str,
-            watch_namespace: str, http_port: int, push_token: str, leader_elect: bool, lease_namespace: str,
+            watch_namespace: str, http_port: int, push_token_file: str | None, leader_elect: bool,
+            lease_namespace: str,
             refresh_interval: float | None, members: tuple[str, ...], members_from_karmada: bool, pod_webhook: bool,
             admission: bool, admission_configmap: str, admission_volcano_jobs: bool, binding_webhook: bool,
             webhook_port: int,
             webhook_cert_dir: str, webhook_self_signed: bool, webhook_service: str, webhook_configuration: str,
             log_level: str, json_logs: bool) -> None:
-    """Run the daemon: watch, decide, apply — until SIGTERM/SIGINT."""
+    """Run the daemon: watch, decide, apply — until SIGTERM/SIGINT.
+
+    Environment: KUBECONFIG (--kubeconfig), TETHER_LOG (--log), TETHER_PUSH_TOKEN (the push token, or
+    --push-token-file), POD_NAME (this replica's identity in leader election)."""
     configure_logging(log_level, json_logs=json_logs)
     kubeconfigs = parse_members(members)
+    token = push_token(push_token_file)
     cfg = DaemonConfig(log_url=log_url, kubeconfig=kubeconfig, context=context, in_cluster=in_cluster,
                        plugin_configmap=plugin_configmap, watch_namespace=watch_namespace, http_port=http_port,
-                       push_token=push_token, leader_elect=leader_elect, lease_namespace=lease_namespace,
+                       push_token=token, leader_elect=leader_elect, lease_namespace=lease_namespace,
                        refresh_interval=refresh_interval, members=kubeconfigs,
                        members_from_karmada=members_from_karmada, pod_webhook=pod_webhook,
                        admission=admission, admission_configmap=admission_configmap,
@@ -115,7 +180,11 @@ def run_cmd(log_url: str, kubeconfig: str | None, context: str | None, in_cluste
             loop.add_signal_handler(sig, stop.set)
         return await Daemon(cfg).run(stop=stop)
 
-    sys.exit(asyncio.run(main()))
+    try:
+        code = asyncio.run(main())
+    except StartupError as exc:
+        raise UserError(str(exc)) from exc
+    sys.exit(code)
 
 
 def register(main: click.Group) -> None:

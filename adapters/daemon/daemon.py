@@ -4,13 +4,15 @@
 
 * the event log (``--log``, ``sqlite:///tether.db`` by default, or ``kafka://...``);
 * a Kubernetes client (kubeconfig, in-cluster, or an ``ApiClient`` handed in by tests and the demo);
+* before anything starts, the preflight (``adapters/daemon/preflight.py``): the kubeconfig, the log's servers and
+  the API server's CRDs are checked, and a mistake is one :class:`~tether.adapters.daemon.preflight.StartupError`;
 * watch sources for DataSourceClaims, DataSources, ResourceBindings, Karmada Clusters and the plugin ConfigMap;
 * executors: Kubernetes (``KubeExecutor``), catalog (``CatalogExecutor`` over a ``ResolverSet`` kept in sync
   with the plugin ConfigMap), timers;
 * the migration poller: every ``refreshInterval`` (per plugin, ±20 % jitter) it re-resolves the DataSources in
   use and appends an answer only when a location changed — the "compute follows data" trigger for catalogs
   that cannot notify (Amoro cannot);
-* HTTP endpoints (health, readiness, metrics, pushed table-moved notifications), and a reporter that sets the
+* HTTP endpoints (health, readiness, metrics, status, pushed table-moved notifications), and a reporter that sets the
   gauges describing the world once a second (claims by phase, timers, lists outstanding, watch errors, lag);
 * member clusters (``--member``, ``--members-from-karmada``): their watch sources and executor
   (``adapters/kubernetes/members.py``);
@@ -53,13 +55,15 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 
 from tether.adapters.catalog.executor import CatalogExecutor
 from tether.adapters.catalog.registry import ResolverSet
+from tether.adapters.daemon import preflight
 from tether.adapters.daemon.endpoints import Endpoints
 from tether.adapters.daemon.metrics import Metrics
 from tether.adapters.daemon.runtime import Runtime
+from tether.adapters.daemon.status import daemon_status
 from tether.adapters.daemon.timers import TimerService
 from tether.adapters.kubernetes.binding_webhook import PATH as BINDING_PATH
 from tether.adapters.kubernetes.binding_webhook import BindingWebhook
@@ -91,7 +95,6 @@ from tether.adapters.kubernetes.webhook_certs import (
     service_names,
 )
 from tether.adapters.log import EventLog
-from tether.adapters.log.url import open_log
 from tether.core.envelope import EventRecord
 from tether.core.events import DataLocationResolved, Event, ListsStarted, event_key
 from tether.core.identity import DataIdentity
@@ -149,16 +152,6 @@ class DaemonConfig:
         return bool(self.binding_webhook or self.pod_webhook)
 
 
-async def api_client_for(cfg: DaemonConfig) -> client.ApiClient:
-    configuration = client.Configuration()
-    if cfg.in_cluster:
-        config.load_incluster_config(client_configuration=configuration)
-    else:
-        await config.load_kube_config(config_file=cfg.kubeconfig, context=cfg.context,
-                                      client_configuration=configuration)
-    return client.ApiClient(configuration)
-
-
 class Daemon:
     def __init__(self, cfg: DaemonConfig, *, api_client: client.ApiClient | None = None,
                  log_: EventLog | None = None, resolver_options: dict[str, Any] | None = None,
@@ -177,6 +170,16 @@ class Daemon:
         self.started = asyncio.Event()
         self._member_clients = member_clients or {}
         self.members: MemberClusters | None = None
+        self.started_at = time.time()
+
+    @property
+    def event_log(self) -> EventLog | None:
+        """The log, once opened (``run``)."""
+        return self._log
+
+    async def status(self) -> dict[str, Any]:
+        """``GET /status`` (``adapters/daemon/status.py``)."""
+        return await daemon_status(self, started_at=self.started_at)
 
     @property
     def world(self) -> World:
@@ -328,11 +331,22 @@ class Daemon:
 
     async def run(self, *, stop: asyncio.Event | None = None) -> int:
         """Run until ``stop`` is set or the process is cancelled; returns the exit code."""
+        # preflight (adapters/daemon/preflight.py): a mistake is one StartupError, before anything starts
         owns_client = self._api_client is None
-        api = self._api_client or await api_client_for(self.cfg)
+        api = self._api_client or await preflight.api_client(kubeconfig=self.cfg.kubeconfig, context=self.cfg.context,
+                                                             in_cluster=self.cfg.in_cluster)
         owns_log = self._log is None
-        self._log = self._log or await open_log(self.cfg.log_url)
         kube = KubeClient(api)
+        try:
+            self._log = self._log or await preflight.event_log(self.cfg.log_url)
+            await preflight.require_served(kube, server=str(api.configuration.host))
+        except BaseException:
+            if owns_log and self._log is not None:
+                await self._log.close()
+                self._log = None
+            if owns_client:
+                await api.close()
+            raise
         plugin_ns, _, plugin_name = self.cfg.plugin_configmap.partition("/")
         self.resolvers = ResolverSet(**self._resolver_options)
         timers = TimerService(self._log)
@@ -360,7 +374,8 @@ class Daemon:
             WatchSource(kube, self._log, CLAIMS, namespace=ns, on_object=known.observe),
         ]
         self.endpoints = Endpoints(metrics=self.metrics, ready=self.ready, on_table_moved=self._on_table_moved,
-                                   push_token=self.cfg.push_token, host=self.cfg.http_host, port=self.cfg.http_port)
+                                   push_token=self.cfg.push_token, host=self.cfg.http_host, port=self.cfg.http_port,
+                                   status=self.status)
         await self.endpoints.start()
         if self.cfg.serves_webhooks:  # up at once: a replica that is not current answers 503 (failurePolicy applies)
             await self._start_webhook(kube)

@@ -5,6 +5,9 @@
   replica is ready too: it is healthy, just not leading — unless it serves a webhook, so that the webhook
   Service routes to the leader only; ``Daemon.ready``), 503 with the reason otherwise.
 * ``GET /metrics`` — Prometheus text format.
+* ``GET /status`` — what the daemon is doing, as one JSON document (``adapters/daemon/status.py``; ``tether
+  status`` renders it): leader, log positions and lag, objects tracked, admission queues, members, the last
+  decisions and errors. Read-only and unauthenticated, like ``/metrics`` (it names objects, not secrets).
 * ``POST /v1/notifications/table-moved`` — a pushed "this table moved" notification (bearer token). The body
   names the data source like a claim does: ``{"system", "dataSourceType" (default "table"), "dataSourceName",
   "attributes"?}``. tether does not trust the body for the location: it re-resolves the table through the
@@ -31,10 +34,11 @@ class Endpoints:
     def __init__(
         self, *, metrics: Metrics, ready: Callable[[], tuple[bool, str]],
         on_table_moved: Callable[[DataIdentity], Awaitable[Event]] | None = None, push_token: str = "",
-        host: str = "0.0.0.0", port: int = 8080,
+        host: str = "0.0.0.0", port: int = 8080, status: Callable[[], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         self.metrics = metrics
         self.ready = ready
+        self.status = status
         self.on_table_moved = on_table_moved
         self.push_token = push_token
         self.host = host
@@ -45,6 +49,7 @@ class Endpoints:
             web.get("/healthz", self.healthz),
             web.get("/readyz", self.readyz),
             web.get("/metrics", self.metrics_handler),
+            web.get("/status", self.status_handler),
             web.post("/v1/notifications/table-moved", self.table_moved),
         ])
 
@@ -58,6 +63,11 @@ class Endpoints:
     async def metrics_handler(self, request: web.Request) -> web.Response:
         body = generate_latest(self.metrics.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def status_handler(self, request: web.Request) -> web.Response:
+        if self.status is None:
+            return web.json_response({"error": "no status here"}, status=404)
+        return web.json_response(await self.status())
 
     async def table_moved(self, request: web.Request) -> web.Response:
         if not self.push_token:

@@ -63,6 +63,7 @@ from typing import Any, Protocol
 import structlog
 
 from tether.adapters.daemon.metrics import Metrics
+from tether.adapters.daemon.recent import Recent
 from tether.adapters.daemon.timers import TimerService
 from tether.adapters.log import Batch, EventLog, Snapshot, aclosing_iter, scan
 from tether.core.commands import (
@@ -128,6 +129,7 @@ class Runtime:
         self.on_world_changed = on_world_changed
         self.position_delay = position_delay
         self.world: World = initial_world(self.settings)
+        self.recent = Recent()  # the last decisions and errors, for GET /status (adapters/daemon/recent.py)
         self.recovered = asyncio.Event()
         self.decided_events = 0
         self.applied_commands = 0
@@ -202,6 +204,7 @@ class Runtime:
             self.metrics.decision_latency.observe(max(0.0, now - record.at_ms / 1000))
         for c in produced:
             self.metrics.commands.labels(command_name(c.command)).inc()
+        self.recent.decided(produced)
         self.decided_events += len(batch.records)
         self._rate_window.append((now, len(batch.records)))
         self._rate_sum += len(batch.records)
@@ -279,6 +282,7 @@ class Runtime:
             events = [CommandFailed(command_id=record.id, command=name, target=record.key, reason="ExecutorError",
                                     message=repr(exc)[:500], retryable=True)]
         self.metrics.apply_latency.labels(name).observe(time.perf_counter() - started)
+        self.recent.applied(record, events, at_ms=_now_ms())
         for e in events:
             outcome = ("noop" if e.noop else "ok") if isinstance(e, CommandSucceeded) else (
                 "failed" if isinstance(e, CommandFailed) else "answered")

@@ -204,6 +204,18 @@ class KubeClient:
         finally:
             response.release()
 
+    async def served(self, group: str, version: str) -> set[str]:
+        """The resources (plurals) the server serves in ``group/version``, from discovery; empty when it serves
+        none (the group version is not there: 404)."""
+        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        try:
+            found = await self._call("GET", path)
+        except KubeError as exc:
+            if exc.status == 404:
+                return set()
+            raise
+        return {str(r.get("name")) for r in (found or {}).get("resources") or [] if isinstance(r, dict)}
+
     async def create(self, res: Resource, body: dict[str, Any], *, namespace: str = "") -> dict[str, Any]:
         result: dict[str, Any] = await self._call("POST", res.path(namespace=namespace), body=body)
         return result

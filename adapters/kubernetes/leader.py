@@ -44,6 +44,7 @@ class LeaderElector:
         self.retry_period = retry_period
         self.is_leader = asyncio.Event()
         self.lost = asyncio.Event()
+        self.holder = ""  # who held the Lease at the last look (this replica once it acquires it): GET /status
 
     def _spec(self, *, acquire: float, transitions: int) -> dict[str, Any]:
         now = time.time()
@@ -65,7 +66,7 @@ class LeaderElector:
                 raise
             return True
         spec = lease.get("spec") or {}
-        holder = spec.get("holderIdentity") or ""
+        holder = self.holder = spec.get("holderIdentity") or ""
         transitions = int(spec.get("leaseTransitions") or 0)
         if holder == self.identity:
             new = self._spec(acquire=_parse(spec.get("acquireTime")) or now, transitions=transitions)

@@ -83,6 +83,7 @@ class WatchSource:
         self.synced = asyncio.Event()
         self.relists = 0
         self.errors = 0
+        self.last_error = ""  # the last failure, in a few words (GET /status); "" until one happens
         self.appended = 0
         self._pending: list[Event] = []
         self._lock = asyncio.Lock()
@@ -232,12 +233,14 @@ class WatchSource:
                     log.info("watch expired; relisting", resource=self.name, resource_version=self.resource_version)
                     self.resource_version = ""
                     continue
+                self.last_error = f"{exc.status} {exc.reason}: {exc.message[:200]}"  # (410 is routine, not one)
                 if exc.status == 404 and self.absent_ok:  # its CRD was deleted? the relist (after the backoff) tells
                     self.resource_version = ""
                 log.warning("watch failed; retrying", resource=self.name, status=exc.status, reason=exc.reason,
                             message=exc.message[:200], retry_in=round(delay, 2))
             except Exception as exc:  # a transport error mid-stream, a decoding error…: back off and resume
                 self.errors += 1
+                self.last_error = repr(exc)[:200]
                 log.warning("watch broke; retrying", resource=self.name, error=repr(exc)[:200],
                             retry_in=round(delay, 2))
             await asyncio.sleep(delay * (0.5 + random.random()))

@@ -196,6 +196,16 @@ def _convert(name: str, text: str, kind: Any) -> Any:
     return text
 
 
+def _check_broker(broker: str) -> None:
+    """``host:port`` with a port number: checked when the URL is parsed, not when the first client connects (aiokafka
+    would raise a bare ``ValueError`` from deep inside its connection code, after the daemon started)."""
+    host, sep, port = broker.rpartition(":")
+    if not sep or not host:
+        raise ValueError(f"kafka broker {broker!r} is not host:port (e.g. kafka://broker:9092/tether)")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"kafka broker {broker!r}: port {port!r} is not a number from 1 to 65535")
+
+
 def parse_kafka_url(url: str, **overrides: Any) -> KafkaConfig:
     """``kafka://host:port[,host:port]/<prefix>?param=value…`` → :class:`KafkaConfig` (keywords override)."""
     parts = urlsplit(url)
@@ -203,6 +213,8 @@ def parse_kafka_url(url: str, **overrides: Any) -> KafkaConfig:
         raise ValueError(f"not a kafka:// URL: {url!r}")
     if not parts.netloc:
         raise ValueError(f"kafka URL without brokers: {url!r}")
+    for broker in parts.netloc.split(","):
+        _check_broker(broker)
     prefix = parts.path.strip("/") or "tether"
     if "/" in prefix:
         raise ValueError(f"kafka URL topic prefix may not contain '/': {prefix!r}")
@@ -298,6 +310,11 @@ class KafkaLog:
     @classmethod
     def from_url(cls, url: str, **overrides: Any) -> KafkaLog:
         return cls(url, **overrides)
+
+    @staticmethod
+    def check_url(url: str) -> None:
+        """Raise ``ValueError`` for a URL :meth:`from_url` would refuse (without connecting)."""
+        parse_kafka_url(url)
 
     async def __aenter__(self) -> KafkaLog:
         await self.start()

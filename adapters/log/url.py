@@ -9,13 +9,21 @@
   (aiokafka stays out of the SQLite path). Its factory is ``KafkaLog.from_url(url)``, which may be a plain
   or an async function.
 
-Other backends register a scheme in :data:`BACKENDS` as ``"module:Class"``; the class must have ``from_url``.
+Other backends register a scheme in :data:`BACKENDS` as ``"module:Class"``; the class must have ``from_url``, and
+may have ``check_url`` (a syntax check without connecting, :func:`check_log_url`).
+
+**Reaching the log.** A Kafka log connects lazily, on first use — which, in the daemon, is in the middle of its
+start, and in ``tether replay``, deep inside the first read. ``open_log(url, connect=True)`` connects at once
+(``start()``, which every read and append does first anyway) and turns "no broker answers" into one
+:class:`LogUnreachable` naming the brokers and the URL, so that the command line can say so in one line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
+import logging
 from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
@@ -45,11 +53,74 @@ def is_sqlite(url: str) -> bool:
     return url.startswith("sqlite:") or "://" not in url
 
 
-async def open_log(url: str) -> EventLog:
-    """Open the log named by ``url`` (module docstring)."""
+class LogUnreachable(ConnectionError):
+    """The log's servers did not answer (a Kafka broker down, or a mistyped address); the message says which."""
+
+
+_SQLITE_OPTIONS = frozenset({"poll_interval", "on_corrupt", "synchronous"})
+
+
+def _backend(url: str) -> Any:
+    scheme = url.split(":", 1)[0]
+    target = BACKENDS.get(scheme)
+    if target is None:
+        raise ValueError(f"unknown log URL scheme {scheme!r} (sqlite, {', '.join(sorted(BACKENDS))})")
+    module_name, _, class_name = target.partition(":")
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def check_log_url(url: str) -> None:
+    """Raise ``ValueError`` saying what is wrong with ``url``, without opening or connecting to anything."""
+    if is_sqlite(url):
+        _, options = sqlite_path(url)
+        unknown = set(options) - _SQLITE_OPTIONS
+        if unknown:
+            raise ValueError(f"unknown sqlite log option(s): {', '.join(sorted(unknown))}")
+        return
+    check = getattr(_backend(url), "check_url", None)
+    if check is not None:
+        check(url)
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """A failure to reach the servers (rather than a bug): a socket error, or the Kafka client's own errors."""
+    return isinstance(exc, OSError | TimeoutError) or type(exc).__module__.startswith("aiokafka")
+
+
+async def open_log(url: str, *, connect: bool = False) -> EventLog:
+    """Open the log named by ``url`` (module docstring); with ``connect``, reach its servers now or raise
+    :class:`LogUnreachable`."""
+    opened = await _open(url)
+    start = getattr(opened, "start", None)
+    if connect and start is not None:
+        client_logs = logging.getLogger("aiokafka")  # its connection errors are reported below, once
+        level = client_logs.level
+        client_logs.setLevel(logging.CRITICAL)
+        try:
+            await start()
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                await opened.close()
+            if not _unreachable(exc):
+                raise
+            servers = urlsplit(url).netloc
+            detail = f" ({_first_line(exc)})" if isinstance(exc, OSError) else ""  # (aiokafka's own text is noise)
+            raise LogUnreachable(f"cannot reach the log {url}: nothing answers at {servers}{detail}; start it there, "
+                                 "or fix the address in the URL") from exc
+        finally:
+            client_logs.setLevel(level)
+    return opened
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
+
+
+async def _open(url: str) -> EventLog:
     if is_sqlite(url):
         path, options = sqlite_path(url)
-        unknown = set(options) - {"poll_interval", "on_corrupt", "synchronous"}
+        unknown = set(options) - _SQLITE_OPTIONS
         if unknown:
             raise ValueError(f"unknown sqlite log option(s): {', '.join(sorted(unknown))}")
         kwargs: dict[str, Any] = {}
@@ -60,13 +131,7 @@ async def open_log(url: str) -> EventLog:
         if "synchronous" in options:
             kwargs["synchronous"] = options["synchronous"]
         return await SqliteLog.open(path, **kwargs)
-    scheme = url.split(":", 1)[0]
-    target = BACKENDS.get(scheme)
-    if target is None:
-        raise ValueError(f"unknown log URL scheme {scheme!r} (sqlite, {', '.join(sorted(BACKENDS))})")
-    module_name, _, class_name = target.partition(":")
-    backend = getattr(importlib.import_module(module_name), class_name)
-    opened = backend.from_url(url)
+    opened = _backend(url).from_url(url)
     if inspect.isawaitable(opened):
         opened = await opened
     return cast(EventLog, opened)

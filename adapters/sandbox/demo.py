@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import shlex
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -189,12 +190,16 @@ def _reset_log(path: Path) -> None:
 
 class Demo:
     def __init__(self, *, log_path: Path, console: Console, live: bool, speed: float,
-                 keep_running: bool) -> None:
+                 keep_running: bool, command: str = "tether", command_note: str = "") -> None:
+        if speed <= 0:
+            raise ValueError(f"speed must be positive, not {speed}")
         self.log_path = log_path
         self.console = console
         self.live_enabled = live
-        self.speed = max(speed, 0.01)
+        self.speed = speed
         self.keep_running = keep_running
+        self.command = command  # how the user's shell runs tether (the hints at the end must run as printed)
+        self.command_note = command_note
         self.kube: KubeClient | None = None
         self._live: Live | None = None
         self._title = ""
@@ -381,12 +386,15 @@ class Demo:
                      f"{', '.join(old[(r.claim.namespace, r.claim.name)])} → {', '.join(r.scheduled)} "
                      "(rescheduled after the move)")
         self.say(f"  finished in {seconds:.1f}s; the event log is {self.log_path}\n")
+        log, tether = shlex.quote(str(self.log_path)), self.command
         self.say("Every decision is in the log. Replay a binding's trail (the SetBindingPlacement commands, before "
                  "and after the move, each with its reason) or a claim's:")
-        self.say(f"  tether replay {self.log_path} --explain {EXPLAIN_BINDING}")
-        self.say(f"  tether replay {self.log_path} --explain {EXPLAIN_CLAIM}")
+        if self.command_note:
+            self.say(f"  {self.command_note}")
+        self.say(f"  {tether} replay {log} --explain {EXPLAIN_BINDING}")
+        self.say(f"  {tether} replay {log} --explain {EXPLAIN_CLAIM}")
         self.say("and read the raw records:")
-        self.say(f"  tether log tail {self.log_path}")
+        self.say(f"  {tether} log tail {log}")
 
     async def _keep_running(self, emu: KubeEmulator, catalog: SandboxCatalog, daemon_task: asyncio.Task[int], *,
                             push: tuple[int, str]) -> None:
@@ -398,6 +406,8 @@ class Demo:
         self.say(f"  kubeconfig:      {target}")
         self.say(f"  e.g.  kubectl --kubeconfig {target} get datasourceclaims -A")
         self.say(f"        kubectl --kubeconfig {target} get resourcebindings -A -o yaml")
+        self.say(f"        kubectl --kubeconfig {target} apply -f your-claim.yaml   (validated: the sandbox serves "
+                 "OpenAPI v3)")
         self.say(f"  catalog admin:   {catalog.url}/_sandbox/tables; move a table, then tell tether:")
         self.say(f"    curl -sXPOST {catalog.url}/_sandbox/move -d '{{\"name\": \"prod.sales.orders\", "
                  f"\"location\": \"{location('prod.sales.orders', 'west')}\"}}'")
@@ -415,12 +425,15 @@ class Demo:
 
 
 async def run_demo(*, log_path: str | Path = "tether-demo.db", console: Console | None = None, live: bool = True,
-                   speed: float = 1.0, keep_running: bool = False) -> DemoResult:
+                   speed: float = 1.0, keep_running: bool = False, command: str = "tether",
+                   command_note: str = "") -> DemoResult:
+    """``command`` is how the user's shell runs tether, for the commands printed at the end (``command_note`` says
+    why it is not plain ``tether``)."""
     console = console or Console()
     if not console.is_terminal:
         console.width = max(console.width, 160)  # pipes and CI logs: rich's 80 columns would fold the table
     demo = Demo(log_path=Path(log_path), console=console, live=live and console.is_terminal, speed=speed,
-                keep_running=keep_running)
+                keep_running=keep_running, command=command, command_note=command_note)
     return await demo.run()
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from aiohttp import web
 
-from . import errors, patch
+from . import errors, openapi, patch
 from .errors import ApiError
 from .resources import ResourceType
 from .selectors import parse_field_selector, parse_label_selector
@@ -63,6 +63,7 @@ class Server:
         self.app.router.add_route("POST", "/_emulator/faults", self.admin_faults)
         self.app.router.add_route("GET", "/_emulator/commit-times", self.admin_commit_times)
         self.app.router.add_route("GET", "/_emulator/writes", self.admin_writes)
+        openapi.register(self.app, self.store, respond=_resp)  # /openapi/v3 (kubectl's validation): openapi.py
         self.app.router.add_route("*", "/{tail:.*}", self.dispatch)
 
     # -- discovery ----------------------------------------------------------------------------------------------
@@ -176,6 +177,7 @@ class Server:
             return await self._watch(request, rt, version, namespace, q)
         if verb not in _WRITES:
             raise errors.method_not_allowed()
+        await openapi.strict_unknown_fields(request, rt, version, verb)  # ?fieldValidation=Strict (openapi.py)
         if not dry_run and self.emu.group_commit is not None:
             await self.emu.group_commit.write()  # visible (answer, watch event) once its commit ended
         resp = await self._write(request, rt, version, namespace, name, sub, verb, q, dry_run)

@@ -1,0 +1,154 @@
+"""``GET /status``: one JSON document saying what a running daemon is doing (``tether status`` renders it).
+
+Sections, each answering an operator's question:
+
+* ``daemon`` — is it up and ready, since when, which identity;
+* ``leader`` — does this replica act, and if not, who does (the Lease holder at the last look);
+* ``log`` — where the log is, its end per stream, how far the decider and the executor are, and their lag;
+* ``world`` — what is tracked: claims (bound, pending), DataSources, bindings (placements injected), Karmada
+  Clusters, commands and catalog lookups in flight (and which tables are being looked up), timers, lists pending;
+* ``admission`` — with ``--admission``: the configuration's state and, per queue, the bindings held and admitted;
+* ``members`` — every cluster tether knows: Karmada's Ready flag, and for a connected member (pod placement) how it
+  is connected, whether it is still listing, its nodes and pods;
+* ``watches`` — each watch: listed yet, errors, the last one;
+* ``decisions`` and ``errors`` — the last ones (``adapters/daemon/recent.py``), newest first.
+
+**Cheap and read-only.** The document is built from the daemon's memory: the world as folded, the watch sources,
+the leader elector, the recent decisions. The only I/O is reading each stream's end and consumer positions (what
+the lag gauge reads once a second). The world is read in one synchronous pass — no ``await`` in the middle — so a
+document is a consistent snapshot of one moment of the event loop. Lists that can be long (held bindings, lookups in
+flight) are cut at :data:`LIST_LIMIT`, with their full counts beside them.
+"""
+
+from __future__ import annotations
+
+import time
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tether.adapters.daemon.daemon import Daemon
+
+LIST_LIMIT = 20
+_CONSUMERS = (("events", "decider"), ("commands", "executor"))
+
+
+def _version() -> str:
+    try:
+        return version("tether")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _leader(daemon: Daemon) -> dict[str, Any]:
+    cfg, elector = daemon.cfg, daemon.leader
+    if not cfg.leader_elect:
+        return {"election": False, "leading": True, "identity": cfg.identity, "holder": cfg.identity, "lease": ""}
+    leading = elector is not None and elector.is_leader.is_set()
+    holder = cfg.identity if leading else (elector.holder if elector is not None else "")
+    return {"election": True, "leading": leading, "identity": cfg.identity, "holder": holder,
+            "lease": f"{cfg.lease_namespace}/{cfg.lease_name}"}
+
+
+def _world(daemon: Daemon) -> dict[str, Any] | None:
+    runtime = daemon.runtime
+    if runtime is None or not runtime.recovered.is_set():
+        return None
+    world = runtime.world
+    return {**world.summary(), "timers": len(world.timers), "lists_pending": sorted(world.lists_pending),
+            "lookups": sorted(world.lookups_in_flight)[:LIST_LIMIT], "last_event_at_ms": world.last_at_ms}
+
+
+def _admission(daemon: Daemon) -> dict[str, Any]:
+    cfg = daemon.cfg
+    section: dict[str, Any] = {"enabled": cfg.admission, "configmap": cfg.admission_configmap, "queues": []}
+    if not cfg.admission or daemon.runtime is None or not daemon.runtime.recovered.is_set():
+        return section
+    state = daemon.runtime.world.admission
+    section["config_error"] = state.config_error
+    queues: dict[str, dict[str, Any]] = {}
+    for name, observed in sorted(state.queues.items()):
+        queues[name] = {"name": name, "open": observed.queue.open, "weight": observed.queue.weight,
+                        "problem": observed.problem, "held": [], "admitted": []}
+    # held/admitted as tether_admission_bindings counts them (adapters/daemon/daemon.py, _admission_metrics)
+    for key, binding in sorted(state.bindings.items()):
+        if not state.managed.manages(binding.workload_kind, binding.ref.namespace):
+            continue
+        workload = state.workloads.get(binding.workload)
+        queue = workload.queue if workload is not None else "default"
+        entry = queues.setdefault(queue, {"name": queue, "open": None, "weight": None, "problem": "not observed",
+                                          "held": [], "admitted": []})
+        held = binding.suspended and key not in state.admitted
+        entry["held" if held else "admitted"].append(f"{binding.ref.namespace}/{binding.ref.name}")
+    for entry in queues.values():
+        for state_ in ("held", "admitted"):
+            names = entry[state_]
+            entry[f"{state_}_count"] = len(names)
+            entry[state_] = names[:LIST_LIMIT]
+    section["queues"] = list(queues.values())
+    return section
+
+
+def _members(daemon: Daemon) -> list[dict[str, Any]]:
+    world = daemon.runtime.world if daemon.runtime is not None and daemon.runtime.recovered.is_set() else None
+    ready = dict(world.clusters) if world is not None else {}
+    states = world.members.clusters if world is not None else {}
+    connected = daemon.members.members if daemon.members is not None else {}
+    rows = []
+    for name in sorted({*ready, *connected, *states}):
+        member, state = connected.get(name), states.get(name)
+        rows.append({
+            "name": name, "karmada_ready": ready.get(name), "connected": member is not None,
+            "origin": member.origin if member is not None else "",
+            "listing": sorted(state.lists_pending) if state is not None else [],
+            "nodes": len(state.nodes) if state is not None else 0, "pods": len(state.pods) if state is not None else 0,
+            "watch_errors": sum(s.errors for s in member.sources) if member is not None else 0,
+            "last_error": next((s.last_error for s in member.sources if s.last_error), "") if member else "",
+        })
+    return rows
+
+
+def _watches(daemon: Daemon) -> list[dict[str, Any]]:
+    return [{"resource": s.name, "synced": s.synced.is_set(), "errors": s.errors, "absent": s.absent,
+             "last_error": s.last_error} for s in daemon.sources]
+
+
+async def _log(daemon: Daemon) -> dict[str, Any]:
+    section: dict[str, Any] = {"url": daemon.cfg.log_url, "streams": {}}
+    log_ = daemon.event_log
+    if log_ is None:
+        return section
+    try:
+        for stream, consumer in _CONSUMERS:
+            end, done = await log_.end(stream), await log_.position(stream, consumer=consumer)
+            section["streams"][stream] = {
+                "end": {str(p): o for p, o in sorted(end.items())},
+                "consumer": consumer, "position": {str(p): o for p, o in sorted(done.items())},
+                "lag": sum(max(0, o - done.get(p, 0)) for p, o in end.items())}
+    except Exception as exc:  # a status answers even when the log hiccups: it says so
+        section["error"] = repr(exc)[:200]
+    return section
+
+
+async def daemon_status(daemon: Daemon, *, started_at: float) -> dict[str, Any]:
+    """The status document of ``daemon`` (module doc); ``started_at`` is its start (``time.time()``)."""
+    ready, why = daemon.ready()
+    runtime = daemon.runtime
+    document: dict[str, Any] = {
+        "daemon": {"version": _version(), "identity": daemon.cfg.identity, "ready": ready, "ready_reason": why,
+                   "started_at": started_at, "uptime_seconds": round(time.time() - started_at, 1),
+                   "events_decided": runtime.decided_events if runtime is not None else 0,
+                   "commands_applied": runtime.applied_commands if runtime is not None else 0},
+        "leader": _leader(daemon),
+        "world": _world(daemon),
+        "admission": _admission(daemon),
+        "members": _members(daemon),
+        "watches": _watches(daemon),
+        "decisions": list(reversed(runtime.recent.decisions)) if runtime is not None else [],
+        "errors": list(reversed(runtime.recent.errors)) if runtime is not None else [],
+    }
+    document["log"] = await _log(daemon)  # (the one await: after the synchronous pass over the world)
+    return document
+
+
+__all__ = ["LIST_LIMIT", "daemon_status"]
