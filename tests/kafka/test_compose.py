@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from tether.adapters.log.kafka import parse_kafka_url
+from tether.adapters.log.kafka_config import parse_kafka_url
 
 COMPOSE = Path(__file__).resolve().parents[2] / "ops" / "kafka" / "docker-compose.yml"
 

@@ -11,9 +11,9 @@ from typing import Any
 import msgspec
 from aiokafka import AIOKafkaProducer
 
-from tether.adapters.log import kafka as kafka_log
 from tether.adapters.log import kafka_handoff
 from tether.adapters.log.kafka import KafkaLog
+from tether.adapters.log.kafka_config import parse_kafka_url
 from tether.adapters.testing.synthetic_log import Simulation, scenario
 from tether.core.commands import StartTimer, UpdateClaimStatus, command_id, command_target
 from tether.core.envelope import CommandRecord, EventRecord, decode_command, decode_event, encode
@@ -94,7 +94,7 @@ async def assigned(log: KafkaLog, stream: str, consumer: str, task: asyncio.Task
 
 
 def handoff(url: str, **overrides: Any) -> Any:
-    config = kafka_log.parse_kafka_url(url, **overrides)
+    config = parse_kafka_url(url, **overrides)
     return kafka_handoff._handoffs[(config.bootstrap, config.handoff_bytes)]
 
 
@@ -203,7 +203,7 @@ async def test_the_hand_off_is_bounded_and_off_at_zero(kafka_url: str) -> None:
     is kept."""
     one = len(encode(observed(0)))
     for budget, handed_at_most in ((3 * one, 3), (0, 0)):
-        prefix = f"{kafka_log.parse_kafka_url(kafka_url).prefix}-{budget}"  # fresh topics
+        prefix = f"{parse_kafka_url(kafka_url).prefix}-{budget}"  # fresh topics
         source, consumer = (KafkaLog(kafka_url, handoff_bytes=budget, prefix=prefix) for _ in range(2))
         sent = [observed(i) for i in range(8)]
         got: list[EventRecord] = []

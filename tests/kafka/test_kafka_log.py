@@ -8,7 +8,8 @@ import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
 from tether.adapters.log import Batch, Snapshot
-from tether.adapters.log.kafka import KafkaLog, UnorderedStreamError, parse_kafka_url
+from tether.adapters.log.kafka import KafkaLog, UnorderedStreamError
+from tether.adapters.log.kafka_config import parse_kafka_url
 from tether.core.commands import StartTimer, command_id, command_target
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import TimerFired
