@@ -5,6 +5,16 @@ client certificates, TLS — and model classes tether does not want: custom reso
 deserialising ResourceBindings into generated classes only to turn them back into dicts costs time on every
 event. :class:`KubeClient` therefore calls ``ApiClient.call_api`` with ``_preload_content=False`` and decodes the
 raw body with msgspec. Errors become :class:`KubeError` carrying the API's ``Status`` (code, reason, message).
+
+**The status comes first, the body second.** Not every error answer is a ``Status``: a real API server answers a
+request for an API it does not serve — an unknown group/version, or an unknown resource of a known group (a CRD
+that is not installed) — with ``404``, ``Content-Type: text/plain`` and the body ``404 page not found``; proxies
+and load balancers in front of it answer with text or HTML of their own. So the client looks at the status code
+first and decodes a body as JSON only when it says it is JSON: a non-JSON error answer is a :class:`KubeError` of
+its status with the text as its message (``not_served`` tells the text 404 from a ``Status`` NotFound of a served
+resource), never a decoding error — which used to hide a 404 from everything that handles one (``absent_ok``
+watches, ``get``/``delete``) and made an absent optional resource retry for ever. A 2xx answer whose body is not
+JSON is a :class:`KubeError` too (status 0, retryable: a broken proxy, not an answer of the API).
 """
 
 from __future__ import annotations
@@ -65,20 +75,57 @@ JSON_PATCH = "application/json-patch+json"
 
 
 class KubeError(Exception):
-    """A non-2xx answer of the API server (or a transport failure: status 0)."""
+    """A non-2xx answer of the API server (or a transport failure: status 0). ``status_object``: the answer was
+    a Kubernetes ``Status`` (JSON); otherwise ``message`` is the start of its body as text."""
 
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(self, status: int, reason: str, message: str, *, status_object: bool = True) -> None:
         super().__init__(f"{status} {reason}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
+        self.status_object = status_object
 
     @property
     def retryable(self) -> bool:
         return self.status in (0, 409, 429) or self.status >= 500
 
+    @property
+    def not_served(self) -> bool:
+        """A 404 that is not a ``Status``: the server does not serve this API at all (module doc) — as opposed to
+        a served resource whose object is missing (a ``Status`` with reason NotFound)."""
+        return self.status == 404 and not self.status_object
+
 
 _decoder = msgspec.json.Decoder()
+# Kubernetes' StatusReason for the codes a non-Status answer may carry (the HTTP phrase otherwise).
+_REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
+            406: "NotAcceptable", 409: "Conflict", 410: "Expired", 413: "RequestEntityTooLarge",
+            415: "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests", 500: "InternalError",
+            503: "ServiceUnavailable", 504: "Timeout"}
+
+
+def _is_json(content_type: str) -> bool:
+    """``application/json`` and its relatives (``…+json``, parameters); an empty type is taken for JSON, as
+    kubernetes-asyncio does."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    return not media or media == "application/json" or media.endswith("+json")
+
+
+def error_of(status: int, content_type: str, body: bytes, *, phrase: str = "") -> KubeError:
+    """The :class:`KubeError` of a non-2xx answer: from its ``Status`` when the body is one, else from the status
+    code with the body's text (module doc)."""
+    text = body.decode(errors="replace").strip()[:500]
+    if _is_json(content_type) and body:
+        try:
+            decoded = _decoder.decode(body)
+        except msgspec.DecodeError:
+            decoded = None
+        if isinstance(decoded, dict) and decoded.get("kind") == "Status":
+            return KubeError(status, str(decoded.get("reason") or _REASONS.get(status, phrase or "Error")),
+                             str(decoded.get("message") or text))
+    return KubeError(status, _REASONS.get(status, phrase or "Error"), text or phrase or f"HTTP {status}",
+                     status_object=False)
+
 
 
 def stop_per_request_env_lookups(api_client: client.ApiClient) -> bool:
@@ -137,15 +184,17 @@ class KubeClient:
             data = await response.read()
         finally:
             response.release()
-        status = response.status
-        decoded = _decoder.decode(data) if data else None
-        if 200 <= status < 300:
-            return decoded
-        reason, message = "Error", data.decode(errors="replace")[:500]
-        if isinstance(decoded, dict) and decoded.get("kind") == "Status":
-            reason = str(decoded.get("reason") or reason)
-            message = str(decoded.get("message") or message)
-        raise KubeError(status, reason, message)
+        status, content_type = response.status, response.headers.get("Content-Type", "")
+        if not 200 <= status < 300:  # the status first: an error body need not be JSON (module doc)
+            raise error_of(status, content_type, data, phrase=str(response.reason or ""))
+        if not data:
+            return None
+        try:
+            return _decoder.decode(data)
+        except msgspec.DecodeError as exc:
+            raise KubeError(0, "InvalidResponse", f"{method} {path}: {status} answer is not JSON "
+                            f"({content_type or 'no Content-Type'}): {data[:200].decode(errors='replace')!r}",
+                            status_object=False) from exc
 
     async def get(self, res: Resource, name: str, *, namespace: str = "") -> dict[str, Any] | None:
         try:
@@ -195,9 +244,8 @@ class KubeClient:
             raise KubeError(0, "Unavailable", f"watch {res.plural}: {exc!r}") from exc
         try:
             if response.status != 200:
-                body = await response.read()
-                decoded = _decoder.decode(body) if body else {}
-                raise KubeError(response.status, str(decoded.get("reason", "Error")), str(decoded.get("message", "")))
+                raise error_of(response.status, response.headers.get("Content-Type", ""), await response.read(),
+                               phrase=str(response.reason or ""))
             async for line in response.content:
                 if line.strip():
                     yield _decoder.decode(line)

@@ -45,6 +45,18 @@ class ApiError(Exception):
         return body
 
 
+class NotServed(Exception):
+    """A request for an API the server does not serve: an unknown group/version, an unknown resource of a known
+    group (a CRD that is not installed), an unknown subresource, a path no route matches. The real apiserver
+    answers these from its last handler (Go's ``http.NotFound``): ``404``, ``Content-Type: text/plain;
+    charset=utf-8``, the body ``404 page not found`` — no ``Status``. Only a *served* resource whose object is
+    missing answers a JSON ``Status`` NotFound (:func:`not_found`). Clients must tell the two apart (tether's
+    watches of optional CRDs do); the HTTP layer answers this one with :data:`NOT_SERVED_BODY`."""
+
+
+NOT_SERVED_BODY = "404 page not found\n"
+
+
 def _qualified(resource: str, group: str) -> str:
     return f"{resource}.{group}" if group else resource
 

@@ -1,0 +1,92 @@
+"""Conformance: the two shapes of 404, on the emulator and on a real API server (``TETHER_TEST_KUBECONFIG``).
+
+A real kube-apiserver answers a request for an API it does not serve — an unknown group or version, an unknown
+resource of a known group (built-in or served by a CRD), the watch of one — from its last handler: ``404``,
+``Content-Type: text/plain``, the body ``404 page not found``. Only a served resource whose object is missing
+answers a JSON ``Status`` with reason ``NotFound``. tether's client must turn both into a ``KubeError(404)`` — the
+first marked ``not_served`` — because a watch of an optional CRD that is not installed depends on it
+(``WatchSource(absent_ok=True)``).
+
+The group ``nonexistent.tether.test`` is served by no server (``.test`` is a reserved top-level domain), so the
+test needs nothing installed and removes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from tether.adapters.kubernetes.client import CONFIGMAPS, DATASOURCES, KubeClient, KubeError, Resource
+from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
+
+pytestmark = pytest.mark.cluster
+
+UNSERVED_GROUP = "nonexistent.tether.test"
+NOT_SERVED = {
+    "unknown group": f"/apis/{UNSERVED_GROUP}/v1/things",
+    "unknown group, namespaced": f"/apis/{UNSERVED_GROUP}/v1/namespaces/default/things/a",
+    "unknown group's discovery": f"/apis/{UNSERVED_GROUP}",
+    "unknown version of a known group": "/apis/apps/v999/deployments",
+    "unknown resource of a built-in group": "/apis/apps/v1/nonexistenttetherthings",
+    "unknown resource of the core group": "/api/v1/nonexistenttetherthings",
+    # datadependency.volcano.sh is served by tether's CRDs (registered below): the CRD handler does not know it
+    "unknown resource of a CRD's group": "/apis/datadependency.volcano.sh/v1alpha1/nonexistenttetherthings",
+    "watch of an unknown resource": f"/apis/{UNSERVED_GROUP}/v1/things?watch=true",
+}
+
+
+async def _raw(kube: KubeEnv, path: str) -> tuple[int, str, bytes]:
+    """(status, Content-Type, body) of a GET, nothing decoded."""
+    base, _, query = path.partition("?")
+    response = await kube.api_client.call_api(
+        base, "GET", query_params=[tuple(kv.split("=", 1)) for kv in query.split("&") if kv],
+        header_params={"Accept": "application/json"}, auth_settings=["BearerToken"], _preload_content=False)
+    try:
+        return response.status, response.headers.get("Content-Type", ""), await response.read()
+    finally:
+        response.release()
+
+
+@pytest.mark.parametrize("case", sorted(NOT_SERVED))
+async def test_an_api_that_is_not_served_is_a_plain_text_404(kube: KubeEnv, case: str) -> None:
+    await kube.register_crds("datadependency.volcano.sh_datasources")
+    status, content_type, body = await _raw(kube, NOT_SERVED[case])
+    assert (status, content_type.split(";")[0], body.strip()) == (404, "text/plain", b"404 page not found")
+
+
+async def test_a_missing_object_of_a_served_resource_is_a_json_status_not_found(kube: KubeEnv) -> None:
+    await kube.register_crds("datadependency.volcano.sh_datasources")
+    for path, resource in ((f"/api/v1/namespaces/{kube.namespace}/configmaps/missing-tether-test", "configmaps"),
+                           ("/apis/datadependency.volcano.sh/v1alpha1/datasources/missing-tether-test",
+                            "datasources")):
+        status, content_type, body = await _raw(kube, path)
+        assert status == 404 and content_type.split(";")[0] == "application/json", path
+        answer: dict[str, Any] = msgspec.json.decode(body)
+        assert answer["kind"] == "Status" and answer["reason"] == "NotFound" and answer["code"] == 404
+        assert answer["details"]["name"] == "missing-tether-test" and answer["details"]["kind"] == resource
+
+
+async def test_the_client_turns_both_shapes_into_a_404_kube_error(kube: KubeEnv) -> None:
+    await kube.register_crds("datadependency.volcano.sh_datasources")
+    client = KubeClient(kube.api_client)
+    unserved = Resource(UNSERVED_GROUP, "v1", "things", "Thing", True)
+    with pytest.raises(KubeError) as listed:
+        await client.list(unserved, namespace=kube.namespace)
+    assert listed.value.status == 404 and listed.value.not_served and not listed.value.retryable
+    assert listed.value.reason == "NotFound" and listed.value.message == "404 page not found"
+    with pytest.raises(KubeError) as watched:
+        async for _ in client.watch(unserved, resource_version="", namespace=kube.namespace, timeout_seconds=1):
+            pass
+    assert watched.value.status == 404 and watched.value.not_served
+    assert await client.get(unserved, "a", namespace=kube.namespace) is None
+    assert await client.delete(unserved, "a", namespace=kube.namespace) is None
+
+    for resource, namespace in ((CONFIGMAPS, kube.namespace), (DATASOURCES, "")):
+        with pytest.raises(KubeError) as missing:
+            await client.patch(resource, "missing-tether-test", {"metadata": {"labels": {"a": "b"}}},
+                               namespace=namespace)
+        assert missing.value.status == 404 and not missing.value.not_served
+        assert missing.value.reason == "NotFound" and '"missing-tether-test" not found' in missing.value.message
+        assert await client.get(resource, "missing-tether-test", namespace=namespace) is None
