@@ -19,8 +19,8 @@ JSON is a :class:`KubeError` too (status 0, retryable: a broken proxy, not an an
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import msgspec
@@ -31,20 +31,29 @@ from yarl import URL
 
 @dataclass(frozen=True)
 class Resource:
-    """An API resource: where it is served and what it is called."""
+    """An API resource: where it is served and what it is called. ``served_group``: the group it is served from
+    when not its own (:func:`served_from`); its objects keep their own ``api_version`` in tether."""
 
     group: str
     version: str
     plural: str
     kind: str
     namespaced: bool
+    served_group: str = ""
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
+    @property
+    def optional(self) -> bool:
+        """Whether a server may lack this API: every group that is not built into kube-apiserver (a CRD's —
+        Volcano's, Godel's, Fluid's, Karmada's — may be absent, installed later, or deleted)."""
+        return (self.served_group or self.group) not in BUILT_IN_GROUPS
+
     def path(self, *, namespace: str = "", name: str = "", subresource: str = "") -> str:
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        group = self.served_group or self.group
+        base = f"/apis/{group}/{self.version}" if group else f"/api/{self.version}"
         if self.namespaced and namespace:
             base += f"/namespaces/{namespace}"
         base += f"/{self.plural}"
@@ -53,6 +62,19 @@ class Resource:
             if subresource:
                 base += f"/{subresource}"
         return base
+
+
+# The API groups every kube-apiserver serves (of those tether reads): never optional.
+BUILT_IN_GROUPS = frozenset({"", "apps", "batch", "coordination.k8s.io", "scheduling.k8s.io", "events.k8s.io",
+                             "apiextensions.k8s.io", "admissionregistration.k8s.io"})
+
+
+def served_from(res: Resource, groups: Mapping[str, str]) -> Resource:
+    """``res`` served from the group ``groups`` names for its own, if any. A seam for tests on a shared cluster:
+    the real CRDs of an optional API may be installed there and may not be deleted, so a test serves the API from
+    a group of its own (a CRD it creates and deletes) and tether watches it there as if it were the real one."""
+    served = groups.get(res.group, "")
+    return replace(res, served_group=served) if served and served != res.group else res
 
 
 CLAIMS = Resource("datadependency.volcano.sh", "v1alpha1", "datasourceclaims", "DataSourceClaim", True)

@@ -14,6 +14,13 @@ run time.
 unreachable backs off in its own watch loops (``WatchSource.run``) and holds back only its own pod placement (its
 lists are pending, ``projections/members.py``). Nothing that one member does blocks another, or the control plane.
 
+**Optional APIs.** Nodes, Pods and batch Jobs are served by every member. Godel's PodGroups and each of Fluid's
+operations are CRDs that most members lack, that may be installed later or deleted while tether runs: they are
+watched with ``absent_ok`` (``WatchSource``) — not served, a kind lists as empty with one warning, so the member's
+lists end and the rest of its pods are placed (a member without Godel still places Fluid operations, one without
+Fluid still places groups); it is asked for again every ``absent_retry`` seconds and picked up once installed; its
+objects are forgotten when its CRD is deleted.
+
 **Leaving.** A member that leaves has its tasks cancelled and its client closed, and a
 :class:`~tether.core.events.MemberDisconnected` is appended: the world drops what it knew of it.
 
@@ -47,7 +54,7 @@ from tether.core.kube import KubeObject, as_json, parse_conditions, pointer_toke
 from tether.core.placement.decider import PLACEMENT_ANNOTATION
 from tether.core.placement.node_affinity import InvalidAffinity, tighten_node_affinity
 
-from .client import JSON_PATCH, KubeClient, KubeError, Resource
+from .client import JSON_PATCH, KubeClient, KubeError, Resource, served_from
 from .executor import KubeExecutor, _Attempt
 from .watch import WatchSource
 
@@ -212,8 +219,12 @@ class MemberClusters:
     """The connected members: their clients, watch sources and executors (module doc)."""
 
     def __init__(self, log_: EventLog, executor: MemberExecutor, *, kubeconfigs: Mapping[str, str] | None = None,
-                 karmada: KubeClient | None = None, clients: Mapping[str, client.ApiClient] | None = None) -> None:
+                 karmada: KubeClient | None = None, clients: Mapping[str, client.ApiClient] | None = None,
+                 api_groups: Mapping[str, str] | None = None, absent_retry: float = 30.0) -> None:
         self.log = log_
+        # what each member watches: the optional APIs (Godel's, Fluid's) may be absent there (module doc)
+        self.resources = tuple(served_from(r, api_groups or {}) for r in MEMBER_RESOURCES)
+        self.absent_retry = absent_retry
         self.executor = executor
         self.kubeconfigs = dict(kubeconfigs or {})
         self.karmada = karmada
@@ -237,8 +248,8 @@ class MemberClusters:
                 return False
             kube = KubeClient(api)
             member = _Member(name=name, api=api, origin=origin, fingerprint=fingerprint)
-            member.sources = [WatchSource(kube, self.log, res, cluster=name, absent_ok=True)
-                              for res in MEMBER_RESOURCES]
+            member.sources = [WatchSource(kube, self.log, res, cluster=name, absent_ok=res.optional,
+                                          absent_retry=self.absent_retry) for res in self.resources]
             self.executor.executors[name] = _MemberKube(kube, cluster=name, component="tether")
             started = ListsStarted(sources=tuple(s.list_source for s in member.sources), cluster=name)
             await self.log.append("events", [EventRecord(at_ms=_now_ms(), source="members", key=event_key(started),
