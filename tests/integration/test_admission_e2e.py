@@ -43,7 +43,7 @@ from tether.adapters.kubernetes.client import (
 from tether.adapters.kubernetes.webhook_certs import CA_FILE, MUTATING_WEBHOOKS, inject_ca_bundle
 from tether.adapters.sandbox.kube_emulator.karmada_scheduler import detector_rewrite
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import Stack, excluded, tether_stack
+from tether.adapters.testing.daemon import Stack, delete_cluster_scoped, excluded, tether_stack
 from tether.core.events import BindingAdmissionDecided
 from tether.projections.admission import ADMISSION_ANNOTATION
 
@@ -118,7 +118,7 @@ async def admission_stack(env: KubeEnv, tmp: Path, *, managed: bool = False,
             yield stack
         finally:
             with contextlib.suppress(KubeError):
-                await stack.kube.delete(MUTATING_WEBHOOKS, name)
+                await delete_cluster_scoped(stack.kube, MUTATING_WEBHOOKS, name)
 
 
 def binding(stack: Stack, name: str, workload: str, *, cpu: str = "1") -> dict[str, Any]:
@@ -323,4 +323,4 @@ async def test_a_burst_of_200_bindings_across_4_queues_respects_order_and_capabi
             await running.stop()
             for name in queues:
                 with contextlib.suppress(KubeError):
-                    await stack.kube.delete(QUEUES, name)
+                    await delete_cluster_scoped(stack.kube, QUEUES, name)
