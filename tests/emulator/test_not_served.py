@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from tether.adapters.kubernetes.client import CONFIGMAPS, DATASOURCES, KubeClient, KubeError, Resource
+from tether.adapters.kubernetes.client import CONFIGMAPS, DATASOURCES, KubeClient, KubeError, Resource, error_of
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 
 pytestmark = pytest.mark.cluster
@@ -90,3 +90,19 @@ async def test_the_client_turns_both_shapes_into_a_404_kube_error(kube: KubeEnv)
         assert missing.value.status == 404 and not missing.value.not_served
         assert missing.value.reason == "NotFound" and '"missing-tether-test" not found' in missing.value.message
         assert await client.get(resource, "missing-tether-test", namespace=namespace) is None
+
+
+@pytest.mark.parametrize(("status", "content_type", "body", "expected"), [
+    (404, "text/plain; charset=utf-8", b"404 page not found\n", (404, "NotFound", "404 page not found", False)),
+    (502, "text/html", b"<html>Bad Gateway</html>", (502, "Error", "<html>Bad Gateway</html>", False)),
+    (503, "", b"", (503, "ServiceUnavailable", "HTTP 503", False)),
+    (500, "application/json", b"{not json", (500, "InternalError", "{not json", False)),
+    (409, "application/json", b'{"kind":"Status","reason":"Conflict","message":"changed"}',
+     (409, "Conflict", "changed", True)),
+])
+def test_an_error_answer_is_a_kube_error_whatever_its_body(status: int, content_type: str, body: bytes,
+                                                           expected: tuple[int, str, str, bool]) -> None:
+    """What a proxy, a load balancer or the server's last handler may answer: never a decoding error."""
+    error = error_of(status, content_type, body)
+    assert (error.status, error.reason, error.message, error.status_object) == expected
+    assert error.retryable == (status >= 500 or status == 409)

@@ -307,8 +307,17 @@ async def test_a_burst_of_200_bindings_across_4_queues_respects_order_and_capabi
 
                 # the Queue's status is written by the next admission cycle (a timer), not by the last decision
                 await stack.eventually(queue_status, what=f"{queue}'s status: {expected}")
-                reasons = {by_name[n]["metadata"]["annotations"][ADMISSION_ANNOTATION] for n in held}
-                assert reasons == {f"queue {queue}: cpu {capability + 1}/{capability}"}, queue
+                reason = f"queue {queue}: cpu {capability + 1}/{capability}"
+
+                async def held_for_capacity(held: list[str] = held, reason: str = reason) -> bool:
+                    # (the webhook's "waiting for admission" until the next cycle says why)
+                    for name in held:
+                        rb = await stack.get("ResourceBinding", name) or {}
+                        if (rb.get("metadata", {}).get("annotations") or {}).get(ADMISSION_ANNOTATION) != reason:
+                            return False
+                    return True
+
+                await stack.eventually(held_for_capacity, what=f"every binding held in {queue}: {reason!r}")
                 first_admitted.append(min(admitted))
 
             async def scheduled() -> bool:
