@@ -6,15 +6,18 @@ deserialising ResourceBindings into generated classes only to turn them back int
 event. :class:`KubeClient` therefore calls ``ApiClient.call_api`` with ``_preload_content=False`` and decodes the
 raw body with msgspec. Errors become :class:`KubeError` carrying the API's ``Status`` (code, reason, message).
 
-**The status comes first, the body second.** Not every error answer is a ``Status``: a real API server answers a
-request for an API it does not serve — an unknown group/version, or an unknown resource of a known group (a CRD
-that is not installed) — with ``404``, ``Content-Type: text/plain`` and the body ``404 page not found``; proxies
-and load balancers in front of it answer with text or HTML of their own. So the client looks at the status code
-first and decodes a body as JSON only when it says it is JSON: a non-JSON error answer is a :class:`KubeError` of
-its status with the text as its message (``not_served`` tells the text 404 from a ``Status`` NotFound of a served
-resource), never a decoding error — which used to hide a 404 from everything that handles one (``absent_ok``
-watches, ``get``/``delete``) and made an absent optional resource retry for ever. A 2xx answer whose body is not
-JSON is a :class:`KubeError` too (status 0, retryable: a broken proxy, not an answer of the API).
+**The status comes first, the body second.** Not every error answer is a ``Status``. A real API server answers a
+request for an API group it does not serve at all — or for a resource or version a CRD group lacks (a CRD that is
+not installed) — from its last handler: ``404``, ``Content-Type: text/plain``, the body ``404 page not found``.
+(Within a built-in group, such as ``apps`` or the core group, a missing resource or version is a ``Status``
+NotFound that names no object: "the server could not find the requested resource".) Proxies and load balancers in
+front of the server answer with text or HTML of their own. So the client looks at the status code first and
+decodes a body as JSON only when it says it is JSON: a non-JSON error answer is a :class:`KubeError` of its status
+with the text as its message, never a decoding error — which used to hide a 404 from everything that handles one
+(``absent_ok`` watches, ``get``/``delete``) and made an absent optional resource retry for ever.
+``KubeError.not_served`` tells a 404 that names no object (the API is not served) from a ``Status`` NotFound of a
+served resource's missing object. A 2xx answer whose body is not JSON is a :class:`KubeError` too (status 0,
+retryable: a broken proxy, not an answer of the API).
 """
 
 from __future__ import annotations
@@ -97,25 +100,19 @@ JSON_PATCH = "application/json-patch+json"
 
 
 class KubeError(Exception):
-    """A non-2xx answer of the API server (or a transport failure: status 0). ``status_object``: the answer was
-    a Kubernetes ``Status`` (JSON); otherwise ``message`` is the start of its body as text."""
+    """A non-2xx answer of the API server (or a transport failure: status 0). ``not_served``: a 404 that names no
+    object — the server does not serve that API (module doc) — as opposed to a served resource's missing object."""
 
-    def __init__(self, status: int, reason: str, message: str, *, status_object: bool = True) -> None:
+    def __init__(self, status: int, reason: str, message: str, *, not_served: bool = False) -> None:
         super().__init__(f"{status} {reason}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
-        self.status_object = status_object
+        self.not_served = not_served
 
     @property
     def retryable(self) -> bool:
         return self.status in (0, 409, 429) or self.status >= 500
-
-    @property
-    def not_served(self) -> bool:
-        """A 404 that is not a ``Status``: the server does not serve this API at all (module doc) — as opposed to
-        a served resource whose object is missing (a ``Status`` with reason NotFound)."""
-        return self.status == 404 and not self.status_object
 
 
 _decoder = msgspec.json.Decoder()
@@ -143,11 +140,12 @@ def error_of(status: int, content_type: str, body: bytes, *, phrase: str = "") -
         except msgspec.DecodeError:
             decoded = None
         if isinstance(decoded, dict) and decoded.get("kind") == "Status":
+            details = decoded.get("details")
+            names_object = isinstance(details, dict) and bool(details.get("name"))
             return KubeError(status, str(decoded.get("reason") or _REASONS.get(status, phrase or "Error")),
-                             str(decoded.get("message") or text))
+                             str(decoded.get("message") or text), not_served=status == 404 and not names_object)
     return KubeError(status, _REASONS.get(status, phrase or "Error"), text or phrase or f"HTTP {status}",
-                     status_object=False)
-
+                     not_served=status == 404)
 
 
 def stop_per_request_env_lookups(api_client: client.ApiClient) -> bool:
@@ -215,8 +213,8 @@ class KubeClient:
             return _decoder.decode(data)
         except msgspec.DecodeError as exc:
             raise KubeError(0, "InvalidResponse", f"{method} {path}: {status} answer is not JSON "
-                            f"({content_type or 'no Content-Type'}): {data[:200].decode(errors='replace')!r}",
-                            status_object=False) from exc
+                            f"({content_type or 'no Content-Type'}): {data[:200].decode(errors='replace')!r}"
+                            ) from exc
 
     async def get(self, res: Resource, name: str, *, namespace: str = "") -> dict[str, Any] | None:
         try:
