@@ -219,23 +219,29 @@ class Running:
         self.task = asyncio.create_task(self._run(version))
 
     async def _run(self, version: str) -> None:
-        async for event in self.kube.watch(BINDINGS, resource_version=version, namespace=self.namespace):
-            obj = event.get("object") or {}
-            meta = obj.get("metadata") or {}
-            name = meta.get("name")
-            if not name or event.get("type") == "BOOKMARK":
-                continue
-            running = self.running.setdefault(self.queue_of(name), set())
-            if event.get("type") == "DELETED" or ((obj.get("spec") or {}).get("suspension") or {}).get("scheduling"):
-                running.discard(name)
-            else:
-                running.add(name)
-            self.most[self.queue_of(name)] = max(self.most.get(self.queue_of(name), 0), len(running))
-            self.versions[name] = str(meta.get("resourceVersion", ""))
+        while True:  # the server ends a watch now and then: resume where it ended
+            async for event in self.kube.watch(BINDINGS, resource_version=version, namespace=self.namespace):
+                obj = event.get("object") or {}
+                meta = obj.get("metadata") or {}
+                version = str(meta.get("resourceVersion") or version)
+                name = meta.get("name")
+                if not name or event.get("type") == "BOOKMARK":
+                    continue
+                queue = self.queue_of(name)
+                running = self.running.setdefault(queue, set())
+                spec = obj.get("spec") or {}
+                if event.get("type") == "DELETED" or (spec.get("suspension") or {}).get("scheduling"):
+                    running.discard(name)
+                else:
+                    running.add(name)
+                self.most[queue] = max(self.most.get(queue, 0), len(running))
+                self.versions[name] = version
 
-    async def caught_up(self, items: list[dict[str, Any]]) -> bool:
-        """Whether the watch has seen every binding of ``items`` at its listed version."""
-        return all(self.versions.get(b["metadata"]["name"]) == b["metadata"]["resourceVersion"] for b in items)
+    async def caught_up(self) -> list[dict[str, Any]] | None:
+        """The namespace's bindings, once the watch has seen every one of them at its listed version."""
+        items, _ = await self.kube.list(BINDINGS, namespace=self.namespace)
+        seen = all(self.versions.get(b["metadata"]["name"]) == b["metadata"]["resourceVersion"] for b in items)
+        return items if seen else None
 
     async def stop(self) -> None:
         if self.task is not None:
@@ -285,8 +291,7 @@ async def test_a_burst_of_200_bindings_across_4_queues_respects_order_and_capabi
 
             await stack.eventually(settled, within=60, what="120 admitted, 80 held with a reason")
             await stack.wait_idle()  # decided all it will: what is running now is what admission settled on
-            items, _ = await stack.kube.list(BINDINGS, namespace=stack.namespace)
-            await stack.eventually(lambda: running.caught_up(items), what="the watch caught up with the list")
+            items = await stack.eventually(running.caught_up, what="the watch caught up with the list")
             assert running.most == {q: capability for q in queues}  # never past the capability, at any moment
             by_name = {b["metadata"]["name"]: b for b in items}
             first_admitted = []
