@@ -79,7 +79,6 @@ from tether.adapters.kubernetes.client import (
     VOLCANO_JOBS,
     KubeClient,
     KubeError,
-    served_from,
 )
 from tether.adapters.kubernetes.executor import KubeExecutor, ObjectCache
 from tether.adapters.kubernetes.leader import LeaderElector
@@ -504,13 +503,13 @@ class Daemon:
         sources = [
             WatchSource(kube, self._log, CONFIGMAPS, namespace=config_ns,
                         field_selector=f"metadata.name={config_name}"),
-            WatchSource(kube, self._log, served_from(QUEUES, groups), absent_ok=True, absent_retry=retry),
+            WatchSource(kube, self._log, QUEUES, absent_ok=True, absent_retry=retry, api_groups=groups),
             WatchSource(kube, self._log, PRIORITY_CLASSES, absent_ok=True, absent_retry=retry),
             WatchSource(kube, self._log, DEPLOYMENTS, namespace=ns),
         ]
         if self.cfg.admission_volcano_jobs:
-            sources.append(WatchSource(kube, self._log, served_from(VOLCANO_JOBS, groups), namespace=ns,
-                                       absent_ok=True, absent_retry=retry))
+            sources.append(WatchSource(kube, self._log, VOLCANO_JOBS, namespace=ns, absent_ok=True,
+                                       absent_retry=retry, api_groups=groups))
         return sources
 
     async def _freeze_heap_once_recovered(self) -> None:

@@ -54,7 +54,7 @@ from tether.core.kube import KubeObject, as_json, parse_conditions, pointer_toke
 from tether.core.placement.decider import PLACEMENT_ANNOTATION
 from tether.core.placement.node_affinity import InvalidAffinity, tighten_node_affinity
 
-from .client import JSON_PATCH, KubeClient, KubeError, Resource, served_from
+from .client import JSON_PATCH, KubeClient, KubeError, Resource
 from .executor import KubeExecutor, _Attempt
 from .watch import WatchSource
 
@@ -223,7 +223,7 @@ class MemberClusters:
                  api_groups: Mapping[str, str] | None = None, absent_retry: float = 30.0) -> None:
         self.log = log_
         # what each member watches: the optional APIs (Godel's, Fluid's) may be absent there (module doc)
-        self.resources = tuple(served_from(r, api_groups or {}) for r in MEMBER_RESOURCES)
+        self.api_groups = dict(api_groups or {})
         self.absent_retry = absent_retry
         self.executor = executor
         self.kubeconfigs = dict(kubeconfigs or {})
@@ -249,7 +249,8 @@ class MemberClusters:
             kube = KubeClient(api)
             member = _Member(name=name, api=api, origin=origin, fingerprint=fingerprint)
             member.sources = [WatchSource(kube, self.log, res, cluster=name, absent_ok=res.optional,
-                                          absent_retry=self.absent_retry) for res in self.resources]
+                                          absent_retry=self.absent_retry, api_groups=self.api_groups)
+                              for res in MEMBER_RESOURCES]
             self.executor.executors[name] = _MemberKube(kube, cluster=name, component="tether")
             started = ListsStarted(sources=tuple(s.list_source for s in member.sources), cluster=name)
             await self.log.append("events", [EventRecord(at_ms=_now_ms(), source="members", key=event_key(started),

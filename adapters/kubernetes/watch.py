@@ -27,11 +27,12 @@ A :class:`WatchSource` is the informer of tether, without a cache (the projectio
   watched (the watch answers 404) goes the same way, and the empty list makes the world forget its objects,
   which the deletion took with it. Retrying with the error backoff instead would log a warning per attempt
   and, at its 30 s cap, ask no less often — but a warning a minute for a resource nobody installed is noise.
-  "Not served" is what a real server says with a plain-text ``404 page not found`` (``KubeError.not_served``);
-  the client reports it as a 404 like any other, and a list of a served resource never answers 404.
-* a resource **served from another group** (``Resource.served_group``: a test's stand-in for a CRD of a shared
-  cluster) is watched there, and its objects enter the log under the resource's own apiVersion, so that the
-  projections cannot tell them from the real ones.
+  A real server says "not served" as a plain-text ``404 page not found`` (a Status NotFound naming no object in
+  a built-in group; ``KubeError.not_served``); the client reports either as a 404, and a list of a served
+  resource never answers 404.
+* a resource **served from another group** (``api_groups``, ``Resource.served_group``: a test's stand-in for a
+  CRD of a shared cluster) is watched there, and its objects enter the log under the resource's own apiVersion,
+  so that the projections cannot tell them from the real ones.
 
 Time in the appended events is the wall clock at append — the only place where tether reads it for events.
 """
@@ -41,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -52,7 +53,7 @@ from tether.core.envelope import EventRecord
 from tether.core.events import Event, ListsStarted, ObjectDeleted, ObjectObserved, ObjectsListed, event_key, list_source
 from tether.core.kube import KubeObject, trim
 
-from .client import KubeClient, KubeError, Resource
+from .client import KubeClient, KubeError, Resource, served_from
 
 log = structlog.get_logger("tether.watch")
 
@@ -69,10 +70,11 @@ class WatchSource:
         field_selector: str | None = None, batch_size: int = 256, flush_interval: float = 0.0,
         timeout_seconds: int = 300, on_object: Callable[[KubeObject, bool], None] | None = None,
         cluster: str = "", absent_ok: bool = False, absent_retry: float = 30.0,
+        api_groups: Mapping[str, str] | None = None,
     ) -> None:
         self.kube = kube
         self.log = log_
-        self.resource = resource
+        self.resource = served_from(resource, api_groups or {})  # where it is served (module doc)
         self.namespace = namespace
         self.field_selector = field_selector
         self.batch_size = batch_size
