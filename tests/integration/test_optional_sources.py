@@ -27,6 +27,7 @@ import structlog
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from tether.adapters.daemon.status import daemon_status
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import QUEUES, VOLCANO_JOBS, KubeClient, KubeError, Resource, served_from
 from tether.adapters.kubernetes.members import FLUID, POD_GROUPS
@@ -229,6 +230,12 @@ async def test_an_optional_api_absent_installed_later_and_deleted(kube: KubeEnv,
             await eventually(member_listed, "the member's lists ended")
         await eventually(lambda: asyncio.sleep(0, _absent_metric(stack, watched) == 1),
                          "tether_watch_resource_absent 1")
+        status = await daemon_status(daemon, started_at=0.0)
+        if where == "member":  # tether status names what a member does not serve
+            [row] = [m for m in status["members"] if m["name"] == "m1"]
+            assert res.plural in row["absent"]
+        else:
+            assert any(w["resource"] == watched.name and w["absent"] for w in status["watches"])
 
         async with own_crd(kube, res) as delete_crd:
             name = f"{res.kind.lower()}-{secrets.token_hex(3)}"
