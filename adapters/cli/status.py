@@ -173,7 +173,8 @@ def _members_table(doc: dict[str, Any]) -> Table | None:
     members = doc.get("members") or []
     if not members:
         return None
-    table = _table("members", "cluster", "Karmada", "connected", "listing", "nodes", "pods", "watch errors")
+    table = _table("members", "cluster", "Karmada", "connected", "listing", "nodes", "pods", "not served",
+                   "watch errors")
     for m in members:
         ready = m.get("karmada_ready")
         table.add_row(m["name"], Text("Ready" if ready else ("NotReady" if ready is False else "-"),
@@ -181,6 +182,7 @@ def _members_table(doc: dict[str, Any]) -> Table | None:
                       m.get("origin") or "no", ", ".join(m.get("listing") or []) or "-",
                       str(m.get("nodes", 0)) if m.get("connected") else "-",
                       str(m.get("pods", 0)) if m.get("connected") else "-",
+                      ", ".join(m.get("absent") or []) or "-",
                       f"{m.get('watch_errors', 0)}" + (f" ({m['last_error']})" if m.get("last_error") else ""))
     return table
 

@@ -135,6 +135,9 @@ class DaemonConfig:
     admission_configmap: str = "tether-system/tether-admission"
     admission_volcano_jobs: bool = False  # also watch batch.volcano.sh Jobs
     absent_retry: float = 30.0  # seconds between asking again for an optional resource not served (its CRD absent)
+    # an optional API group served from another group, {its group: the group serving it} — tests on a shared
+    # cluster serve Volcano's, Godel's or Fluid's kinds from CRDs of their own (client.served_from); not a CLI flag
+    api_groups: dict[str, str] = field(default_factory=dict)
     # the webhook server (module doc): one HTTPS port and certificate directory for every webhook tether serves
     binding_webhook: bool = False  # /mutate/resourcebindings (the ResourceBinding admission webhook)
     pod_webhook: bool = False  # /mutate/pods/<cluster> (the member clusters' pod webhook)
@@ -354,7 +357,8 @@ class Daemon:
         member_executor = MemberExecutor()
         self.members = MemberClusters(self._log, member_executor, kubeconfigs=self.cfg.members,
                                       karmada=kube if self.cfg.members_from_karmada else None,
-                                      clients=self._member_clients)
+                                      clients=self._member_clients, api_groups=self.cfg.api_groups,
+                                      absent_retry=self.cfg.absent_retry)
         self.runtime = Runtime(
             self._log, executors=[KubeExecutor(kube, cache=known),
                                   CatalogExecutor(self.resolvers, metrics=self.metrics), member_executor],
@@ -464,7 +468,8 @@ class Daemon:
                 metrics.claims.labels(phase).set(count)
             metrics.timers.set(len(world.timers))
             metrics.lists_pending.set(len(world.lists_pending))
-            for source in self.sources:
+            members = self.members.members.values() if self.members is not None else ()
+            for source in [*self.sources, *(s for m in list(members) for s in m.sources)]:
                 metrics.watch_errors.labels(source.name).set(source.errors)
                 if source.absent_ok:
                     metrics.watch_absent.labels(source.name).set(1 if source.absent else 0)
@@ -494,16 +499,17 @@ class Daemon:
         assert self._log is not None
         ns = self.cfg.watch_namespace
         config_ns, _, config_name = self.cfg.admission_configmap.partition("/")
-        retry = self.cfg.absent_retry
+        retry, groups = self.cfg.absent_retry, self.cfg.api_groups
         sources = [
             WatchSource(kube, self._log, CONFIGMAPS, namespace=config_ns,
                         field_selector=f"metadata.name={config_name}"),
-            WatchSource(kube, self._log, QUEUES, absent_ok=True, absent_retry=retry),
+            WatchSource(kube, self._log, QUEUES, absent_ok=True, absent_retry=retry, api_groups=groups),
             WatchSource(kube, self._log, PRIORITY_CLASSES, absent_ok=True, absent_retry=retry),
             WatchSource(kube, self._log, DEPLOYMENTS, namespace=ns),
         ]
         if self.cfg.admission_volcano_jobs:
-            sources.append(WatchSource(kube, self._log, VOLCANO_JOBS, namespace=ns, absent_ok=True, absent_retry=retry))
+            sources.append(WatchSource(kube, self._log, VOLCANO_JOBS, namespace=ns, absent_ok=True,
+                                       absent_retry=retry, api_groups=groups))
         return sources
 
     async def _freeze_heap_once_recovered(self) -> None:

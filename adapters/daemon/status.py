@@ -103,6 +103,8 @@ def _members(daemon: Daemon) -> list[dict[str, Any]]:
             "listing": sorted(state.lists_pending) if state is not None else [],
             "nodes": len(state.nodes) if state is not None else 0, "pods": len(state.pods) if state is not None else 0,
             "watch_errors": sum(s.errors for s in member.sources) if member is not None else 0,
+            # its optional APIs not served there (Godel's, Fluid's: docs/optional-apis.md)
+            "absent": sorted(s.resource.plural for s in member.sources if s.absent) if member is not None else [],
             "last_error": next((s.last_error for s in member.sources if s.last_error), "") if member else "",
         })
     return rows

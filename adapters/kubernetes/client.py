@@ -5,12 +5,25 @@ client certificates, TLS — and model classes tether does not want: custom reso
 deserialising ResourceBindings into generated classes only to turn them back into dicts costs time on every
 event. :class:`KubeClient` therefore calls ``ApiClient.call_api`` with ``_preload_content=False`` and decodes the
 raw body with msgspec. Errors become :class:`KubeError` carrying the API's ``Status`` (code, reason, message).
+
+**The status comes first, the body second.** Not every error answer is a ``Status``. A real API server answers a
+request for an API group it does not serve at all — or for a resource or version a CRD group lacks (a CRD that is
+not installed) — from its last handler: ``404``, ``Content-Type: text/plain``, the body ``404 page not found``.
+(Within a built-in group, such as ``apps`` or the core group, a missing resource or version is a ``Status``
+NotFound that names no object: "the server could not find the requested resource".) Proxies and load balancers in
+front of the server answer with text or HTML of their own. So the client looks at the status code first and
+decodes a body as JSON only when it says it is JSON: a non-JSON error answer is a :class:`KubeError` of its status
+with the text as its message, never a decoding error — which used to hide a 404 from everything that handles one
+(``absent_ok`` watches, ``get``/``delete``) and made an absent optional resource retry for ever.
+``KubeError.not_served`` tells a 404 that names no object (the API is not served) from a ``Status`` NotFound of a
+served resource's missing object. A 2xx answer whose body is not JSON is a :class:`KubeError` too (status 0,
+retryable: a broken proxy, not an answer of the API).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import msgspec
@@ -21,20 +34,29 @@ from yarl import URL
 
 @dataclass(frozen=True)
 class Resource:
-    """An API resource: where it is served and what it is called."""
+    """An API resource: where it is served and what it is called. ``served_group``: the group it is served from
+    when not its own (:func:`served_from`); its objects keep their own ``api_version`` in tether."""
 
     group: str
     version: str
     plural: str
     kind: str
     namespaced: bool
+    served_group: str = ""
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
+    @property
+    def optional(self) -> bool:
+        """Whether a server may lack this API: every group that is not built into kube-apiserver (a CRD's —
+        Volcano's, Godel's, Fluid's, Karmada's — may be absent, installed later, or deleted)."""
+        return (self.served_group or self.group) not in BUILT_IN_GROUPS
+
     def path(self, *, namespace: str = "", name: str = "", subresource: str = "") -> str:
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        group = self.served_group or self.group
+        base = f"/apis/{group}/{self.version}" if group else f"/api/{self.version}"
         if self.namespaced and namespace:
             base += f"/namespaces/{namespace}"
         base += f"/{self.plural}"
@@ -43,6 +65,19 @@ class Resource:
             if subresource:
                 base += f"/{subresource}"
         return base
+
+
+# The API groups every kube-apiserver serves (of those tether reads): never optional.
+BUILT_IN_GROUPS = frozenset({"", "apps", "batch", "coordination.k8s.io", "scheduling.k8s.io", "events.k8s.io",
+                             "apiextensions.k8s.io", "admissionregistration.k8s.io"})
+
+
+def served_from(res: Resource, groups: Mapping[str, str]) -> Resource:
+    """``res`` served from the group ``groups`` names for its own, if any. A seam for tests on a shared cluster:
+    the real CRDs of an optional API may be installed there and may not be deleted, so a test serves the API from
+    a group of its own (a CRD it creates and deletes) and tether watches it there as if it were the real one."""
+    served = groups.get(res.group, "")
+    return replace(res, served_group=served) if served and served != res.group else res
 
 
 CLAIMS = Resource("datadependency.volcano.sh", "v1alpha1", "datasourceclaims", "DataSourceClaim", True)
@@ -65,13 +100,15 @@ JSON_PATCH = "application/json-patch+json"
 
 
 class KubeError(Exception):
-    """A non-2xx answer of the API server (or a transport failure: status 0)."""
+    """A non-2xx answer of the API server (or a transport failure: status 0). ``not_served``: a 404 that names no
+    object — the server does not serve that API (module doc) — as opposed to a served resource's missing object."""
 
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(self, status: int, reason: str, message: str, *, not_served: bool = False) -> None:
         super().__init__(f"{status} {reason}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
+        self.not_served = not_served
 
     @property
     def retryable(self) -> bool:
@@ -79,6 +116,36 @@ class KubeError(Exception):
 
 
 _decoder = msgspec.json.Decoder()
+# Kubernetes' StatusReason for the codes a non-Status answer may carry (the HTTP phrase otherwise).
+_REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
+            406: "NotAcceptable", 409: "Conflict", 410: "Expired", 413: "RequestEntityTooLarge",
+            415: "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests", 500: "InternalError",
+            503: "ServiceUnavailable", 504: "Timeout"}
+
+
+def _is_json(content_type: str) -> bool:
+    """``application/json`` and its relatives (``…+json``, parameters); an empty type is taken for JSON, as
+    kubernetes-asyncio does."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    return not media or media == "application/json" or media.endswith("+json")
+
+
+def error_of(status: int, content_type: str, body: bytes, *, phrase: str = "") -> KubeError:
+    """The :class:`KubeError` of a non-2xx answer: from its ``Status`` when the body is one, else from the status
+    code with the body's text (module doc)."""
+    text = body.decode(errors="replace").strip()[:500]
+    if _is_json(content_type) and body:
+        try:
+            decoded = _decoder.decode(body)
+        except msgspec.DecodeError:
+            decoded = None
+        if isinstance(decoded, dict) and decoded.get("kind") == "Status":
+            details = decoded.get("details")
+            names_object = isinstance(details, dict) and bool(details.get("name"))
+            return KubeError(status, str(decoded.get("reason") or _REASONS.get(status, phrase or "Error")),
+                             str(decoded.get("message") or text), not_served=status == 404 and not names_object)
+    return KubeError(status, _REASONS.get(status, phrase or "Error"), text or phrase or f"HTTP {status}",
+                     not_served=status == 404)
 
 
 def stop_per_request_env_lookups(api_client: client.ApiClient) -> bool:
@@ -137,15 +204,17 @@ class KubeClient:
             data = await response.read()
         finally:
             response.release()
-        status = response.status
-        decoded = _decoder.decode(data) if data else None
-        if 200 <= status < 300:
-            return decoded
-        reason, message = "Error", data.decode(errors="replace")[:500]
-        if isinstance(decoded, dict) and decoded.get("kind") == "Status":
-            reason = str(decoded.get("reason") or reason)
-            message = str(decoded.get("message") or message)
-        raise KubeError(status, reason, message)
+        status, content_type = response.status, response.headers.get("Content-Type", "")
+        if not 200 <= status < 300:  # the status first: an error body need not be JSON (module doc)
+            raise error_of(status, content_type, data, phrase=str(response.reason or ""))
+        if not data:
+            return None
+        try:
+            return _decoder.decode(data)
+        except msgspec.DecodeError as exc:
+            raise KubeError(0, "InvalidResponse", f"{method} {path}: {status} answer is not JSON "
+                            f"({content_type or 'no Content-Type'}): {data[:200].decode(errors='replace')!r}"
+                            ) from exc
 
     async def get(self, res: Resource, name: str, *, namespace: str = "") -> dict[str, Any] | None:
         try:
@@ -195,9 +264,8 @@ class KubeClient:
             raise KubeError(0, "Unavailable", f"watch {res.plural}: {exc!r}") from exc
         try:
             if response.status != 200:
-                body = await response.read()
-                decoded = _decoder.decode(body) if body else {}
-                raise KubeError(response.status, str(decoded.get("reason", "Error")), str(decoded.get("message", "")))
+                raise error_of(response.status, response.headers.get("Content-Type", ""), await response.read(),
+                               phrase=str(response.reason or ""))
             async for line in response.content:
                 if line.strip():
                     yield _decoder.decode(line)

@@ -14,6 +14,13 @@ run time.
 unreachable backs off in its own watch loops (``WatchSource.run``) and holds back only its own pod placement (its
 lists are pending, ``projections/members.py``). Nothing that one member does blocks another, or the control plane.
 
+**Optional APIs.** Nodes, Pods and batch Jobs are served by every member. Godel's PodGroups and each of Fluid's
+operations are CRDs that most members lack, that may be installed later or deleted while tether runs: they are
+watched with ``absent_ok`` (``WatchSource``) — not served, a kind lists as empty with one warning, so the member's
+lists end and the rest of its pods are placed (a member without Godel still places Fluid operations, one without
+Fluid still places groups); it is asked for again every ``absent_retry`` seconds and picked up once installed; its
+objects are forgotten when its CRD is deleted.
+
 **Leaving.** A member that leaves has its tasks cancelled and its client closed, and a
 :class:`~tether.core.events.MemberDisconnected` is appended: the world drops what it knew of it.
 
@@ -212,8 +219,12 @@ class MemberClusters:
     """The connected members: their clients, watch sources and executors (module doc)."""
 
     def __init__(self, log_: EventLog, executor: MemberExecutor, *, kubeconfigs: Mapping[str, str] | None = None,
-                 karmada: KubeClient | None = None, clients: Mapping[str, client.ApiClient] | None = None) -> None:
+                 karmada: KubeClient | None = None, clients: Mapping[str, client.ApiClient] | None = None,
+                 api_groups: Mapping[str, str] | None = None, absent_retry: float = 30.0) -> None:
         self.log = log_
+        # what each member watches: the optional APIs (Godel's, Fluid's) may be absent there (module doc)
+        self.api_groups = dict(api_groups or {})
+        self.absent_retry = absent_retry
         self.executor = executor
         self.kubeconfigs = dict(kubeconfigs or {})
         self.karmada = karmada
@@ -237,7 +248,8 @@ class MemberClusters:
                 return False
             kube = KubeClient(api)
             member = _Member(name=name, api=api, origin=origin, fingerprint=fingerprint)
-            member.sources = [WatchSource(kube, self.log, res, cluster=name, absent_ok=True)
+            member.sources = [WatchSource(kube, self.log, res, cluster=name, absent_ok=res.optional,
+                                          absent_retry=self.absent_retry, api_groups=self.api_groups)
                               for res in MEMBER_RESOURCES]
             self.executor.executors[name] = _MemberKube(kube, cluster=name, component="tether")
             started = ListsStarted(sources=tuple(s.list_source for s in member.sources), cluster=name)

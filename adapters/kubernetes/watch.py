@@ -27,6 +27,12 @@ A :class:`WatchSource` is the informer of tether, without a cache (the projectio
   watched (the watch answers 404) goes the same way, and the empty list makes the world forget its objects,
   which the deletion took with it. Retrying with the error backoff instead would log a warning per attempt
   and, at its 30 s cap, ask no less often — but a warning a minute for a resource nobody installed is noise.
+  A real server says "not served" as a plain-text ``404 page not found`` (a Status NotFound naming no object in
+  a built-in group; ``KubeError.not_served``); the client reports either as a 404, and a list of a served
+  resource never answers 404.
+* a resource **served from another group** (``api_groups``, ``Resource.served_group``: a test's stand-in for a
+  CRD of a shared cluster) is watched there, and its objects enter the log under the resource's own apiVersion,
+  so that the projections cannot tell them from the real ones.
 
 Time in the appended events is the wall clock at append — the only place where tether reads it for events.
 """
@@ -36,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -47,7 +53,7 @@ from tether.core.envelope import EventRecord
 from tether.core.events import Event, ListsStarted, ObjectDeleted, ObjectObserved, ObjectsListed, event_key, list_source
 from tether.core.kube import KubeObject, trim
 
-from .client import KubeClient, KubeError, Resource
+from .client import KubeClient, KubeError, Resource, served_from
 
 log = structlog.get_logger("tether.watch")
 
@@ -64,10 +70,11 @@ class WatchSource:
         field_selector: str | None = None, batch_size: int = 256, flush_interval: float = 0.0,
         timeout_seconds: int = 300, on_object: Callable[[KubeObject, bool], None] | None = None,
         cluster: str = "", absent_ok: bool = False, absent_retry: float = 30.0,
+        api_groups: Mapping[str, str] | None = None,
     ) -> None:
         self.kube = kube
         self.log = log_
-        self.resource = resource
+        self.resource = served_from(resource, api_groups or {})  # where it is served (module doc)
         self.namespace = namespace
         self.field_selector = field_selector
         self.batch_size = batch_size
@@ -110,6 +117,8 @@ class WatchSource:
         self.appended += len(records)
 
     def _event_for(self, kind: str, raw: dict[str, Any]) -> Event | None:
+        if self.resource.served_group:
+            raw["apiVersion"] = self.resource.api_version  # known by its own group (module doc)
         raw.setdefault("apiVersion", self.resource.api_version)
         raw.setdefault("kind", self.resource.kind)
         try:
@@ -139,8 +148,7 @@ class WatchSource:
             return
         if self.absent:
             self.absent = False
-            log.info("resource served now; listed and watched", resource=self.name,
-                     api_version=self.resource.api_version)
+            log.info("resource served now; listed and watched", resource=self.name, path=self.resource.path())
         events: list[Event] = [ListsStarted(sources=(self.list_source,), cluster=self.cluster)] if announce else []
         keys: list[str] = []
         for raw in items:
@@ -163,7 +171,7 @@ class WatchSource:
         if not self.absent:
             self.absent = True
             log.warning("resource not served (its CRD is not installed?): listed as empty, asking again periodically",
-                        resource=self.name, api_version=self.resource.api_version, retry_every=self.absent_retry)
+                        resource=self.name, path=self.resource.path(), retry_every=self.absent_retry)
             await self._append([ObjectsListed(kind=self.resource.kind, keys=(), namespace=self.namespace,
                                               cluster=self.cluster)])
         self.resource_version = ""
@@ -234,10 +242,14 @@ class WatchSource:
                     self.resource_version = ""
                     continue
                 self.last_error = f"{exc.status} {exc.reason}: {exc.message[:200]}"  # (410 is routine, not one)
-                if exc.status == 404 and self.absent_ok:  # its CRD was deleted? the relist (after the backoff) tells
+                if exc.status == 404 and self.absent_ok:
+                    # its CRD was deleted? the relist (after the backoff) tells, and warns once if so
                     self.resource_version = ""
-                log.warning("watch failed; retrying", resource=self.name, status=exc.status, reason=exc.reason,
-                            message=exc.message[:200], retry_in=round(delay, 2))
+                    log.info("watch answered 404; relisting", resource=self.name, message=exc.message[:200],
+                             retry_in=round(delay, 2))
+                else:
+                    log.warning("watch failed; retrying", resource=self.name, status=exc.status, reason=exc.reason,
+                                message=exc.message[:200], retry_in=round(delay, 2))
             except Exception as exc:  # a transport error mid-stream, a decoding error…: back off and resume
                 self.errors += 1
                 self.last_error = repr(exc)[:200]

@@ -31,7 +31,16 @@ from typing import Any
 
 from tether.adapters.daemon.daemon import Daemon, DaemonConfig
 from tether.adapters.kubernetes import manifests
-from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, CLUSTERS, CONFIGMAPS, DATASOURCES, EVENTS, KubeClient
+from tether.adapters.kubernetes.client import (
+    BINDINGS,
+    CLAIMS,
+    CLUSTERS,
+    CONFIGMAPS,
+    DATASOURCES,
+    EVENTS,
+    KubeClient,
+    KubeError,
+)
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.catalog import SandboxCatalog
 from tether.adapters.sandbox.kube_emulator.testing import KUBECONFIG_ENV, TETHER_FINALIZERS, KubeEnv
@@ -362,50 +371,53 @@ async def tether_stack(env: KubeEnv, *, refresh_interval: float | None = None, p
     kube = KubeClient(env.api_client)
     suffix = secrets.token_hex(3)
     clusters = {"east1": f"east1-{suffix}", "east2": f"east2-{suffix}", "west1": f"west1-{suffix}"}
-    for role, name in clusters.items():
-        await _create_cluster(kube, manifests.cluster(name, region=role[:-1]))
-    async with SandboxCatalog(seed=False, **(catalog_options or {})) as catalog:
-        plugin = manifests.plugin_entry(
-            url=catalog.url, port=None, mapping={
-                f"s3://warehouse-east/{suffix}/": [clusters["east1"], clusters["east2"]],
-                f"s3://warehouse-west/{suffix}/": [clusters["west1"]],
-            },
-            **{"retryConfig": {"maxRetries": 1, "initialBackoff": "10ms", "maxBackoff": "50ms", "timeout": "2s"},
-               "circuitBreaker": {"failureThreshold": 1000, "resetTimeout": "1s"}, **(plugin_options or {})},
-        )
-        configmap = manifests.plugin_configmap({"amoro": plugin}, namespace=env.namespace, name="tether-plugins")
-        await kube.create(CONFIGMAPS, configmap, namespace=env.namespace)
-        with tempfile.TemporaryDirectory(prefix="tether-it-") as tmp:
-            cfg = DaemonConfig(log_url=f"sqlite:///{tmp}/tether.db", plugin_configmap=f"{env.namespace}/tether-plugins",
-                               watch_namespace=env.namespace, http_host="127.0.0.1", http_port=0,
-                               push_token=push_token, refresh_interval=refresh_interval,
-                               lease_namespace=env.namespace,
-                               # the test process is not the daemon's: freezing its heap would keep the garbage
-                               # cycles of every later test (the child process freezes its own, as tether run)
-                               **{"freeze_heap": daemon_process, **(daemon_options or {})})
-            stack = Stack(env=env, kube=kube, catalog=catalog, daemon=None, log=None, namespace=env.namespace,
-                          clusters=clusters, suffix=suffix, plugin_configmap=cfg.plugin_configmap, cfg=cfg, tmp=tmp,
-                          resolver_options=resolver_options)
-            try:
-                if daemon_process:
-                    if kubeconfig is None:
-                        kubeconfig = (str(env.emulator.kubeconfig_path(tmp)) if env.emulator is not None
-                                      else os.environ.get(KUBECONFIG_ENV))
-                    stack.cfg = cfg = dataclasses.replace(cfg, kubeconfig=kubeconfig)
-                    stack.process = await DaemonProcess.start(cfg)
-                else:
-                    stack.log = log = await SqliteLog.open(str(Path(tmp) / "tether.db"))
-                    stack.daemon, stack._stop, stack._task = await spawn_daemon(cfg, env, log,
-                                                                                resolver_options=resolver_options)
-                    daemon = stack.daemon
-                    await stack.eventually(lambda: asyncio.sleep(0, daemon.ready()[0]), what="daemon ready")
-                yield stack
-            finally:
-                if stack._task is not None or stack.process is not None:
-                    await stack.stop_daemon()
-                if stack.log is not None:
-                    await stack.log.close()
-                await _cleanup(kube, env.namespace, clusters, suffix)
+    try:  # from the first cluster-scoped object on: whatever fails or is cancelled, the clean-up runs
+        for role, name in clusters.items():
+            await _create_cluster(kube, manifests.cluster(name, region=role[:-1]))
+        async with SandboxCatalog(seed=False, **(catalog_options or {})) as catalog:
+            plugin = manifests.plugin_entry(
+                url=catalog.url, port=None, mapping={
+                    f"s3://warehouse-east/{suffix}/": [clusters["east1"], clusters["east2"]],
+                    f"s3://warehouse-west/{suffix}/": [clusters["west1"]],
+                },
+                **{"retryConfig": {"maxRetries": 1, "initialBackoff": "10ms", "maxBackoff": "50ms", "timeout": "2s"},
+                   "circuitBreaker": {"failureThreshold": 1000, "resetTimeout": "1s"}, **(plugin_options or {})},
+            )
+            configmap = manifests.plugin_configmap({"amoro": plugin}, namespace=env.namespace, name="tether-plugins")
+            await kube.create(CONFIGMAPS, configmap, namespace=env.namespace)
+            with tempfile.TemporaryDirectory(prefix="tether-it-") as tmp:
+                cfg = DaemonConfig(log_url=f"sqlite:///{tmp}/tether.db",
+                                   plugin_configmap=f"{env.namespace}/tether-plugins",
+                                   watch_namespace=env.namespace, http_host="127.0.0.1", http_port=0,
+                                   push_token=push_token, refresh_interval=refresh_interval,
+                                   lease_namespace=env.namespace,
+                                   # the test process is not the daemon's: freezing its heap would keep the garbage
+                                   # cycles of every later test (the child process freezes its own, as tether run)
+                                   **{"freeze_heap": daemon_process, **(daemon_options or {})})
+                stack = Stack(env=env, kube=kube, catalog=catalog, daemon=None, log=None, namespace=env.namespace,
+                              clusters=clusters, suffix=suffix, plugin_configmap=cfg.plugin_configmap, cfg=cfg,
+                              tmp=tmp, resolver_options=resolver_options)
+                try:
+                    if daemon_process:
+                        if kubeconfig is None:
+                            kubeconfig = (str(env.emulator.kubeconfig_path(tmp)) if env.emulator is not None
+                                          else os.environ.get(KUBECONFIG_ENV))
+                        stack.cfg = cfg = dataclasses.replace(cfg, kubeconfig=kubeconfig)
+                        stack.process = await DaemonProcess.start(cfg)
+                    else:
+                        stack.log = log = await SqliteLog.open(str(Path(tmp) / "tether.db"))
+                        stack.daemon, stack._stop, stack._task = await spawn_daemon(
+                            cfg, env, log, resolver_options=resolver_options)
+                        daemon = stack.daemon
+                        await stack.eventually(lambda: asyncio.sleep(0, daemon.ready()[0]), what="daemon ready")
+                    yield stack
+                finally:
+                    if stack._task is not None or stack.process is not None:
+                        await stack.stop_daemon()
+                    if stack.log is not None:
+                        await stack.log.close()
+    finally:
+        await _cleanup(kube, env.namespace, clusters, suffix)
 
 
 async def _cleanup(kube: KubeClient, namespace: str, clusters: dict[str, str], suffix: str) -> None:
@@ -413,21 +425,39 @@ async def _cleanup(kube: KubeClient, namespace: str, clusters: dict[str, str], s
     releasing tether's finalizers on its claims (the daemon that would have is gone; the namespace's deletion
     would wait on them for ever). Only the stack's own objects: its claims, the DataSources of its tables (their
     names carry the stack's unique suffix) and its Clusters — a shared cluster holds other DataSources, even
-    unreferenced ones, that are not ours to delete. Other finalizers are left to their owners."""
-    claims, _ = await kube.list(CLAIMS, namespace=namespace)
-    for claim in claims:
-        with contextlib.suppress(Exception):
-            await _release(kube, CLAIMS, claim, namespace=namespace)
-    sources, _ = await kube.list(DATASOURCES)
-    for source in sources:
-        if f".{suffix}." not in str((source.get("spec") or {}).get("name") or ""):
-            continue
-        with contextlib.suppress(Exception):
-            await _release(kube, DATASOURCES, source)
-            await kube.delete(DATASOURCES, source["metadata"]["name"])
+    unreferenced ones, that are not ours to delete. Other finalizers are left to their owners.
+
+    Each step is tried on its own, and each deletion is retried while the API answers a retryable error: a step
+    that fails (a list refused, a conflict) must not leave the Clusters behind on a shared cluster."""
+    with contextlib.suppress(Exception):
+        claims, _ = await kube.list(CLAIMS, namespace=namespace)
+        for claim in claims:
+            with contextlib.suppress(Exception):
+                await _release(kube, CLAIMS, claim, namespace=namespace)
+    with contextlib.suppress(Exception):
+        sources, _ = await kube.list(DATASOURCES)
+        for source in sources:
+            if f".{suffix}." not in str((source.get("spec") or {}).get("name") or ""):
+                continue
+            with contextlib.suppress(Exception):
+                await _release(kube, DATASOURCES, source)
+                await delete_cluster_scoped(kube, DATASOURCES, source["metadata"]["name"])
     for name in clusters.values():
         with contextlib.suppress(Exception):
-            await kube.delete(CLUSTERS, name)
+            await delete_cluster_scoped(kube, CLUSTERS, name)
+
+
+async def delete_cluster_scoped(kube: KubeClient, res: Any, name: str, *, attempts: int = 5) -> None:
+    """Delete a cluster-scoped object a test created, retrying a retryable refusal (a shared cluster keeps what a
+    test leaves behind, for everyone). Gone already is fine."""
+    for attempt in range(attempts):
+        try:
+            await kube.delete(res, name)
+            return
+        except KubeError as exc:
+            if not exc.retryable or attempt == attempts - 1:
+                raise
+            await asyncio.sleep(0.2 * 2 ** attempt)
 
 
 async def _release(kube: KubeClient, res: Any, obj: dict[str, Any], *, namespace: str = "") -> None:

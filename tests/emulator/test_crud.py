@@ -227,3 +227,21 @@ async def test_delete_and_namespace_deletion(kube):
     with pytest.raises(ApiException) as ei:
         await kube.core.create_namespaced_config_map(ns, {"metadata": {"name": "c"}})
     assert ei.value.status in (403, 404)
+
+
+async def test_creation_timestamps_have_one_second_resolution_and_uids_are_random(kube):
+    """As a real server: ``creationTimestamp`` is RFC 3339 to the second (two objects created in one second tie),
+    and a UID is a random (version 4) UUID — nothing about creation order can be read from it."""
+    import re
+    import uuid
+
+    stamps, uids = [], []
+    for i in range(3):
+        resp = await kube.core.create_namespaced_config_map(kube.namespace, {"metadata": {"name": f"t{i}"}},
+                                                            _preload_content=False)
+        meta = json.loads(await resp.read())["metadata"]
+        stamps.append(meta["creationTimestamp"])
+        uids.append(meta["uid"])
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", s) for s in stamps), stamps
+    assert stamps == sorted(stamps)
+    assert len(set(uids)) == 3 and all(uuid.UUID(u).version == 4 for u in uids), uids

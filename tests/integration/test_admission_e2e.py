@@ -6,8 +6,9 @@ served on this machine's loopback, must be reachable from the API server (``requ
 * a workload whose claim is Bound: its binding's ``spec.clusters`` never names a cluster without the data — not at
   creation, not after a detector-style rewrite of ``placement`` (both are patched in the write itself);
 * a claim still resolving: its binding is created suspended and scheduled only once the placement is in;
-* a burst of 200 queue-managed bindings across 4 queues: admitted per queue in binding order, never past a queue's
-  capability, and scheduled by Karmada once resumed.
+* a burst of 200 queue-managed bindings across 4 queues: never past a queue's capability at any moment, each queue
+  full, no binding held while a strictly younger one of its queue runs (bindings created in the same second are
+  not ordered: one-second creation timestamps, random UIDs), and scheduled by Karmada once resumed.
 
 The test owns its namespace, its Queues (unique names), its webhook configuration (namespaceSelector on its own
 namespace) and the stack's Clusters; it removes them at the end. Its bindings carry what karmada-scheduler needs to
@@ -21,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ from tether.adapters.kubernetes.client import (
 from tether.adapters.kubernetes.webhook_certs import CA_FILE, MUTATING_WEBHOOKS, inject_ca_bundle
 from tether.adapters.sandbox.kube_emulator.karmada_scheduler import detector_rewrite
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import Stack, excluded, tether_stack
+from tether.adapters.testing.daemon import Stack, delete_cluster_scoped, excluded, tether_stack
 from tether.core.events import BindingAdmissionDecided
 from tether.projections.admission import ADMISSION_ANNOTATION
 
@@ -117,7 +118,7 @@ async def admission_stack(env: KubeEnv, tmp: Path, *, managed: bool = False,
             yield stack
         finally:
             with contextlib.suppress(KubeError):
-                await stack.kube.delete(MUTATING_WEBHOOKS, name)
+                await delete_cluster_scoped(stack.kube, MUTATING_WEBHOOKS, name)
 
 
 def binding(stack: Stack, name: str, workload: str, *, cpu: str = "1") -> dict[str, Any]:
@@ -202,12 +203,65 @@ async def test_a_resolving_claim_holds_its_binding_until_the_placement_is_in(kar
         assert ADMISSION_ANNOTATION not in (rb["metadata"].get("annotations") or {})
 
 
+class Running:
+    """From a watch of the namespace's bindings: which are running (not suspended) after every change the server
+    made, by queue, and the most that ever ran at once in each — every intermediate state, not only the last."""
+
+    def __init__(self, kube: KubeClient, namespace: str, queue_of: Callable[[str], str]) -> None:
+        self.kube, self.namespace, self.queue_of = kube, namespace, queue_of
+        self.running: dict[str, set[str]] = {}
+        self.most: dict[str, int] = {}
+        self.versions: dict[str, str] = {}  # binding → the resourceVersion last seen
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        _, version = await self.kube.list(BINDINGS, namespace=self.namespace)
+        self.task = asyncio.create_task(self._run(version))
+
+    async def _run(self, version: str) -> None:
+        while True:  # the server ends a watch now and then: resume where it ended
+            async for event in self.kube.watch(BINDINGS, resource_version=version, namespace=self.namespace):
+                obj = event.get("object") or {}
+                meta = obj.get("metadata") or {}
+                version = str(meta.get("resourceVersion") or version)
+                name = meta.get("name")
+                if not name or event.get("type") == "BOOKMARK":
+                    continue
+                queue = self.queue_of(name)
+                running = self.running.setdefault(queue, set())
+                spec = obj.get("spec") or {}
+                if event.get("type") == "DELETED" or (spec.get("suspension") or {}).get("scheduling"):
+                    running.discard(name)
+                else:
+                    running.add(name)
+                self.most[queue] = max(self.most.get(queue, 0), len(running))
+                self.versions[name] = version
+
+    async def caught_up(self) -> list[dict[str, Any]] | None:
+        """The namespace's bindings, once the watch has seen every one of them at its listed version."""
+        items, _ = await self.kube.list(BINDINGS, namespace=self.namespace)
+        seen = all(self.versions.get(b["metadata"]["name"]) == b["metadata"]["resourceVersion"] for b in items)
+        return items if seen else None
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
+
+
 async def test_a_burst_of_200_bindings_across_4_queues_respects_order_and_capability(karmada_kube: KubeEnv,
                                                                                      tmp_path: Path) -> None:
+    """What admission promises, and no more: a queue's capability is never exceeded, not for an instant; a queue
+    with more demand than capability runs exactly its capability; and of two bindings of equal priority, the
+    older one is not held while the younger runs — where their creation times differ. A creationTimestamp has a
+    one-second resolution and UIDs are random, so two bindings created in the same second are not ordered: the
+    one created later may sort first and still find its queue full (admission decides as bindings arrive)."""
     async with admission_stack(karmada_kube, tmp_path, managed=True) as stack:
         suffix = stack.suffix
         queues = [f"q{i}-{suffix}" for i in range(4)]
         capability = 30
+        running = Running(stack.kube, stack.namespace, lambda name: queues[int(name.rsplit("-", 1)[1]) % 4])
         try:
             for name in queues:
                 await stack.kube.create(QUEUES, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
@@ -220,8 +274,9 @@ async def test_a_burst_of_200_bindings_across_4_queues_respects_order_and_capabi
                     "scheduling.volcano.sh/queue-name": queue}
                 await stack.kube.create(DEPLOYMENTS, deployment, namespace=stack.namespace)
             await stack.wait_idle()
+            await running.start()
             created: dict[str, list[dict[str, Any]]] = {q: [] for q in queues}
-            for n in range(200):
+            for n in range(200):  # one after the other: creation time never decreases along n
                 i = n % 4
                 rb = await stack.apply(binding(stack, f"rb-{n:03d}", f"w{i}"))
                 assert rb["spec"]["suspension"] == {"scheduling": True}
@@ -229,28 +284,46 @@ async def test_a_burst_of_200_bindings_across_4_queues_respects_order_and_capabi
 
             async def settled() -> list[dict[str, Any]] | None:
                 items, _ = await stack.kube.list(BINDINGS, namespace=stack.namespace)
-                running = [b for b in items if not (b["spec"].get("suspension") or {}).get("scheduling")]
+                unsuspended = [b for b in items if not (b["spec"].get("suspension") or {}).get("scheduling")]
                 held = [b for b in items if ADMISSION_ANNOTATION in (b["metadata"].get("annotations") or {})
                         and (b["spec"].get("suspension") or {}).get("scheduling")]
-                return items if len(running) == 4 * capability and len(held) == 200 - 4 * capability else None
+                return items if len(unsuspended) == 4 * capability and len(held) == 200 - 4 * capability else None
 
-            items = await stack.eventually(settled, within=60, what="120 admitted, 80 held with a reason")
-            await asyncio.sleep(1.5)  # another cycle: nothing more is admitted
-            items, _ = await stack.kube.list(BINDINGS, namespace=stack.namespace)
+            await stack.eventually(settled, within=60, what="120 admitted, 80 held with a reason")
+            await stack.wait_idle()  # decided all it will: what is running now is what admission settled on
+            items = await stack.eventually(running.caught_up, what="the watch caught up with the list")
+            assert running.most == {q: capability for q in queues}  # never past the capability, at any moment
             by_name = {b["metadata"]["name"]: b for b in items}
             first_admitted = []
-            for queue in queues:  # binding order: priority (all equal), creation time, uid
-                order = sorted(created[queue], key=lambda b: (b["metadata"]["creationTimestamp"],
-                                                              b["metadata"]["uid"]))
-                names = [b["metadata"]["name"] for b in order]
+            expected = {"allocated": {"cpu": str(capability)}, "running": capability, "pending": 50 - capability}
+            for queue in queues:
+                names = [b["metadata"]["name"] for b in created[queue]]
                 admitted = [n for n in names if not (by_name[n]["spec"].get("suspension") or {}).get("scheduling")]
-                assert admitted == names[:capability], queue
-                status = (await stack.kube.get(QUEUES, queue) or {}).get("status") or {}
-                assert status.get("allocated") == {"cpu": str(capability)} and status.get("running") == capability
-                assert status.get("pending") == 50 - capability
-                first_held = by_name[names[capability]]["metadata"]["annotations"][ADMISSION_ANNOTATION]
-                assert first_held == f"queue {queue}: cpu {capability + 1}/{capability}"
-                first_admitted.append(names[0])
+                held = [n for n in names if n not in admitted]
+                assert len(admitted) == capability and running.running[queue] == set(admitted), queue
+                # binding order where it is defined: every held binding is at least as young as every admitted one
+                # (priority is equal; same-second ties go either way)
+                newest_admitted = max(by_name[n]["metadata"]["creationTimestamp"] for n in admitted)
+                oldest_held = min(by_name[n]["metadata"]["creationTimestamp"] for n in held)
+                assert newest_admitted <= oldest_held, (queue, newest_admitted, oldest_held)
+                async def queue_status(queue: str = queue) -> dict[str, Any] | None:
+                    status = (await stack.kube.get(QUEUES, queue) or {}).get("status") or {}
+                    return status if {k: status.get(k) for k in expected} == expected else None
+
+                # the Queue's status is written by the next admission cycle (a timer), not by the last decision
+                await stack.eventually(queue_status, what=f"{queue}'s status: {expected}")
+                reason = f"queue {queue}: cpu {capability + 1}/{capability}"
+
+                async def held_for_capacity(held: list[str] = held, reason: str = reason) -> bool:
+                    # (the webhook's "waiting for admission" until the next cycle says why)
+                    for name in held:
+                        rb = await stack.get("ResourceBinding", name) or {}
+                        if (rb.get("metadata", {}).get("annotations") or {}).get(ADMISSION_ANNOTATION) != reason:
+                            return False
+                    return True
+
+                await stack.eventually(held_for_capacity, what=f"every binding held in {queue}: {reason!r}")
+                first_admitted.append(min(admitted))
 
             async def scheduled() -> bool:
                 for name in first_admitted:
@@ -261,6 +334,7 @@ async def test_a_burst_of_200_bindings_across_4_queues_respects_order_and_capabi
 
             await stack.eventually(scheduled, what="admitted bindings scheduled by Karmada")
         finally:
+            await running.stop()
             for name in queues:
                 with contextlib.suppress(KubeError):
-                    await stack.kube.delete(QUEUES, name)
+                    await delete_cluster_scoped(stack.kube, QUEUES, name)

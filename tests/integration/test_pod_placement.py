@@ -34,17 +34,21 @@ from tether.adapters.sandbox.kube_emulator.testing import KUBECONFIG_ENV, KubeEn
 from tether.adapters.testing.daemon import eventually, tether_stack
 from tether.core.placement.decider import GATE
 
-CRDS = ("scheduling.godel.kubewharf.io_podgroups", "data.fluid.io_dataloads", "data.fluid.io_dataprocesses",
-        "data.fluid.io_datamigrates", "data.fluid.io_databackups")
+GODEL_CRDS = ("scheduling.godel.kubewharf.io_podgroups",)
+FLUID_CRDS = ("data.fluid.io_dataloads", "data.fluid.io_dataprocesses", "data.fluid.io_datamigrates",
+              "data.fluid.io_databackups")
+CRDS = GODEL_CRDS + FLUID_CRDS
 HOST = "kubernetes.io/hostname"
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", True)
 NS = "ml"
 
 
 @contextlib.asynccontextmanager
-async def member(name: str, tmp: str, *, racks: int = 4, per_rack: int = 4) -> AsyncIterator[tuple[KubeEmulator,
-                                                                                                      KubeClient, str]]:
-    async with KubeEmulator(binder=True, crds=CRDS) as emulator:
+async def member(name: str, tmp: str, *, racks: int = 4, per_rack: int = 4,
+                 crds: tuple[str, ...] = CRDS) -> AsyncIterator[tuple[KubeEmulator, KubeClient, str]]:
+    """An emulated member: racks of nodes, the binder on, and the optional APIs of ``crds`` (Godel's and Fluid's:
+    a member may lack either, tests/integration/test_optional_sources.py)."""
+    async with KubeEmulator(binder=True, crds=crds) as emulator:
         api = _api(emulator)
         kube = KubeClient(api)
         for r in range(racks):
@@ -137,10 +141,21 @@ async def _all_bound(kube: KubeClient, prefix: str) -> dict[str, str] | None:
     return found if found and all(found.values()) else None
 
 
-@pytest.mark.parametrize("policy", ["Require", "Prefer"])
-async def test_a_data_process_follows_its_data_load(kube: KubeEnv, emulator_only: None, policy: str) -> None:
+async def test_a_member_without_fluid_still_places_groups(kube: KubeEnv, emulator_only: None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        async with member("m1", tmp) as (_, m1, config1), \
+        async with member("m1", tmp, crds=GODEL_CRDS) as (_, m1, config1), \
+                tether_stack(kube, daemon_options={"members": {"m1": config1}, "absent_retry": 0.2}):
+            await create_group(m1, "gang", 4)
+            done = await eventually(lambda: _all_bound(m1, "gang-"), "the group bound", within=20)
+            assert len(await racks_of(m1, done)) == 1
+
+
+@pytest.mark.parametrize(("policy", "crds"), [("Require", CRDS), ("Prefer", CRDS), ("Require", FLUID_CRDS)],
+                         ids=["Require", "Prefer", "Require-member-without-Godel"])
+async def test_a_data_process_follows_its_data_load(kube: KubeEnv, emulator_only: None, policy: str,
+                                                    crds: tuple[str, ...]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        async with member("m1", tmp, crds=crds) as (_, m1, config1), \
                 tether_stack(kube, daemon_options={"members": {"m1": config1}}):
             load_res, process_res = FLUID[0], FLUID[2]
             load = await m1.create(load_res, {"apiVersion": load_res.api_version, "kind": "DataLoad", "metadata": {

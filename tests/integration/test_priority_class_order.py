@@ -26,7 +26,7 @@ from tether.adapters.kubernetes.client import (
     KubeError,
 )
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import tether_stack
+from tether.adapters.testing.daemon import delete_cluster_scoped, tether_stack
 from tether.projections.admission import ADMISSION_ANNOTATION
 
 
@@ -90,7 +90,7 @@ async def test_the_higher_priority_class_is_resumed_first(kube: KubeEnv) -> None
         finally:
             for resource, name in ((QUEUES, queue), (PRIORITY_CLASSES, low), (PRIORITY_CLASSES, high)):
                 with contextlib.suppress(KubeError):
-                    await client.delete(resource, name)
+                    await delete_cluster_scoped(client, resource, name)
 
 
 async def _held_by_capacity(stack: Any, queue: str) -> bool:

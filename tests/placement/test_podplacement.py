@@ -219,3 +219,21 @@ def test_decisions_are_deterministic_and_replay_byte_for_byte() -> None:
         return msgspec.json.encode(_dataflow(Feed(), "Require"))
 
     assert run() == run()
+
+
+def test_an_optional_kind_listed_as_empty_is_forgotten_and_nothing_else() -> None:
+    """What a member's watch appends when the CRD of an optional kind is deleted (or is not there): an empty list of
+    that kind. The member forgets every object of that kind, and only of that kind."""
+    feed = Feed()
+    racks(feed, "m1")
+    feed.observe("m1", pod_group("g", min_member=2, required=["rack"]))
+    feed.observe("m1", operation("DataLoad", "load"))
+    feed.observe("m1", operation("DataProcess", "proc"))
+    state = feed.world.members.clusters["m1"]
+    nodes = set(state.nodes)
+    assert set(state.groups) == {"PodGroup/ml/g"}
+    assert set(state.operations) == {"DataLoad/ml/load", "DataProcess/ml/proc"}
+    feed.send(ObjectsListed(kind="DataLoad", keys=(), cluster="m1"))
+    assert set(state.operations) == {"DataProcess/ml/proc"} and set(state.groups) == {"PodGroup/ml/g"}
+    feed.send(ObjectsListed(kind="PodGroup", keys=(), cluster="m1"))
+    assert state.groups == {} and set(state.operations) == {"DataProcess/ml/proc"} and set(state.nodes) == nodes

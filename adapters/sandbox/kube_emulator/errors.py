@@ -45,6 +45,34 @@ class ApiError(Exception):
         return body
 
 
+class NotServed(Exception):
+    """A request for an API the server does not serve: an unknown group or version, an unknown resource of a group,
+    a resource asked for in the wrong scope, a path no route matches. What the real apiserver answers depends on
+    who owns the path (measured on kube-apiserver v1.28):
+
+    - a **built-in group** (the core group, ``apps``, ``apiextensions.k8s.io``…) answers from its own routes: a
+      ``Status`` NotFound that names no object (``details: {}``), "the server could not find the requested
+      resource";
+    - **any other group** — one served by CRDs, or by nobody — falls through to the last handler (Go's
+      ``http.NotFound``): ``404``, ``Content-Type: text/plain; charset=utf-8``, ``404 page not found``, no
+      ``Status`` at all. A CRD that is not installed is answered this way.
+
+    A served resource whose object is missing is a ``Status`` NotFound that names it (:func:`not_found`). The HTTP
+    layer picks the shape from ``builtin_group``."""
+
+    def __init__(self, *, builtin_group: bool) -> None:
+        super().__init__("404 page not found")
+        self.builtin_group = builtin_group
+
+
+def not_served_in_builtin_group() -> ApiError:
+    return ApiError(code=404, reason="NotFound", message="the server could not find the requested resource",
+                    details={})
+
+
+NOT_SERVED_BODY = "404 page not found\n"
+
+
 def _qualified(resource: str, group: str) -> str:
     return f"{resource}.{group}" if group else resource
 

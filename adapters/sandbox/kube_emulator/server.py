@@ -2,9 +2,12 @@
 
 One catch-all route parses ``/api/v1/...`` and ``/apis/{group}/{version}/...`` itself (namespaced or not, object,
 subresource, legacy ``/watch/`` prefix), because the set of resources changes at runtime as CRDs come and go.
-Errors are ``Status`` bodies. Lists omit ``kind``/``apiVersion`` on items of built-in kinds (like the real server)
-and carry ``metadata.resourceVersion``; ``limit``/``continue`` page in (namespace, name) order. Watches are
-newline-delimited JSON over a chunked 200 response; see :mod:`.watch` for the semantics.
+Errors are ``Status`` bodies, except a request for an API that is not served outside the built-in groups (a group
+nobody serves, a resource or version a CRD group lacks): that is the real server's plain-text ``404 page not
+found`` (:class:`~.errors.NotServed` says which shape when). Lists omit ``kind``/``apiVersion`` on items of
+built-in kinds (like the real server) and carry ``metadata.resourceVersion``; ``limit``/``continue`` page in
+(namespace, name) order. Watches are newline-delimited JSON over a chunked 200 response; see :mod:`.watch` for the
+semantics.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import msgspec
 from aiohttp import web
 
 from . import errors, openapi, patch
-from .errors import ApiError
+from .errors import ApiError, NotServed
 from .resources import ResourceType
 from .selectors import parse_field_selector, parse_label_selector
 
@@ -48,6 +51,12 @@ def _error(e: ApiError) -> web.Response:
 
 def _not_found() -> ApiError:
     return ApiError(code=404, reason="NotFound", message="the server could not find the requested resource")
+
+
+def _not_served() -> web.Response:
+    """What the real apiserver's last handler answers for a path it does not serve (``errors.NotServed``)."""
+    return web.Response(text=errors.NOT_SERVED_BODY, status=404, content_type="text/plain", charset="utf-8",
+                        headers={"X-Content-Type-Options": "nosniff"})
 
 
 def _out(rt: ResourceType, version: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -111,17 +120,21 @@ class Server:
         if len(parts) == 2 and parts[0] == "apis":
             g = self._group(parts[1])
             if g is None:
-                raise _not_found()
+                raise NotServed(builtin_group=False)
             return _resp({"kind": "APIGroup", "apiVersion": "v1", **g})
         if len(parts) == 3 and parts[0] == "apis":
             if (parts[1], parts[2]) not in self.store.by_gv:
-                raise _not_found()
+                raise NotServed(builtin_group=self._builtin_group(parts[1]))
             return _resp(self._resource_list(parts[1], parts[2]))
         if parts == ["version"]:
             return _resp(K8S_VERSION)
         if parts and parts[0] in ("healthz", "readyz", "livez"):
             return web.Response(text="ok")
         return None
+
+    def _builtin_group(self, group: str) -> bool:
+        """Whether the server's own routes own ``/apis/<group>`` (``/api`` for the core group): errors.NotServed."""
+        return any(rt.builtin and rt.group == group for rt in self.store.types.values())
 
     # -- dispatch -----------------------------------------------------------------------------------------------
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
@@ -131,6 +144,8 @@ class Server:
             if disc is not None:
                 return disc
             return await self._resource_request(request, parts)
+        except NotServed as e:
+            return _error(errors.not_served_in_builtin_group()) if e.builtin_group else _not_served()
         except ApiError as e:
             return _error(e)
         except (msgspec.DecodeError, ValueError) as e:
@@ -145,7 +160,8 @@ class Server:
         elif len(parts) >= 3 and parts[0] == "apis":
             group, version, rest = parts[1], parts[2], parts[3:]
         else:
-            raise _not_found()
+            raise NotServed(builtin_group=bool(parts) and parts[0] == "api")
+        not_served = NotServed(builtin_group=self._builtin_group(group))
         q = request.query
         watch = q.get("watch") in ("1", "true", "True")
         if rest and rest[0] == "watch":
@@ -154,16 +170,18 @@ class Server:
         if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
             namespace, rest = rest[1], rest[2:]
         if not rest or len(rest) > 3:
-            raise _not_found()
+            raise not_served
         plural, name = rest[0], rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else None
         rt = self.store.lookup(group, version, plural)
         if rt is None or (namespace and not rt.namespaced):
-            raise _not_found()
+            raise not_served
         if sub is not None and not ((sub == "status" and rt.status_subresource) or sub in rt.extra_subresources):
-            raise _not_found()
+            if not rt.builtin:  # the CRD handler answers any other subresource with its object's NotFound
+                raise errors.not_found(resource=rt.plural, group=rt.group, name=name)
+            raise not_served
         if rt.namespaced and name and not namespace:
-            raise _not_found()
+            raise not_served
         method = request.method
         verb = {"GET": "get" if name else ("watch" if watch else "list"), "POST": "create", "PUT": "update",
                 "PATCH": "patch", "DELETE": "delete" if name else "deletecollection"}.get(method, "")

@@ -97,6 +97,8 @@ class Store:
             self.by_gv[(rt.group, v)][rt.plural] = rt
 
     def unregister(self, key: ResourceKey) -> None:
+        """Stop serving a resource (its CRD is gone). Its open watches end, as the real server tears down the
+        CRD's storage: a client that watches again learns that the resource is no longer served (404)."""
         rt = self.types.pop(key, None)
         if rt is not None:
             for v in rt.versions:
@@ -104,6 +106,7 @@ class Store:
                 if not self.by_gv[(rt.group, v)]:
                     del self.by_gv[(rt.group, v)]
             self.objects.pop(key, None)
+            self.hub.drop(key=key)
 
     def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:
         return self.by_gv.get((group, version), {}).get(plural)
