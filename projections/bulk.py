@@ -20,11 +20,17 @@ needs it:
 Nothing else reads these objects while state is rebuilt: the catalog answers, the command outcomes and the
 timers read only their own maps (and the indexes only to say what they touched, which nobody reads here).
 
-One fact about an object depends on its history rather than its last version: a DataSource's ``released`` (its
-claimRefs went from non-empty to empty: reclaimPolicy Delete applies). After a run of versions it is true exactly
-when the last version's claimRefs are empty and the world's version had claimRefs or was released, or a version
-of the run before the last had claimRefs. So when a held version is replaced, its claimRefs are parsed — until one
-non-empty version was seen, which for a DataSource in use is the first.
+Two facts about an object depend on its history rather than its last version:
+
+* a DataSource's ``released`` (its claimRefs went from non-empty to empty: reclaimPolicy Delete applies). After a
+  run of versions it is true exactly when the last version's claimRefs are empty and the world's version had
+  claimRefs or was released, or a version of the run before the last had claimRefs. So when a held version is
+  replaced, its claimRefs are parsed — until one non-empty version was seen, which for a DataSource in use is the
+  first;
+* a DataSource whose location changed from one version to the next makes that location its identity's catalog
+  answer (``world.adopt_location``), unless an answer about the identity came after it. The location is an
+  annotation (decoded with the metadata), so each held version is compared with the one before it; the last change
+  per identity is kept until the sources are put, and forgotten when an answer about the identity is folded.
 
 The result equals :func:`evolve`'s world (a property test checks it on random histories and random batch
 boundaries) except where order carries no meaning: the order in which a map's keys were first inserted, and the
@@ -35,10 +41,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from tether.core.commands import LOCATION_ANNOTATION
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import (
     CommandFailed,
     CommandSucceeded,
+    DataLocationLookupFailed,
+    DataLocationResolved,
+    DataSourceNotInCatalog,
     ListsStarted,
     MemberDisconnected,
     ObjectDeleted,
@@ -46,12 +56,24 @@ from tether.core.events import (
     ObjectsListed,
     TimerFired,
 )
+from tether.core.identity import DataIdentity
 from tether.core.kube import KubeObject
 
 from .admission import READ_KINDS, fold_admission
-from .views import BINDING, CLAIM, CLUSTER, DATASOURCE, cluster_ready, parse_binding, parse_claim, parse_source
+from .views import (
+    BINDING,
+    CLAIM,
+    CLUSTER,
+    DATASOURCE,
+    _source_spec_fields,
+    cluster_ready,
+    parse_binding,
+    parse_claim,
+    parse_source,
+)
 from .world import (
     _FOLDS,
+    LOCATION_WRITES,
     World,
     _command_done,
     _fold_member,
@@ -64,11 +86,15 @@ from .world import (
     _put_source,
     _stale,
     _unread,
+    adopt_location,
+    location_moved,
     note_issued,
+    writing_location,
 )
 
 #: The other event types that may be about a member cluster (``world._fold_member`` decides).
 _MAYBE_MEMBER = frozenset({ObjectsListed, ListsStarted, MemberDisconnected, CommandFailed, TimerFired})
+_ANSWERS = (DataLocationResolved, DataSourceNotInCatalog, DataLocationLookupFailed)
 
 
 class BulkFold:
@@ -83,6 +109,8 @@ class BulkFold:
         self.sources: dict[str, KubeObject] = {}  # DataSource name → latest version
         self.sources_had_refs: set[str] = set()  # DataSources a replaced version of which listed claims
         self.clusters: dict[str, KubeObject] = {}  # Karmada Cluster name → latest observation
+        self.moved: dict[str, tuple[DataIdentity, str]] = {}  # identity key → the last location a held version
+        # changed to since the identity's last answer (module doc), adopted when the sources are put
 
     def fold(self, records: Iterable[EventRecord], issued: dict[int, list[CommandRecord]] | None = None) -> None:
         """Fold ``records``. ``issued`` (by the offset of the event that caused them) are the commands the
@@ -105,6 +133,7 @@ class BulkFold:
                       ) and _fold_member(world, last, unread)
             if not member:
                 position = last.offset
+            own = False  # the answer to this daemon's own write of a DataSource's location
             if member:
                 pass  # (folded: nothing of the control plane's to hold or to fold)
             elif type(event) is ObjectObserved:  # two events in five
@@ -113,6 +142,7 @@ class BulkFold:
                 if inflight or retry_wait:  # (both empty in a replay that only rebuilds state)
                     _command_done(world, event)
                 obj = event.result
+                own = event.command in LOCATION_WRITES and not event.noop
                 if obj is None and (event.command == "delete_data_source" or event.command == "remove_finalizer"):
                     kind, _, rest = event.target.partition("/")
                     namespace, _, name = rest.partition("/")
@@ -125,6 +155,8 @@ class BulkFold:
             else:
                 if type(event) is ObjectsListed:
                     self.flush()
+                elif self.moved and isinstance(event, _ANSWERS):
+                    self.moved.pop(event.identity.key, None)  # (this answer is newer than those changes)
                 fold = folds.get(type(event))
                 if fold is not None:
                     fold(world, last, event, unread)
@@ -142,7 +174,7 @@ class BulkFold:
                         if rv != old and ((len(rv) == len(old) and rv > old) or not _stale(rv, old)):
                             held[key] = obj
                 else:
-                    self._hold(obj)
+                    self._hold(obj, own=own)
             if not member and (obj.kind in admission_kinds if obj is not None else type(event) is not ObjectDeleted
                                or event.obj.kind in admission_kinds):  # (the others cannot change it)
                 fold_admission(world.admission, last, admission_configmap=admission_configmap)
@@ -171,11 +203,18 @@ class BulkFold:
         for key, obj in self.bindings.items():
             _put_binding(world, key, parse_binding(obj, world.bindings.get(key)), unread)
         self.bindings.clear()
-        for name in list(self.sources):
-            self._put_source(name)
+        self._put_sources()
         for name, obj in self.clusters.items():
             world.clusters[name] = cluster_ready(obj)
         self.clusters.clear()
+
+    def _put_sources(self) -> None:
+        """Put every DataSource held, then adopt the locations they changed to (``world.adopt_location``)."""
+        for name in list(self.sources):
+            self._put_source(name)
+        for identity, location in self.moved.values():
+            adopt_location(self.world, identity, location, self.unread)
+        self.moved.clear()
 
     def _put_source(self, name: str) -> None:
         obj = self.sources.pop(name)
@@ -194,7 +233,7 @@ class BulkFold:
         if not _ignored(world, key, view, obj.metadata.resource_version):
             held[key] = obj
 
-    def _hold(self, obj: KubeObject) -> None:
+    def _hold(self, obj: KubeObject, *, own: bool = False) -> None:
         """Hold ``obj``, a DataSource, if ``evolve`` would put it, or a Cluster (the last observation wins, as in
         ``evolve``); fold anything else at once (the plugin ConfigMap: rare)."""
         if obj.kind == CLUSTER:
@@ -210,10 +249,24 @@ class BulkFold:
             if _newer(rv, held.metadata.resource_version):
                 if name not in self.sources_had_refs and parse_source(held, world.sources.get(name)).claim_keys:
                     self.sources_had_refs.add(name)  # (see the module's docstring: released)
+                self._note_move(obj, held.metadata.annotations.get(LOCATION_ANNOTATION, ""), own=own)
                 self.sources[name] = obj
             return
-        if not _ignored(world, f"{DATASOURCE}//{name}", world.sources.get(name), rv):
+        current = world.sources.get(name)
+        if not _ignored(world, f"{DATASOURCE}//{name}", current, rv):
+            self._note_move(obj, current.location if current is not None else None, own=own)
             self.sources[name] = obj
+
+    def _note_move(self, obj: KubeObject, before: str | None, *, own: bool) -> None:
+        """Remember the location ``obj`` changed to, if it did and another writer did it (module doc; ``evolve``
+        adopts it at once)."""
+        meta = obj.metadata
+        location = meta.annotations.get(LOCATION_ANNOTATION, "")
+        if (location_moved(location, deleting=meta.deletion_timestamp is not None, before=before) and not own
+                and not writing_location(self.world, meta.name)):
+            identity = _source_spec_fields(obj)[0]
+            if identity is not None:
+                self.moved[identity.key] = (identity, location)
 
     def _settle(self, kind: str, namespace: str, name: str) -> None:
         """Put what a deletion of this object reads: its own latest version (every DataSource's, for a
@@ -226,8 +279,7 @@ class BulkFold:
             if (binding := self.bindings.pop(key, None)) is not None:
                 _put_binding(world, key, parse_binding(binding, world.bindings.get(key)), self.unread)
         elif kind == DATASOURCE:
-            for held in list(self.sources):
-                self._put_source(held)
+            self._put_sources()
         elif kind == CLUSTER:
             self.clusters.pop(name, None)  # (its deletion drops it from the world: nothing to put first)
 

@@ -14,7 +14,8 @@ What is kept:
   identity, DataSources by identity, bindings by the workload they bind (``spec.resource``), DataSources
   listing a claim in their ``status.claimRefs``;
 * the plugin configuration (location → clusters mapping) parsed from the VG ConfigMap;
-* the catalog: the last answer per data identity and the lookups in flight;
+* the catalog: the last answer per data identity and the lookups in flight — where a write changed a DataSource's
+  location, that location is the answer (:func:`adopt_location`: what two writers do must converge);
 * tether's own commands in flight (so an unchanged request is not sent twice), retries waiting for a timer,
   and requests the API rejected for good.
 
@@ -96,7 +97,9 @@ class Settings(msgspec.Struct, frozen=True):
 
 
 class Lookup(msgspec.Struct):
-    """The catalog's latest answer about one identity. kind: resolved | not-found | failed."""
+    """The catalog's latest answer about one identity. kind: resolved | not-found | failed (| expired: a retry is
+    due). A resolved location may also come from a DataSource's location changed by a write (:func:`adopt_location`).
+    """
 
     identity: DataIdentity
     kind: str
@@ -421,8 +424,9 @@ def _put_binding(world: World, key: str, binding: Binding | None, touched: Touch
     touched.claims.update(world.claims_by_workload.get(binding.workload, ()))
 
 
-def _observe(world: World, obj: KubeObject, touched: Touched, *, deleted: bool = False) -> str:
-    """Fold an observation; returns the key of the claim, DataSource or binding it put (and touched), or ""."""
+def _observe(world: World, obj: KubeObject, touched: Touched, *, deleted: bool = False, own: bool = False) -> str:
+    """Fold an observation; returns the key of the claim, DataSource or binding it put (and touched), or "".
+    ``own``: the object is the answer to this daemon's own write of a DataSource's location (never adopted)."""
     # an echo (the same resourceVersion as the object held) is tested inline before _ignored: most observations
     # of a replay are the watch's echoes of writes already folded, and this test is their whole cost
     kind = obj.kind
@@ -451,7 +455,12 @@ def _observe(world: World, obj: KubeObject, touched: Touched, *, deleted: bool =
                 _ignored(world, f"{kind}//{name}", old_source, rv):
             return ""
         else:
-            _put_source(world, name, parse_source(obj, old_source), touched)
+            source = parse_source(obj, old_source)
+            _put_source(world, name, source, touched)
+            if (source.identity is not None and not own and not writing_location(world, name)
+                    and location_moved(source.location, deleting=source.deleting,
+                                       before=old_source.location if old_source is not None else None)):
+                adopt_location(world, source.identity, source.location, touched)
         return f"{kind}//{name}"
     if kind == BINDING:
         key = f"{kind}/{meta.namespace}/{meta.name}"
@@ -500,6 +509,46 @@ def _forget_missing(world: World, listed: ObjectsListed, touched: Touched) -> No
         for name in sorted(n for n in world.clusters if gone(f"{CLUSTER}//{n}", "")):
             del world.clusters[name]
             touched.all_bindings = True
+
+
+#: The commands that write a DataSource's location: their answers are this daemon's own writes.
+LOCATION_WRITES = frozenset({"create_data_source", "update_data_source_locality"})
+
+
+def writing_location(world: World, name: str) -> bool:
+    """Whether this daemon has a write of the DataSource's location in flight: a version observed meanwhile may be
+    that very write (its watch event can come before its answer), so it is not taken for another writer's."""
+    if not world.inflight:
+        return False
+    target = f"{DATASOURCE}//{name}"
+    return any(slot(command, target) in world.inflight for command in LOCATION_WRITES)
+
+
+def location_moved(location: str, *, deleting: bool, before: str | None) -> bool:
+    """Whether an observation of a live DataSource shows a location other than the version before it (None: no
+    version before) — someone wrote its locality (:func:`adopt_location`)."""
+    return bool(location) and not deleting and location != before
+
+
+def adopt_location(world: World, identity: DataIdentity, location: str, touched: Touched) -> None:
+    """A DataSource's location was changed by a write: that location becomes the identity's catalog answer.
+
+    The DataSource is the answer every writer shares; the catalog answers a daemon holds are its own history (a
+    push reaches one replica, pollers ask at different times). Were a daemon to keep following its own answer, two
+    daemons with different answers would rewrite the locality, and every binding behind it, back and forth for
+    ever. So a change of the location observed after an answer is a newer answer: the daemon that wrote it knew
+    something later (the last write wins, in the API server's order, which every watcher sees alike), and a stale
+    write is corrected by the next poll that finds the catalog elsewhere. An unchanged location (a status write, an
+    echo) changes nothing, and this daemon's own location writes are never adopted (``own``, ``writing_location``):
+    a write decided from an older answer may land after a newer one, which must then still be written."""
+    key = identity.key
+    lookup = world.lookups.get(key)
+    if lookup is None or lookup.kind != "resolved" or lookup.location == location:
+        return
+    world.lookups[key] = msgspec.structs.replace(lookup, location=location)
+    touched.identities.add(key)
+    touched.claims.update(world.claims_by_identity.get(key, ()))
+    touched.sources.update(world.sources_by_identity.get(key, ()))
 
 
 def _answer(world: World, identity: DataIdentity, lookup: Lookup, touched: Touched) -> None:
@@ -564,7 +613,8 @@ def _command_done(world: World, event: CommandSucceeded) -> None:
 def _fold_succeeded(world: World, record: EventRecord, event: CommandSucceeded, touched: Touched) -> None:
     _command_done(world, event)
     if event.result is not None:
-        if _observe(world, event.result, touched) == event.target:
+        own = event.command in LOCATION_WRITES and not event.noop  # (a no-op answers with the object as it is)
+        if _observe(world, event.result, touched, own=own) == event.target:
             return  # the target was put, and so touched as _touch_target would (it is in the world)
     elif event.command == "delete_data_source" or event.command == "remove_finalizer":
         _forget(world, event.target, touched)  # no object came back: it is gone (deleted, or 404)
@@ -749,6 +799,7 @@ __all__ = [
     "CONFIGMAP",
     "DATASOURCE",
     "DATASOURCE_FINALIZER",
+    "LOCATION_WRITES",
     "Binding",
     "Claim",
     "Lookup",
@@ -756,9 +807,12 @@ __all__ = [
     "Source",
     "Touched",
     "World",
+    "adopt_location",
     "evolve",
     "initial_world",
+    "location_moved",
     "note_issued",
     "slot",
     "workload_key",
+    "writing_location",
 ]

@@ -4,9 +4,11 @@ Random histories over a few objects of every kind the bulk fold holds back — c
 clusters — with what makes holding back delicate: echoes and older resourceVersions (which must be dropped
 exactly as ``evolve`` drops them), resourceVersions crossing a power of ten, deletions and re-creations
 (tombstones, kept in order), relists, forgotten objects (a command's outcome without an object), catalog
-answers (a DataSource's deletion forgets its identity's answer only when it was the last DataSource of it), and
-DataSources whose claimRefs fill and empty (``released`` depends on the versions in between). Batch boundaries
-fall anywhere. The worlds must be equal, and the tombstones in the same order (the oldest is forgotten first).
+answers (a DataSource's deletion forgets its identity's answer only when it was the last DataSource of it),
+DataSources whose claimRefs fill and empty (``released`` depends on the versions in between), and DataSources whose
+location changes between versions (another writer's change after an answer is adopted as the answer; one before it,
+or the answer to this daemon's own location write, is not). Batch boundaries fall anywhere. The worlds must be
+equal, and the tombstones in the same order (the oldest is forgotten first).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tether.adapters.kubernetes import manifests
-from tether.core.commands import DATA_GROUP_VERSION
+from tether.core.commands import DATA_GROUP_VERSION, LOCATION_ANNOTATION
 from tether.core.envelope import EventRecord
 from tether.core.events import (
     CommandSucceeded,
@@ -40,6 +42,7 @@ CLAIMS = ("k0", "k1", "k2")
 TABLES = ("t0", "t1")
 SOURCES = {"ds-t0": "t0", "ds-t1": "t1", "ds-t0-again": "t0"}  # two DataSources may cache one table
 WORKLOADS = ("w0", "w1")
+REGIONS = ("", "east", "west")  # a DataSource's location annotation: none, or in one of two regions
 CLUSTERS = ("c1", "c2")
 
 rv_mode = st.sampled_from(["next", "next", "next", "same", "older"])
@@ -47,7 +50,8 @@ actions = st.one_of(
     st.tuples(st.just("claim"), st.sampled_from(CLAIMS), st.sampled_from(TABLES), st.sampled_from(WORKLOADS),
               st.booleans(), rv_mode, st.booleans()),
     st.tuples(st.just("source"), st.sampled_from(sorted(SOURCES)), st.frozensets(st.sampled_from(CLAIMS)),
-              st.booleans(), rv_mode, st.booleans()),
+              st.booleans(), rv_mode, st.sampled_from([False, "patch", "update_data_source_locality"]),
+              st.sampled_from(REGIONS)),
     st.tuples(st.just("binding"), st.sampled_from(WORKLOADS), st.sampled_from(CLUSTERS), rv_mode, st.booleans()),
     st.tuples(st.just("cluster"), st.sampled_from(CLUSTERS), st.booleans()),
     st.tuples(st.just("delete"), st.sampled_from(["claim", "source", "binding", "cluster"]),
@@ -55,7 +59,7 @@ actions = st.one_of(
     st.tuples(st.just("forget"), st.sampled_from(CLAIMS + tuple(SOURCES))),
     st.tuples(st.just("listed"), st.sampled_from(["DataSourceClaim", "DataSource", "ResourceBinding", "Cluster"]),
               st.frozensets(st.sampled_from(CLAIMS + tuple(SOURCES) + WORKLOADS + CLUSTERS))),
-    st.tuples(st.just("resolved"), st.sampled_from(TABLES)),
+    st.tuples(st.just("resolved"), st.sampled_from(TABLES), st.sampled_from(REGIONS[1:])),
     st.tuples(st.just("lists-started"),
               st.frozensets(st.sampled_from(["DataSourceClaim", "DataSource", "ResourceBinding", "Cluster"]))),
     st.tuples(st.just("batch")),
@@ -97,10 +101,11 @@ class History:
     def add(self, event: Event) -> None:
         self.events[-1].append(EventRecord(at_ms=len(self.events), source="watch", key="k", event=event))
 
-    def observe(self, raw: dict[str, Any], as_result: bool) -> None:
+    def observe(self, raw: dict[str, Any], as_result: bool | str) -> None:
         obj = trim(raw)
-        if as_result:  # a write's outcome carries the object the API server returned
-            self.add(CommandSucceeded(command_id="x", command="patch", target=obj.key, result=obj))
+        if as_result:  # a write's outcome carries the object the API server returned (of which command: a string)
+            command = as_result if isinstance(as_result, str) else "patch"
+            self.add(CommandSucceeded(command_id="x", command=command, target=obj.key, result=obj))
         else:
             self.add(ObjectObserved(obj=obj))
 
@@ -114,12 +119,14 @@ class History:
                     raw["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
                 raw["status"] = {"phase": "Bound", "boundDataSource": f"ds-{table}"}
                 self.observe(raw, as_result)
-            case ("source", name, refs, deleting, mode, as_result):
+            case ("source", name, refs, deleting, mode, as_result, region):
                 table = SOURCES[name]
                 spec = {"system": "amoro", "type": "table", "name": f"db.{table}", "reclaimPolicy": "Delete",
                         "locality": {"clusterNames": ["c1"]}}
-                raw = {"apiVersion": DATA_GROUP_VERSION, "kind": "DataSource",
-                       "metadata": self._meta(f"DataSource//{name}", name, "", spec, mode), "spec": spec,
+                meta = self._meta(f"DataSource//{name}", name, "", spec, mode)
+                if region:
+                    meta["annotations"] = {LOCATION_ANNOTATION: f"s3://{region}/{table}"}
+                raw = {"apiVersion": DATA_GROUP_VERSION, "kind": "DataSource", "metadata": meta, "spec": spec,
                        "status": {"boundClaims": len(refs), "claimRefs": [
                            {"apiVersion": DATA_GROUP_VERSION, "kind": "DataSourceClaim", "name": c, "namespace": NS}
                            for c in sorted(refs)]}}
@@ -152,9 +159,9 @@ class History:
                 self.add(ObjectsListed(kind=kind, keys=keys))
             case ("lists-started", kinds):
                 self.add(ListsStarted(sources=tuple(sorted(list_source(k) for k in kinds))))
-            case ("resolved", table):
+            case ("resolved", table, region):
                 identity = make_identity("amoro", "table", f"db.{table}", None)
-                self.add(DataLocationResolved(identity=identity, location=f"s3://east/{table}"))
+                self.add(DataLocationResolved(identity=identity, location=f"s3://{region}/{table}"))
             case ("batch",):
                 self.events.append([])
 
@@ -177,18 +184,40 @@ def _same(bulk: World, evolved: World) -> None:
 @settings(max_examples=400, deadline=None, derandomize=True, database=None)
 @given(st.lists(actions, min_size=1, max_size=60))
 @example([  # the last DataSource of a table is deleted while another one, new, is held: the answer stays
-    ("source", "ds-t0-again", frozenset({"k0"}), False, "next", False),
-    ("source", "ds-t0", frozenset({"k0"}), False, "next", False),
-    ("resolved", "t0"),
+    ("source", "ds-t0-again", frozenset({"k0"}), False, "next", False, ""),
+    ("source", "ds-t0", frozenset({"k0"}), False, "next", False, ""),
+    ("resolved", "t0", "east"),
     ("delete", "source", "ds-t0"),
 ])
 @example([  # claimRefs filled then emptied within the held versions: released
-    ("source", "ds-t1", frozenset(), False, "next", False),
+    ("source", "ds-t1", frozenset(), False, "next", False, ""),
     ("batch",),
     ("delete", "claim", "k2"),  # a flush: the empty DataSource is in the world
-    ("source", "ds-t1", frozenset({"k1"}), False, "next", True),
-    ("source", "ds-t1", frozenset(), False, "next", False),
-    ("source", "ds-t1", frozenset(), False, "same", False),
+    ("source", "ds-t1", frozenset({"k1"}), False, "next", "patch", ""),
+    ("source", "ds-t1", frozenset(), False, "next", False, ""),
+    ("source", "ds-t1", frozenset(), False, "same", False, ""),
+])
+@example([  # moved there and back within the held versions, after an answer: the answer is the last location
+    ("resolved", "t0", "east"),
+    ("source", "ds-t0", frozenset(), False, "next", False, "east"),
+    ("batch",),
+    ("delete", "claim", "k2"),  # a flush
+    ("source", "ds-t0", frozenset(), False, "next", False, "west"),
+    ("source", "ds-t0", frozenset(), False, "next", "patch", "east"),
+])
+@example([  # this daemon's own location write is not adopted, another writer's is
+    ("resolved", "t0", "east"),
+    ("source", "ds-t0", frozenset(), False, "next", False, "east"),
+    ("source", "ds-t0", frozenset(), False, "next", "update_data_source_locality", "west"),
+    ("source", "ds-t0", frozenset(), False, "next", False, "east"),
+    ("resolved", "t1", "east"),
+    ("source", "ds-t1", frozenset(), False, "next", "update_data_source_locality", "west"),
+])
+@example([  # a move, then an answer, then versions that do not move: the answer stands
+    ("resolved", "t1", "east"),
+    ("source", "ds-t1", frozenset(), False, "next", False, "west"),
+    ("resolved", "t1", "east"),
+    ("source", "ds-t1", frozenset({"k0"}), False, "next", False, "west"),
 ])
 def test_the_bulk_fold_builds_the_world_evolve_builds(history: list[tuple[Any, ...]]) -> None:
     h = History()

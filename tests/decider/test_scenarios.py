@@ -505,6 +505,35 @@ def locality_change_follows_data(trigger: str, scheduled_on: str) -> None:
 
 
 @scenario()
+def locality_written_by_another_writer_is_adopted_not_reverted() -> None:
+    """Another writer (a second tether told of a move this one was not) changes the DataSource's location: the
+    change is the newer answer. Following this daemon's own, older answer would write the locality back, and the
+    two would flip it, and the binding behind it, for ever (issue 21). A later answer of this daemon still wins."""
+    h = setup()
+    h.apply(m.resource_binding("w"))
+    h.apply(m.claim("a", table="db.east1", workload="w"))
+    assert excludes(rb(h, "w")) == ["c3"]
+    mark = len(h.commands)
+    moved = copy.deepcopy(ds(h, "db.east1"))
+    assert moved is not None
+    moved["metadata"]["annotations"][LOCATION_ANNOTATION] = "s3://west/db/east1"
+    moved["spec"]["locality"] = {"clusterNames": ["c3"]}
+    h.apply(moved)  # the other writer's patch, as the watch reports it
+    assert cmds(h, UpdateDataSourceLocality, mark) == []  # not written back
+    assert h.world.lookups[key("db.east1")].location == "s3://west/db/east1"
+    assert excludes(rb(h, "w")) == ["c1", "c2"]  # the binding follows the shared DataSource
+    # a later answer of this daemon (a push) is newer than the change: it wins, and is written
+    h.feed(DataLocationResolved(identity=make_identity("amoro", "table", "db.east1", None),
+                                location="s3://central/db/east1", trigger="push"), source="catalog")
+    h.settle()
+    obj = ds(h, "db.east1")
+    assert obj is not None and obj["spec"]["locality"] == {"clusterNames": ["c2", "c3"]}
+    assert obj["metadata"]["annotations"][LOCATION_ANNOTATION] == "s3://central/db/east1"
+    assert len(cmds(h, UpdateDataSourceLocality, mark)) == 1
+    assert excludes(rb(h, "w")) == ["c1"]
+
+
+@scenario()
 def datasource_deletion_forces_unbinding_then_reresolves() -> None:
     h = setup()
     h.apply(m.resource_binding("w"))
