@@ -140,6 +140,57 @@ class _Attempt:
 _FRESH = _Attempt(None)
 
 
+def keep_transition_times(wanted: list[dict[str, Any]], current: object) -> list[dict[str, Any]]:
+    """``wanted`` conditions with the ``lastTransitionTime`` of the object's own condition of each type whose status
+    is the same: the transition happened when it is recorded to have happened, whoever recorded it.
+
+    A command carries the time of the event it was decided at (the deciding daemon's clock). Two writers deciding
+    the same transition (a second daemon, a decision from a world one write behind) would otherwise each write
+    their own time, and the second write changes nothing but that — the rule of ``core.kube.set_condition``,
+    applied again to what was just read."""
+    if not isinstance(current, list) or not current:
+        return wanted
+    since = {c.get("type"): (c.get("status"), c.get("lastTransitionTime")) for c in current if isinstance(c, dict)}
+    out = []
+    for condition in wanted:
+        status, at = since.get(condition.get("type"), (None, None))
+        if status == condition.get("status") and at and condition.get("lastTransitionTime") != at:
+            condition = {**condition, "lastTransitionTime": at}
+        out.append(condition)
+    return out
+
+
+def _time(value: object) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def reschedule_needed(spec: dict[str, Any], status: dict[str, Any], at: str, *, excluded: tuple[str, ...]) -> bool:
+    """Whether ``spec.rescheduleTriggeredAt = at`` still has a job to do on the binding as just read.
+
+    Its meaning is "Karmada, schedule this binding afresh": it is satisfied when the binding runs on no excluded
+    cluster any more, or when a trigger is already pending (later than ``status.lastScheduledTime``: Karmada has
+    not scheduled since). Rewriting it then only moves the time (two writers would each write their own clock's)
+    and would make Karmada schedule once more for nothing. Otherwise a later trigger than the one on record."""
+    wanted = _time(at)
+    if wanted is None:
+        return False
+    scheduled = {t.get("name") for t in spec.get("clusters") or [] if isinstance(t, dict)}
+    if scheduled.isdisjoint(excluded):
+        return False
+    existing = _time(spec.get("rescheduleTriggeredAt"))
+    if existing is None:
+        return True
+    if existing >= wanted:
+        return False
+    last = _time(status.get("lastScheduledTime"))
+    return last is not None and existing <= last  # else a trigger is pending: Karmada has not scheduled since
+
+
 def _source_ref(name: str) -> ObjectRef:
     return ObjectRef(api_version=DATASOURCES.api_version, kind="DataSource", name=name)
 
@@ -272,8 +323,9 @@ class KubeExecutor(AdmissionCommands):
         res, obj = await self._read(c.claim, attempt)
         if obj is None:
             return None, True
+        current = (obj.get("status") or {}).get("conditions")
         wanted = {"phase": c.phase, "boundDataSource": c.bound_data_source or None,
-                  "conditions": as_json(c.conditions)}
+                  "conditions": keep_transition_times(as_json(c.conditions), current)}
         if wanted["boundDataSource"] is None and "boundDataSource" not in (obj.get("status") or {}):
             del wanted["boundDataSource"]
         return await self._patch_status(res, c.claim, obj, wanted)
@@ -339,7 +391,8 @@ class KubeExecutor(AdmissionCommands):
         placement = spec.get("placement") or {}
         plan = plan_placement(placement=placement, annotations=meta.get("annotations") or {},
                               desired=frozenset(c.excluded_clusters) if c.injected else None)
-        reschedule = bool(c.reschedule_at) and spec.get("rescheduleTriggeredAt", "") < c.reschedule_at
+        reschedule = c.injected and reschedule_needed(spec, obj.get("status") or {}, c.reschedule_at,
+                                                      excluded=c.excluded_clusters)
         if not plan.changed and not reschedule:
             return trim(obj), True
         body: dict[str, Any] = {"metadata": {"resourceVersion": meta["resourceVersion"]}}

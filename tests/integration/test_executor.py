@@ -8,7 +8,7 @@ from typing import Any
 
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import CLAIMS, EVENTS, KubeClient
-from tether.adapters.kubernetes.executor import KubeExecutor, ObjectCache
+from tether.adapters.kubernetes.executor import KubeExecutor, ObjectCache, keep_transition_times, reschedule_needed
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.core.commands import EmitKubernetesEvent, UpdateClaimStatus, command_id, command_target
 from tether.core.envelope import CommandRecord
@@ -133,3 +133,58 @@ async def test_a_repeated_event_is_counted_on_the_one_event_on_record(kube: Kube
     assert len(mine) == 1
     assert mine[0]["count"] == 3
     assert mine[0]["reason"] == "LookupFailed" and mine[0]["type"] == "Warning"
+
+
+async def test_a_transition_another_writer_recorded_keeps_its_time(kube: KubeEnv) -> None:
+    """Two writers deciding the same transition (a second daemon; a decision from a world one write behind) carry
+    their own clocks' times: the second finds the condition as it wants it but for the time, and writes nothing
+    (issue 21: what tether writes must not depend on who writes it). A real transition takes the command's time."""
+    client = KubeClient(kube.api_client)
+    _, ref = await _claim(kube, client, "transition")
+    executor = KubeExecutor(client)
+
+    def status(condition_status: str, at: str) -> CommandRecord:
+        command = UpdateClaimStatus(claim=ref, phase="Pending", bound_data_source="", conditions=(
+            Condition(type="Bound", status=condition_status, reason="Resolving", message="looking it up",
+                      last_transition_time=at, observed_generation=1),))
+        return CommandRecord(id=command_id(command), at_ms=0, key=command_target(command), command=command,
+                             causation="0:1")
+
+    first, = await executor.apply(status("False", "2026-01-01T00:00:00Z"))
+    other, = await executor.apply(status("False", "2026-01-01T00:00:07Z"))  # the other writer's clock
+    assert isinstance(first, CommandSucceeded) and not first.noop
+    assert isinstance(other, CommandSucceeded) and other.noop
+    stored = await client.get(CLAIMS, "transition", namespace=kube.namespace)
+    assert stored is not None and stored["status"]["conditions"][0]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+    moved, = await executor.apply(status("Unknown", "2026-01-01T00:00:09Z"))
+    assert isinstance(moved, CommandSucceeded) and not moved.noop
+    stored = await client.get(CLAIMS, "transition", namespace=kube.namespace)
+    assert stored is not None and stored["status"]["conditions"][0]["lastTransitionTime"] == "2026-01-01T00:00:09Z"
+
+
+def test_keep_transition_times_only_where_the_status_is_the_same() -> None:
+    current = [{"type": "Bound", "status": "True", "lastTransitionTime": "T1"},
+               {"type": "PlacementInjected", "status": "False", "lastTransitionTime": "T1"}]
+    wanted = [{"type": "Bound", "status": "True", "reason": "R", "lastTransitionTime": "T2"},
+              {"type": "PlacementInjected", "status": "True", "lastTransitionTime": "T2"},
+              {"type": "New", "status": "True", "lastTransitionTime": "T2"}]
+    assert [c["lastTransitionTime"] for c in keep_transition_times(wanted, current)] == ["T1", "T2", "T2"]
+    assert keep_transition_times(wanted, None) == wanted and keep_transition_times(wanted, "garbage") == wanted
+
+
+def test_a_reschedule_is_written_only_while_it_has_a_job_to_do() -> None:
+    """``rescheduleTriggeredAt`` means "schedule afresh": satisfied when the binding runs on no excluded cluster,
+    or while a trigger is pending (later than Karmada's last schedule) — a second writer does not move it."""
+    on_c1 = {"clusters": [{"name": "c1", "replicas": 1}]}
+    at = "2026-01-01T00:01:00Z"
+    assert reschedule_needed(on_c1, {}, at, excluded=("c1",))
+    assert not reschedule_needed(on_c1, {}, at, excluded=("c2",))  # nothing to move away from
+    assert not reschedule_needed({"clusters": []}, {}, at, excluded=("c1",))
+    pending = {**on_c1, "rescheduleTriggeredAt": "2026-01-01T00:00:30Z"}
+    assert not reschedule_needed(pending, {"lastScheduledTime": "2026-01-01T00:00:00Z"}, at, excluded=("c1",))
+    assert not reschedule_needed(pending, {}, at, excluded=("c1",))  # never scheduled since: pending
+    done = {"lastScheduledTime": "2026-01-01T00:00:40Z"}  # scheduled after that trigger, and still on c1
+    assert reschedule_needed(pending, done, at, excluded=("c1",))
+    assert not reschedule_needed(pending, done, "2026-01-01T00:00:20Z", excluded=("c1",))  # not later
+    assert not reschedule_needed(on_c1, {}, "", excluded=("c1",))
+    assert reschedule_needed({**on_c1, "rescheduleTriggeredAt": "not a time"}, done, at, excluded=("c1",)) is not None
