@@ -115,8 +115,9 @@ def parse_members(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--push-token-file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="File holding the bearer token of POST /v1/notifications/table-moved (or set "
                    "TETHER_PUSH_TOKEN; the endpoint is disabled without either).")
-@click.option("--leader-elect/--no-leader-elect", default=False, show_default=True,
-              help="Coordinate replicas with a Lease; standbys wait.")
+@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True,
+              help="Coordinate replicas with a Lease (its namespace is created if missing); standbys wait. "
+                   "Two tethers without it on one control plane both write.")
 @click.option("--lease-namespace", default="tether-system", show_default=True)
 @click.option("--refresh-interval", type=float, default=None,
               help="Seconds between re-resolutions of DataSources (overrides each plugin's refreshInterval).")

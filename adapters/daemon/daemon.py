@@ -80,6 +80,9 @@ from tether.adapters.kubernetes.client import (
     KubeClient,
     KubeError,
 )
+from tether.adapters.kubernetes.competing import EVENT_MESSAGE as COMPETING_MESSAGE
+from tether.adapters.kubernetes.competing import EVENT_REASON as COMPETING_REASON
+from tether.adapters.kubernetes.competing import CompetingWrites
 from tether.adapters.kubernetes.executor import KubeExecutor, ObjectCache
 from tether.adapters.kubernetes.leader import LeaderElector
 from tether.adapters.kubernetes.members import MemberClusters, MemberExecutor
@@ -95,9 +98,11 @@ from tether.adapters.kubernetes.webhook_certs import (
     service_names,
 )
 from tether.adapters.log import EventLog
+from tether.core.commands import EmitKubernetesEvent
 from tether.core.envelope import EventRecord
 from tether.core.events import DataLocationResolved, Event, ListsStarted, event_key
 from tether.core.identity import DataIdentity
+from tether.core.kube import KubeObject, ref_of
 from tether.projections.world import Settings, World
 
 log = structlog.get_logger("tether.daemon")
@@ -174,6 +179,7 @@ class Daemon:
         self._member_clients = member_clients or {}
         self.members: MemberClusters | None = None
         self.started_at = time.time()
+        self.competing: CompetingWrites | None = None  # another writer of what tether owns (competing.py)
 
     @property
     def event_log(self) -> EventLog | None:
@@ -193,9 +199,10 @@ class Daemon:
         """``/readyz``. A standby is ready — healthy, merely not leading — unless it serves a webhook: then it is
         not, so that the webhook Service's endpoints are the leader only (module doc)."""
         if self.leader is not None and not self.leader.is_leader.is_set():
+            problem = f"; {self.leader.problem}" if self.leader.problem else ""
             if self.cfg.serves_webhooks:
-                return False, "standby (not the leader): its webhooks would only answer 503"
-            return True, "standby (not the leader)"
+                return False, f"standby (not the leader): its webhooks would only answer 503{problem}"
+            return True, f"standby (not the leader){problem}"
         if self.runtime is None or not self.runtime.recovered.is_set():
             return False, "recovering the world from the log"
         unsynced = [s.name for s in self.sources if not s.synced.is_set()]
@@ -236,8 +243,10 @@ class Daemon:
 
         handlers: dict[str, WebhookHandler] = {}
         if cfg.binding_webhook:
+            assert self.competing is not None
             handlers[BINDING_PATH] = BindingWebhook(world=lambda: self.world, append=append,
-                                                    current=self.control_plane_listed)
+                                                    current=self.control_plane_listed,
+                                                    on_patch=self.competing.expect)
         if cfg.pod_webhook:
             handlers[POD_PATH] = PodWebhook(world=lambda: self.world, append=append)
         metrics = self.metrics
@@ -354,13 +363,24 @@ class Daemon:
         self.resolvers = ResolverSet(**self._resolver_options)
         timers = TimerService(self._log)
         known = ObjectCache()  # what the watches saw last: the executor writes from it without a GET first
+        executor = KubeExecutor(kube, cache=known)
+        self.competing = executor.writes = CompetingWrites(
+            count=lambda kind: self.metrics.competing_writes.labels(kind).inc(),
+            emit=lambda obj: executor.apply_emit_kubernetes_event(EmitKubernetesEvent(
+                involved=ref_of(obj), event_type="Warning", reason=COMPETING_REASON, message=COMPETING_MESSAGE)))
+        competing = self.competing
+
+        def observe(obj: KubeObject, deleted: bool = False) -> None:  # the watches of what tether writes
+            known.observe(obj, deleted)
+            competing.observed(obj, deleted)
+
         member_executor = MemberExecutor()
         self.members = MemberClusters(self._log, member_executor, kubeconfigs=self.cfg.members,
                                       karmada=kube if self.cfg.members_from_karmada else None,
                                       clients=self._member_clients, api_groups=self.cfg.api_groups,
                                       absent_retry=self.cfg.absent_retry)
         self.runtime = Runtime(
-            self._log, executors=[KubeExecutor(kube, cache=known),
+            self._log, executors=[executor,
                                   CatalogExecutor(self.resolvers, metrics=self.metrics), member_executor],
             timers=timers, settings=Settings(plugin_configmap=self.cfg.plugin_configmap,
                                              admission_configmap=self.cfg.admission_configmap), metrics=self.metrics,
@@ -371,11 +391,11 @@ class Daemon:
             WatchSource(kube, self._log, CONFIGMAPS, namespace=plugin_ns,
                         field_selector=f"metadata.name={plugin_name}"),
             WatchSource(kube, self._log, CLUSTERS, on_object=self.members.cluster_observed),
-            WatchSource(kube, self._log, DATASOURCES, on_object=known.observe),
+            WatchSource(kube, self._log, DATASOURCES, on_object=observe),
             *self._admission_sources(kube),
-            WatchSource(kube, self._log, BINDINGS, namespace=ns, on_object=known.observe),
+            WatchSource(kube, self._log, BINDINGS, namespace=ns, on_object=observe),
             # last: a claim is decided with all it refers to
-            WatchSource(kube, self._log, CLAIMS, namespace=ns, on_object=known.observe),
+            WatchSource(kube, self._log, CLAIMS, namespace=ns, on_object=observe),
         ]
         self.endpoints = Endpoints(metrics=self.metrics, ready=self.ready, on_table_moved=self._on_table_moved,
                                    push_token=self.cfg.push_token, host=self.cfg.http_host, port=self.cfg.http_port,
@@ -444,6 +464,7 @@ class Daemon:
             if self.webhook is not None:
                 await self.webhook.stop()
             await self.resolvers.aclose()
+            await competing.aclose()
             if owns_log:
                 await self._log.close()
             if owns_client:

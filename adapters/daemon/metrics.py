@@ -48,6 +48,9 @@ class Metrics:
             "tether_webhook_seconds", "Webhook answers, server side (recording included), by webhook path "
             "(/mutate/resourcebindings, /mutate/pods/{cluster}) and outcome", ["webhook", "outcome"],
             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0), registry=r)
+        self.competing_writes = Counter(
+            "tether_competing_writes_total", "Changes to fields tether owns that this process did not make (another "
+            "tether without leader election, another controller), by kind", ["kind"], registry=r)
         self.gc_frozen = Gauge("tether_gc_frozen_objects",
                                "Objects moved out of the cyclic GC's reach at startup (DaemonConfig.freeze_heap)",
                                registry=r)

@@ -56,11 +56,13 @@ class BindingWebhook:
     def __init__(self, *, world: Callable[[], World],
                  append: Callable[[Sequence[EventRecord]], Awaitable[object]],
                  current: Callable[[], tuple[bool, str]] = lambda: (True, "current"),
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 on_patch: Callable[[str], None] = lambda key: None) -> None:
         self.world = world
         self.append = append
         self.current = current
         self.clock = clock
+        self.on_patch = on_patch  # an UPDATE patched: the change it makes is tether's own (CompetingWrites.expect)
 
     async def __call__(self, request: AdmissionRequest) -> WebhookAnswer:
         listed, why = self.current()
@@ -79,4 +81,6 @@ class BindingWebhook:
                                             reason=verdict.reason, decided_at=world.admission.position,
                                             suspended=verdict.suspended)
             await self.append([EventRecord(at_ms=int(self.clock() * 1000), source="webhook", key=key, event=event)])
+            if verdict.patch and request.operation == "UPDATE":
+                self.on_patch(key)
         return WebhookAnswer(patch=verdict.patch)

@@ -64,6 +64,7 @@ from tether.core.kube import KubeObject, ObjectRef, as_json, object_key, trim
 
 from .admission_executor import ADMISSION_COMMANDS, AdmissionCommands
 from .client import BY_KIND, DATASOURCES, EVENTS, JSON_PATCH, KubeClient, KubeError, Resource, merge_patch
+from .competing import CompetingWrites
 
 log = structlog.get_logger("tether.executor")
 
@@ -205,9 +206,11 @@ class KubeExecutor(AdmissionCommands):
 
     def __init__(self, kube: KubeClient, *, conflict_retries: int = 5, error_retries: int = 3,
                  backoff: float = 0.2, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                 component: str = "tether", cache: ObjectCache | None = None) -> None:
+                 component: str = "tether", cache: ObjectCache | None = None,
+                 writes: CompetingWrites | None = None) -> None:
         self.kube = kube
         self.cache = cache
+        self.writes = writes  # told of every write, to tell this process's writes from another writer's
         self.conflict_retries = conflict_retries
         self.error_retries = error_retries
         self.backoff = backoff
@@ -222,11 +225,25 @@ class KubeExecutor(AdmissionCommands):
         name = command_name(command)
         target = command_target(command)
         method: Callable[[Any, _Attempt], Awaitable[tuple[KubeObject | None, bool]]] = getattr(self, f"apply_{name}")
+        if self.writes is None:
+            return await self._apply(record, method, name, target)
+        self.writes.writing(target)
+        events: list[Event] = []
+        try:
+            events = await self._apply(record, method, name, target)
+        finally:
+            done = events[0] if events else None
+            self.writes.wrote(target, done.result if isinstance(done, CommandSucceeded) else None)
+        return events
+
+    async def _apply(self, record: CommandRecord,
+                     method: Callable[[Any, _Attempt], Awaitable[tuple[KubeObject | None, bool]]],
+                     name: str, target: str) -> list[Event]:
         attempt = _Attempt(self.cache)  # only the first attempt may read from the cache
         conflicts = errors = 0
         while True:
             try:
-                result, noop = await method(command, attempt)
+                result, noop = await method(record.command, attempt)
             except KubeError as exc:
                 if attempt.cached and exc.status in (404, 409, 422):
                     attempt = _FRESH  # built from a stale version: decide again from a fresh read

@@ -6,6 +6,12 @@ an expired Lease cannot both win: one gets 409 and keeps waiting. A leader that 
 ``renew_deadline`` gives up *before* its Lease can expire and be taken, and the daemon then stops its loops
 (like controller-runtime, leaving a clean restart to the supervisor) — two leaders never act at once for longer
 than clock skew allows.
+
+**The Lease's namespace** (``--lease-namespace``, ``tether-system`` by default) is created when it does not exist
+(``ops/deploy`` creates it, so a deployed tether never needs the right; a ``tether run`` from a laptop usually has
+it). When it cannot be created, or the Lease may not be read or written, the campaign says so in one line naming
+the namespace and the permissions needed — once per distinct problem, not every ``retry_period`` — and keeps
+trying (the namespace or the grant may come later); ``/readyz`` of the standby repeats it.
 """
 
 from __future__ import annotations
@@ -17,9 +23,15 @@ from typing import Any
 
 import structlog
 
-from .client import LEASES, KubeClient, KubeError
+from .client import LEASES, KubeClient, KubeError, Resource
 
 log = structlog.get_logger("tether.leader")
+
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)
+
+
+class LeaseProblem(Exception):
+    """Why this candidate cannot campaign at all (a missing namespace, a missing permission): one line for people."""
 
 
 def _micro_time(ts: float) -> str:
@@ -45,6 +57,47 @@ class LeaderElector:
         self.is_leader = asyncio.Event()
         self.lost = asyncio.Event()
         self.holder = ""  # who held the Lease at the last look (this replica once it acquires it): GET /status
+        self.problem = ""  # the last LeaseProblem, until a campaign round goes through
+
+    def _forbidden(self, verb: str, exc: KubeError) -> LeaseProblem:
+        return LeaseProblem(
+            f"leader election: may not {verb} the Lease {self.namespace}/{self.name} ({exc.status} {exc.reason}): "
+            f"tether needs get, create and update on leases.coordination.k8s.io in namespace {self.namespace} "
+            "(ops/deploy/rbac.yaml), or --lease-namespace of a namespace where it has them, or --no-leader-elect "
+            "for a single replica")
+
+    async def _call(self, verb: str, call: Any) -> Any:
+        """``await call``, a 401/403 turned into the :class:`LeaseProblem` that says what to grant."""
+        try:
+            return await call
+        except KubeError as exc:
+            if exc.status in (401, 403):
+                raise self._forbidden(verb, exc) from exc
+            raise
+
+    async def _create_namespace(self) -> None:
+        """Create the Lease's namespace (module doc); a :class:`LeaseProblem` when that is not allowed."""
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}
+        try:
+            await self.kube.create(NAMESPACES, body)
+        except KubeError as exc:
+            if exc.status == 409:
+                return  # created meanwhile (another replica)
+            raise LeaseProblem(
+                f"leader election: the Lease namespace {self.namespace} does not exist and tether could not create it "
+                f"({exc.status} {exc.reason}): create it (kubectl create namespace {self.namespace}) or pass "
+                "--lease-namespace of an existing one, where tether needs get, create and update on "
+                "leases.coordination.k8s.io; or --no-leader-elect for a single replica") from exc
+        log.info("created the Lease namespace", namespace=self.namespace)
+
+    async def _create_lease(self, body: dict[str, Any]) -> None:
+        try:
+            await self._call("create", self.kube.create(LEASES, body, namespace=self.namespace))
+        except KubeError as exc:
+            if exc.status != 404:  # 404 on a create: the namespace does not exist
+                raise
+            await self._create_namespace()
+            await self._call("create", self.kube.create(LEASES, body, namespace=self.namespace))
 
     def _spec(self, *, acquire: float, transitions: int) -> dict[str, Any]:
         now = time.time()
@@ -52,14 +105,14 @@ class LeaderElector:
                 "acquireTime": _micro_time(acquire), "renewTime": _micro_time(now), "leaseTransitions": transitions}
 
     async def try_acquire_or_renew(self) -> bool:
-        lease = await self.kube.get(LEASES, self.name, namespace=self.namespace)
+        lease = await self._call("get", self.kube.get(LEASES, self.name, namespace=self.namespace))
         now = time.time()
         if lease is None:
             body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                     "metadata": {"name": self.name, "namespace": self.namespace},
                     "spec": self._spec(acquire=now, transitions=0)}
             try:
-                await self.kube.create(LEASES, body, namespace=self.namespace)
+                await self._create_lease(body)
             except KubeError as exc:
                 if exc.status == 409:
                     return False
@@ -77,7 +130,7 @@ class LeaderElector:
             new = self._spec(acquire=now, transitions=transitions + 1)
         lease["spec"] = new
         try:
-            await self.kube.replace(LEASES, self.name, lease, namespace=self.namespace)
+            await self._call("update", self.kube.replace(LEASES, self.name, lease, namespace=self.namespace))
         except KubeError as exc:
             if exc.status == 409:
                 return False
@@ -108,10 +161,16 @@ class LeaderElector:
         """Campaign until leader, then renew until cancelled or lost (sets :attr:`lost`)."""
         while not self.is_leader.is_set():
             try:
-                if await self.try_acquire_or_renew():
+                acquired = await self.try_acquire_or_renew()
+                self.problem = ""
+                if acquired:
                     self.is_leader.set()
                     log.info("became leader", lease=f"{self.namespace}/{self.name}", identity=self.identity)
                     break
+            except LeaseProblem as exc:
+                if str(exc) != self.problem:  # once per distinct problem (module doc)
+                    log.error(str(exc))
+                self.problem = str(exc)
             except KubeError as exc:
                 log.warning("leader election failed; retrying", status=exc.status, message=exc.message[:200])
             await asyncio.sleep(self.retry_period)
@@ -122,8 +181,8 @@ class LeaderElector:
                 if await self.try_acquire_or_renew():
                     last_renew = time.monotonic()
                     continue
-            except KubeError as exc:
-                log.warning("lease renewal failed", status=exc.status, message=exc.message[:200])
+            except (KubeError, LeaseProblem) as exc:
+                log.warning("lease renewal failed", error=str(exc)[:300])
             if time.monotonic() - last_renew > self.renew_deadline:
                 log.error("lost leadership", lease=f"{self.namespace}/{self.name}", identity=self.identity)
                 self.is_leader.clear()

@@ -87,7 +87,9 @@ async def test_the_daemon_freezes_its_startup_heap_once_recovered(kube: KubeEnv)
 
 async def test_leader_election_one_acts_then_the_other_takes_over(kube: KubeEnv) -> None:
     async with tether_stack(kube, daemon_options=FAST_LEASE | {"identity": "first"}) as stack:
-        assert stack.daemon.leader is not None and stack.daemon.leader.is_leader.is_set()
+        assert stack.daemon.leader is not None
+        leader = stack.daemon.leader  # (a standby is ready too: the stack may be up before the first campaign ends)
+        await stack.eventually(lambda: asyncio.sleep(0, leader.is_leader.is_set()), what="the first daemon leads")
         with tempfile.TemporaryDirectory(prefix="tether-standby-") as tmp:
             standby_log = await SqliteLog.open(str(Path(tmp) / "tether.db"))
             cfg = stack.cfg.__class__(**{**stack.cfg.__dict__, "identity": "second",

@@ -365,6 +365,8 @@ CALL_SITES: dict[tuple[str, ...], set[tuple[str, str, str]]] = {
     ("leader.py", "get", "LEASES"): {("coordination.k8s.io", "leases", "get")},
     ("leader.py", "create", "LEASES"): {("coordination.k8s.io", "leases", "create")},
     ("leader.py", "replace", "LEASES"): {("coordination.k8s.io", "leases", "update")},
+    # the Lease namespace when it is missing: ops/deploy creates it, so the deployed tether never needs the right
+    ("leader.py", "create", "NAMESPACES"): set(),
     # --members-from-karmada: a Karmada Cluster's secretRef, read on the control plane (self.karmada)
     ("members.py", "get", "SECRETS"): {("", "secrets", "get")},
     # watch.py lists and watches self.resource: one per WatchSource in daemon.py
