@@ -13,7 +13,7 @@ import msgspec
 from .world import World
 
 #: Bump when World changes shape; older snapshots are then discarded and the log is replayed from the start.
-SNAPSHOT_VERSION = 7
+SNAPSHOT_VERSION = 8  # 8: World.claims_namespace; a DataSource location another writer wrote is adopted
 
 
 class _Envelope(msgspec.Struct):

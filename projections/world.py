@@ -171,6 +171,7 @@ class World(msgspec.Struct):
     timers: dict[str, Timer] = {}  # timer id → timer, until it fires
     tombstones: dict[str, str] = {}  # object key → resourceVersion it was deleted at (the latest TOMBSTONES)
     lists_pending: set[str] = set()  # lists started and not ended (ListsStarted): nothing is decided until it is empty
+    claims_namespace: str = ""  # the namespace whose claims are watched (from ListsStarted); "" for all of them
     members: Members = msgspec.field(default_factory=Members)  # the member clusters (projections/members.py)
     events: int = 0
     last_at_ms: int = 0
@@ -583,6 +584,10 @@ def _fold_listed(world: World, record: EventRecord, event: ObjectsListed, touche
 
 def _fold_lists_started(world: World, record: EventRecord, event: ListsStarted, touched: Touched) -> None:
     world.lists_pending.update(event.sources)
+    for source in event.sources:  # the claims' scope: --watch-namespace, as the log says it (a replay knows it too)
+        kind, _, namespace = source.partition("/")
+        if kind == CLAIM:
+            world.claims_namespace = namespace
 
 
 def _fold_resolved(world: World, record: EventRecord, event: DataLocationResolved, touched: Touched) -> None:

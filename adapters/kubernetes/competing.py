@@ -119,7 +119,8 @@ class CompetingWrites:
         self.inflight[key] = self.inflight.get(key, 0) + 1
 
     def wrote(self, key: ObjectKey, result: KubeObject | None) -> None:
-        """A write of ``key`` ended, with the object the API returned (None: no object, or it failed)."""
+        """A write of ``key`` ended, with the object the API returned for it (None: it wrote nothing — failed, or
+        found nothing to do, when the object it read is someone else's version)."""
         if result is not None and result.key == key:
             rv = result.metadata.resource_version
             own = self.own.get(key)

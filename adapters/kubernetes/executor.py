@@ -232,8 +232,8 @@ class KubeExecutor(AdmissionCommands):
         try:
             events = await self._apply(record, method, name, target)
         finally:
-            done = events[0] if events else None
-            self.writes.wrote(target, done.result if isinstance(done, CommandSucceeded) else None)
+            done = events[0] if events else None  # (a no-op's object is someone else's version, not a write of ours)
+            self.writes.wrote(target, done.result if isinstance(done, CommandSucceeded) and not done.noop else None)
         return events
 
     async def _apply(self, record: CommandRecord,

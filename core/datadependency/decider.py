@@ -24,9 +24,11 @@ The rules, per object:
   and ``--what-if`` can test one. Failures and "not found" are retried on a timer with exponential backoff
   computed from the event time.
 * **DataSource** — its ``status.claimRefs`` is exactly the claims bound to it (sorted), ``boundClaims`` their
-  count; it carries its finalizer while alive; when deleting, it is released once no claim refers to it;
-  with ``reclaimPolicy: Delete`` it is deleted when its last claim went away; when the catalog reports a new
-  location (poll or push) its locality follows.
+  count — of the claims this daemon watches: with ``--watch-namespace`` the refs of other namespaces' claims are
+  kept as they are (DataSources are cluster-scoped and shared: those claims are another tether's, which would
+  otherwise write them back for ever); it carries its finalizer while alive; when deleting, it is released once
+  no claim refers to it; with ``reclaimPolicy: Delete`` it is deleted when its last claim went away; when the
+  catalog reports a new location (poll or push) its locality follows.
 * **ResourceBinding** — tether excludes every known Karmada cluster that does not hold the data of *all* the
   bound claims of the workload (``core.datadependency.exclusions`` explains the exclusion arithmetic); with no bound
   claim, tether's share is stripped. If the binding is already scheduled on a cluster that is now excluded,
@@ -372,9 +374,11 @@ class DecisionPass:
         """``shortcut``: with one live DataSource for the identity, ``source_for`` gives it to every claim of the
         identity that is not being deleted (the index lists a claim under its own identity's key), so the claims
         are taken without asking it for each (the tests compare both ways)."""
-        if source.identity is None or source.deleting:
-            return ()
         world = self.world
+        scope = world.claims_namespace
+        others = [r for r in source.claim_refs if r.namespace != scope] if scope and source.claim_refs else []
+        if source.identity is None or source.deleting:
+            return tuple(sorted(others, key=_by_namespace_name)) if others else ()
         identity_key = source.identity.key
         keys = world.claims_by_identity.get(identity_key, ())
         claims = world.claims
@@ -382,7 +386,7 @@ class DecisionPass:
         live = self.live_sources(identity_key) if shortcut and self.shortcuts and keys else ()
         if len(live) == 1:
             if world.sources[live[0]].ref.name != name:
-                return ()
+                return tuple(sorted(others, key=_by_namespace_name)) if others else ()
             members = [claim for claim in map(claims.__getitem__, keys) if not claim.deleting]
         else:
             members = []
@@ -398,6 +402,8 @@ class DecisionPass:
                 c = ObjectRef(api_version=DATA_GROUP_VERSION, kind="DataSourceClaim", name=c.name,
                               namespace=c.namespace, uid=c.uid)
             refs.append(c)  # (the claim's own ref when it already reads so: equal fields, equal bytes)
+        if others:  # another tether's claims (module doc)
+            refs.extend(others)
         refs.sort(key=_by_namespace_name)
         return tuple(refs)
 

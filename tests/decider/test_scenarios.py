@@ -51,8 +51,11 @@ from tether.core.events import (
     CommandFailed,
     DataLocationResolved,
     Event,
+    ListsStarted,
     ObjectObserved,
+    ObjectsListed,
     event_key,
+    list_source,
 )
 from tether.core.identity import is_valid_object_name, make_identity
 from tether.core.kube import trim
@@ -531,6 +534,39 @@ def locality_written_by_another_writer_is_adopted_not_reverted() -> None:
     assert obj["metadata"]["annotations"][LOCATION_ANNOTATION] == "s3://central/db/east1"
     assert len(cmds(h, UpdateDataSourceLocality, mark)) == 1
     assert excludes(rb(h, "w")) == ["c1"]
+
+
+@scenario({"watched": "default"}, {"watched": ""})
+def claim_refs_of_namespaces_another_tether_watches_are_kept(watched: str) -> None:
+    """DataSources are cluster-scoped: tethers watching different namespaces (``--watch-namespace``) share them.
+    Each keeps the refs of the claims it does not watch as they are — rewriting them to its own would have the
+    tethers clear each other's refs for ever (issue 21, seen on a shared cluster) — and a DataSource still listing
+    another namespace's claim is not deleted when its own last claim goes. A tether watching every namespace
+    (``watched`` empty) owns every ref: one of a claim it does not know is stale, and is dropped."""
+    h = setup(reclaim_policy="Delete")
+    h.feed(ListsStarted(sources=(list_source(CLAIM, watched),)))  # the daemon's lists, as it names them
+    h.feed(ObjectsListed(kind=CLAIM, namespace=watched, keys=()))
+    h.settle()
+    assert h.world.claims_namespace == watched
+    h.apply(m.claim("a", table="db.east1", workload="w"))
+    assert refs(h, "db.east1") == [("default", "a")]
+    other = {"apiVersion": "datadependency.volcano.sh/v1alpha1", "kind": "DataSourceClaim", "name": "x",
+             "namespace": "other", "uid": "ux"}
+    mark = len(h.commands)
+    raw = h.cluster.objects[f"{DS}//{ds_name('db.east1')}"]  # the other tether's status write: its claim
+    raw["status"] = {**raw["status"], "claimRefs": [*raw["status"]["claimRefs"], other], "boundClaims": 2}
+    h.feed(ObjectObserved(obj=h.cluster._bump(raw)))
+    h.settle()
+    if watched:
+        assert cmds(h, UpdateDataSourceStatus, mark) == []
+        assert refs(h, "db.east1") == [("default", "a"), ("other", "x")]
+    else:
+        assert refs(h, "db.east1") == [("default", "a")]
+    h.delete(CLAIM, "default", "a")
+    if watched:
+        assert refs(h, "db.east1") == [("other", "x")] and cmds(h, DeleteDataSource) == []
+    else:
+        assert ds(h, "db.east1") is None  # reclaimPolicy Delete: its last claim went away
 
 
 @scenario()

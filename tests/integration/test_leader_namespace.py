@@ -20,6 +20,8 @@ from tether.adapters.kubernetes.leader import NAMESPACES, LeaderElector, LeasePr
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.daemon import eventually
 
+pytestmark = pytest.mark.cluster
+
 
 def test_tether_run_campaigns_by_default() -> None:
     option = next(p for p in run_cmd.params if p.name == "leader_elect")
