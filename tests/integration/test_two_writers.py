@@ -193,10 +193,9 @@ async def test_two_daemons_without_leader_election_converge_with_bounded_writes(
                 await stack.wait_scheduled(f"{name}-app-deployment", [west], within=30)
 
             settled = await quiescent(stack, daemons, versions)
-            print("versions at quiescence:", dict(settled), {k: len(v) for k, v in versions.seen.items()})
             objects = len(versions.seen)
             assert objects == len(claims) * 2 + len(tables)  # claims, bindings, DataSources
-            assert sum(settled.values()) <= BOUND_PER_OBJECT * objects, settled
+            assert sum(settled.values()) <= BOUND_PER_OBJECT * objects, (settled, versions.seen)
             for key, seen in versions.seen.items():
                 assert len(seen) <= BOUND_ONE_OBJECT, (key, len(seen))  # no single object in a loop either
             again = await quiescent(stack, daemons, versions)
