@@ -164,6 +164,9 @@ async def test_a_bound_claims_binding_is_never_scheduled_away_from_its_data(karm
                                                                 history.clusters.get("etl-deployment", []))),
                                    what="the rewrite rescheduled, seen by the watch")
             await stack.wait_idle()
+            # the webhook's patches, the executor's writes and the scheduler's: none is taken for a competitor's
+            assert stack.daemon is not None and stack.daemon.competing is not None
+            assert stack.daemon.competing.foreign == 0
         finally:
             await history.stop()
         seen = history.clusters["etl-deployment"]
