@@ -2,7 +2,7 @@
 
 ``step`` is the whole of tether's logic as a pure function of (world, event) — the daemon, ``tether replay
 --diff``, the Kafka benchmark and the property tests all call it, so what runs in production is exactly what
-is replayed. It adds to the deciders three things that belong to no single decider:
+is replayed. It adds to the deciders four things that belong to no single decider:
 
 * **no decision from a half-listed world** — between a :class:`~tether.core.events.ListsStarted` and the last
   of its lists' ends, the world may hold bindings whose claims are not listed yet (a cold start, a takeover) or
@@ -14,13 +14,16 @@ is replayed. It adds to the deciders three things that belong to no single decid
   object's command slot and starts a timer with exponential backoff from the event time; when it fires, the
   object is reconciled again from scratch (level-triggered: the retry re-decides, it does not replay the old
   request).
+* **Events on bindings** — a binding's observation is compared with the one before it, and what changed in what
+  tether owns there (placed, rescheduled, stripped, suspended: ``core.admission.binding_events``) becomes a
+  Kubernetes Event on it; the views before the fold are taken here, since the fold replaces them.
 """
 
 from __future__ import annotations
 
 from tether.projections.world import World, evolve, note_issued, slot
 
-from .admission.decider import decide_admission
+from .admission.decider import binding_observed, decide_admission, decide_binding_events
 from .commands import StartTimer, command_id, command_name, command_target
 from .datadependency.decider import decide
 from .decision import Decision, backoff_ms
@@ -47,6 +50,7 @@ def _retry_failed(world: World, record: EventRecord) -> list[Decision]:
 
 def step(world: World, record: EventRecord) -> list[CommandRecord]:
     """Fold ``record`` into ``world`` and return the commands it leads to (deterministic)."""
+    observed = binding_observed(world, record)  # a binding's views before the fold: its Events say what changed
     touched = evolve(world, record)
     # Nothing is decided from a half-listed world (events.ListsStarted): what the lists touch is reconciled once
     # they have all ended. A failed command's retry timer is still started, so that its slot is not left parked.
@@ -55,6 +59,8 @@ def step(world: World, record: EventRecord) -> list[CommandRecord]:
         decisions += decide_pods(world, record, touched)
     if not world.lists_pending and world.admission.bindings:  # queue admission, a sibling decider (its own module)
         decisions += decide_admission(world, record, touched)
+    if observed is not None and (noted := decide_binding_events(world, record, observed)):
+        decisions = noted + decisions  # what the binding became, before what is decided on it
     if isinstance(record.event, CommandFailed):
         decisions = _retry_failed(world, record) + decisions
     if not decisions:

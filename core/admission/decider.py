@@ -38,6 +38,7 @@ from tether.projections.admission import (
     AdmissionState,
     cluster_capacities,
 )
+from tether.projections.views import Binding as BindingView
 from tether.projections.world import Touched, World
 
 from ..commands import (
@@ -55,8 +56,9 @@ from ..commands import (
 from ..datadependency.decider import DecisionPass
 from ..decision import Decision
 from ..envelope import EventRecord
-from ..events import TimerFired
+from ..events import CommandSucceeded, ObjectObserved, TimerFired
 from ..quantity import ResourceList, format_milli, scale
+from .binding_events import UNSEEN, BindingMark, binding_events
 from .model import DEFAULT_QUEUE, Binding, ClusterCapacity, QueueStatus
 from .session import admission_cycle, recheck_admitted
 from .webhook_decision import RESOLVING_REASONS
@@ -291,4 +293,71 @@ def decide_admission(world: World, record: EventRecord, touched: Touched) -> lis
     return decider.out
 
 
-__all__ = ["CYCLE_INTERVAL_MS", "CYCLE_PURPOSE", "CYCLE_SUBJECT", "DECIDER", "decide_admission"]
+# --- Events on bindings (core.admission.binding_events) -------------------------------------------------------
+
+EVENTS_DECIDER = "binding-events"
+_BINDING = "ResourceBinding"
+
+#: The binding an event brings a new observation of: its key and its two views (data dependency's, admission's)
+#: as they were before the event was folded.
+Observed = tuple[str, BindingView | None, AdmissionBinding | None]
+
+
+def _mark(view: BindingView, admission: AdmissionBinding | None) -> BindingMark:
+    injected = view.injected
+    return BindingMark(injected=injected, excluded=view.added if injected else (),
+                       suspended=admission is not None and admission.suspended,
+                       hold=(admission.hold or "") if admission is not None else "")
+
+
+def binding_observed(world: World, record: EventRecord) -> Observed | None:
+    """The binding ``record`` observes (a watch event, or the object a write returned) with its views before the
+    event is folded; None for every other event (the common case: two type tests)."""
+    event = record.event
+    if type(event) is ObjectObserved:
+        if event.cluster:
+            return None
+        obj = event.obj
+    elif type(event) is CommandSucceeded and event.result is not None:
+        obj = event.result
+    else:
+        return None
+    if obj.kind != _BINDING:
+        return None
+    key = f"{_BINDING}/{obj.metadata.namespace}/{obj.metadata.name}"
+    return key, world.bindings.get(key), world.admission.bindings.get(key)
+
+
+def decide_binding_events(world: World, record: EventRecord, observed: Observed) -> list[Decision]:
+    """The Events on a binding whose observation changed what tether owns on it (``binding_events`` module doc).
+
+    ``observed`` is :func:`binding_observed` of ``record`` before it was folded; the world has folded it now. A
+    binding first seen on a list of bindings (a start, a relist) is as tether found it, not a transition it saw:
+    nothing is said. Filtered like every decision: not again while the very same Event is in flight, not when the
+    API refused it for good or its slot waits for a retry."""
+    key, old, old_admission = observed
+    new = world.bindings.get(key)
+    admission = world.admission.bindings.get(key)
+    if new is None or (new is old and admission is old_admission):
+        return []  # deleted, or an echo of a version already folded
+    if old is None and world.lists_pending and any(s.startswith(_BINDING) for s in world.lists_pending):
+        return []
+    before = _mark(old, old_admission) if old is not None else UNSEEN
+    after = _mark(new, admission)
+    if after == before:
+        return []
+    out: list[Decision] = []
+    for command in binding_events(involved=new.ref, workload=new.workload, before=before, after=after,
+                                  scheduled=new.scheduled_clusters):
+        cid = command_id(command)
+        at = f"{command_name(command)}:{key}"
+        if (world.rejected and cid in world.rejected) or (world.retry_wait and at in world.retry_wait) \
+                or world.inflight.get(at) == cid:
+            continue
+        out.append(Decision(command=command, reason=f"{key}: {command.reason}: {command.message}",
+                            decider=EVENTS_DECIDER, id=cid, key=command_target(command), slot=at))
+    return out
+
+
+__all__ = ["CYCLE_INTERVAL_MS", "CYCLE_PURPOSE", "CYCLE_SUBJECT", "DECIDER", "EVENTS_DECIDER", "Observed",
+           "binding_observed", "decide_admission", "decide_binding_events"]

@@ -15,6 +15,7 @@ from tether.adapters.testing.fake_cluster import Harness
 from tether.core import commands as c
 from tether.core import identity as ident
 from tether.core import pipeline
+from tether.core.admission.decider import binding_observed, decide_binding_events
 from tether.core.commands import CreateDataSource
 from tether.core.datadependency.decider import DecisionPass, decide
 from tether.core.decision import Decision
@@ -129,8 +130,11 @@ def _history() -> list[EventRecord]:
 
 def _plain_step(world: World, record: EventRecord, dropped: list[c.Command]) -> list[CommandRecord]:
     """``step`` as plain computation: ids, targets and slots computed from each command, nothing precomputed."""
+    observed = binding_observed(world, record)
     touched = evolve(world, record)
     decisions = decide(world, record, touched)
+    if observed is not None:
+        decisions = decide_binding_events(world, record, observed) + decisions
     if isinstance(record.event, CommandFailed):
         decisions = _retry_failed(world, record) + decisions
     out = []

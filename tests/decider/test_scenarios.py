@@ -917,7 +917,9 @@ def kubernetes_events_one_per_transition() -> None:
     h.apply(m.claim("b", table="db.t", system="hive", workload="w"))
     edit(h, CLAIM, "default", "b", lambda raw: raw["metadata"].setdefault("labels", {}).update(x="1"))
     assert kube_events(h, "b") == [("Warning", "UnknownSystem")]
-    assert all(e.involved.kind == CLAIM for e in h.cluster.kube_events)
+    # the binding: one Event, when tether's placement went on it (claim b's edits change nothing on it)
+    assert kube_events(h, "w-deployment") == [("Normal", "Placed")]
+    assert {e.involved.kind for e in h.cluster.kube_events} == {CLAIM, "ResourceBinding"}
 
 
 # --- decisions on a hand-built World (single step) -----------------------------------------------------------

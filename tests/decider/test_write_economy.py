@@ -54,7 +54,9 @@ def test_writes_per_claim_on_a_cache_hit() -> None:
         h.apply(m.claim(f"c{i}", table="db.t", workload=f"w{i + 1}"))
     per_kind = Counter(type(r.command).__name__ for r in h.commands[start:])
     assert per_kind["UpdateClaimStatus"] == n
-    assert sum(per_kind.values()) == 5 * n  # finalizer, status, Event, DataSource claimRefs, binding placement
+    # finalizer, status, the claim's Event, DataSource claimRefs, binding placement, the binding's Event (Placed)
+    assert sum(per_kind.values()) == 6 * n
+    assert per_kind["EmitKubernetesEvent"] == 2 * n
 
 
 def test_a_failed_placement_write_does_not_hold_the_claim_status() -> None:

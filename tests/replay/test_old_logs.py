@@ -7,8 +7,10 @@ emulator (a binding suspended for its data and resumed, one placed in the write,
 which two are admitted and one held, a table moved). Each line is ``<stream> <record as tether encodes it>``, in
 log order; :func:`load` appends them to a fresh SQLite log, which numbers them again from 1, as they were.
 
-A newer tether decides more than the one that wrote these logs (the binding Events): ``--diff`` must not call
-that a difference — the decisions the old version made are all re-derived, and the new ones are named apart.
+A newer tether decides more than the one that wrote these logs (the Events on bindings' transitions): ``--diff``
+must not call that a difference — the decisions the old version made are all re-derived, and the new ones are
+counted apart. A log that records any such Event was written by a version that decides them: there, one missing
+is a difference like any other.
 """
 
 from __future__ import annotations
@@ -21,12 +23,15 @@ import pytest
 from click.testing import CliRunner
 
 from tether.adapters.cli import main
-from tether.adapters.cli.replay.diff import diff
+from tether.adapters.cli.replay.diff import Difference, diff
 from tether.adapters.log.sqlite import SqliteLog
+from tether.core.commands import EmitKubernetesEvent
 from tether.core.envelope import CommandRecord, EventRecord, decode_command, decode_event
 
 DATA = Path(__file__).parent / "data"
 OLD_LOGS = ("demo.jsonl.gz", "admission.jsonl.gz")
+EXPECTED = {"demo.jsonl.gz": {"Placed", "Rescheduled"},
+            "admission.jsonl.gz": {"Placed", "Suspended", "Rescheduled"}}
 
 
 async def load(name: str, path: Path) -> SqliteLog:
@@ -50,12 +55,36 @@ async def load(name: str, path: Path) -> SqliteLog:
 @pytest.mark.parametrize("name", OLD_LOGS)
 async def test_an_old_log_re_derives_every_recorded_decision(name: str, tmp_path: Path) -> None:
     log = await load(name, tmp_path / "old.db")
+    newer: list[Difference] = []
     try:
-        result, differences = await diff(log)
+        result, differences = await diff(log, newer=newer)
     finally:
         await log.close()
     assert result.events > 100
     assert [(d.kind, d.causation, d.detail) for d in differences] == []
+    # what this version decides on top: the Events on the bindings' transitions, and nothing else
+    assert newer and {d.kind for d in newer} == {"missing"}
+    events = [d.replayed.command for d in newer if d.replayed is not None]
+    assert all(isinstance(e, EmitKubernetesEvent) and e.involved.kind == "ResourceBinding" for e in events)
+    assert {e.reason for e in events if isinstance(e, EmitKubernetesEvent)} == EXPECTED[name]
+
+
+async def test_a_new_log_missing_a_binding_event_is_a_difference(tmp_path: Path) -> None:
+    """Only a log with no binding Event at all predates them: from a newer log, one missing is a difference."""
+    log = await load("demo.jsonl.gz", tmp_path / "old.db")
+    try:
+        newer: list[Difference] = []
+        await diff(log, newer=newer)
+        kept = newer[0].replayed
+        assert kept is not None
+        kept.offset = 0
+        await log.append("commands", [kept])  # as a newer tether would have recorded it: the rest now go missing
+        again: list[Difference] = []
+        _, differences = await diff(log, newer=again)
+    finally:
+        await log.close()
+    assert again == []
+    assert len(differences) == len(newer) - 1 and {d.kind for d in differences} == {"missing"}
 
 
 @pytest.mark.parametrize("name", OLD_LOGS)
@@ -69,3 +98,4 @@ def test_replay_diff_of_an_old_log_reports_no_difference(name: str, tmp_path: Pa
     result = CliRunner().invoke(main, ["replay", str(path), "--diff"])
     assert result.exit_code == 0, result.output
     assert "no difference" in result.output
+    assert "Event(s) on bindings that this tether decides were not recorded" in result.output

@@ -23,7 +23,7 @@ from tether.core.events import split_member_key
 from tether.projections.snapshot import encode_world
 from tether.projections.world import Settings
 
-from .diff import diff, print_differences
+from .diff import Difference, diff, print_differences
 from .fold import SNAPSHOT_NAME, ReplayResult, events_to_fold, gc_paused, replay
 from .installation import infer_settings
 from .keys import Target, kind_of, resolve, suggest, workload_display
@@ -166,10 +166,12 @@ async def run_replay(options: Options, out: Console) -> int:
             def advance(n: int) -> None:
                 progress.advance(task, n)
 
+            newer: list[Difference] = []
             with gc_paused():
                 if options.show_diff:
                     result, differences = await diff(log, until_offset=until_offset, until_ms=until_ms,
-                                                     use_snapshot=use_snapshot, on_progress=advance, settings=settings)
+                                                     use_snapshot=use_snapshot, on_progress=advance, settings=settings,
+                                                     newer=newer)
                 else:
                     result = await replay(log, until_offset=until_offset, until_ms=until_ms, settings=settings,
                                           use_snapshot=use_snapshot, on_progress=advance)
@@ -184,6 +186,9 @@ async def run_replay(options: Options, out: Console) -> int:
                                              state=encode_world(result.world)))
             out.print(f"saved snapshot at offset {result.last_offset}")
         if options.show_diff:
+            if newer:
+                out.print(Text(f"{len(newer)} Event(s) on bindings that this tether decides were not recorded: the "
+                               "log was written before tether decided them (not a difference)", style="yellow"))
             print_differences(differences, out)
             kinds = {k: sum(1 for d in differences if d.kind == k) for k in ("missing", "extra", "changed")}
             if differences:
