@@ -38,7 +38,8 @@ nor the reading of later commands. Ordering and bounds:
   status writes and Events decided with it. A command waits only for the ones already running when its turn
   came, so it is never starved by a stream of later ones; a catalog lookup (which may be slow) holds nothing;
 * a queued command superseded by a later queued one for the same object and purpose is skipped (reported as
-  a no-op: the later one carries the newer desired state); ``StartTimer`` commands are never skipped;
+  a no-op: the later one carries the newer desired state); ``StartTimer`` commands are never skipped, nor are
+  Kubernetes Events (each reports a transition of its own: a later one does not carry an earlier one's news);
 * outcomes are appended in the order their commands finished (so in log order per key), and every outcome
   finished while the previous append ran goes into the next one (group commit: one log transaction each);
 * the executor's position is committed with those outcomes (one :meth:`EventLog.commit`: atomic on SQLite,
@@ -49,6 +50,11 @@ nor the reading of later commands. Ordering and bounds:
 
 Both loops are at-least-once: a crash between an effect and its commit repeats the effect, which the
 executors' read-compare-write discipline makes harmless.
+
+**Decision log.** Each command's outcome is also one line in the process's own log (``decision_log.py``): at info
+when it changed the world, with the causing event's offset, the command id and the object key; the decider loop
+adds a debug line per command decided. Recovery folds with ``step`` and logs nothing: its commands were logged
+when they ran.
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from tether.adapters.daemon.decision_log import DecisionLog
 from tether.adapters.daemon.metrics import Metrics
 from tether.adapters.daemon.recent import Recent
 from tether.adapters.daemon.timers import TimerService
@@ -69,6 +76,8 @@ from tether.adapters.log import Batch, EventLog, Snapshot, aclosing_iter, scan
 from tether.core.commands import (
     Command,
     CreateDataSource,
+    EmitKubernetesEvent,
+    EmitMemberEvent,
     LookupDataLocation,
     SetBindingPlacement,
     StartTimer,
@@ -91,6 +100,9 @@ log = structlog.get_logger("tether.runtime")
 
 SNAPSHOT_NAME = "world"
 
+#: Commands a later one for the same object and purpose never supersedes in the executor's queue (module doc).
+NEVER_SUPERSEDED: tuple[type[Command], ...] = (StartTimer, EmitKubernetesEvent, EmitMemberEvent)
+
 
 class Executor(Protocol):
     def handles(self, command: Command) -> bool: ...
@@ -112,8 +124,10 @@ class Runtime:
         first: tuple[type[Command], ...] = (SetBindingPlacement, CreateDataSource, LookupDataLocation),
         hold_for: tuple[type[Command], ...] = (SetBindingPlacement, CreateDataSource),
         on_world_changed: Callable[[World], None] | None = None, position_delay: float = 0.05,
+        decision_log: DecisionLog | None = None,
     ) -> None:
         self.log = log_
+        self.decisions = decision_log or DecisionLog()
         self.executors = list(executors)
         self.timers = timers
         if timers is not None:
@@ -199,6 +213,7 @@ class Runtime:
             self._unsaved.update(batch.position)
             if self._position_saver is None or self._position_saver.done():
                 self._position_saver = asyncio.create_task(self._save_position_later(), name="decider-position")
+        self.decisions.decided(produced)
         now = time.time()
         for record in batch.records:
             self.metrics.decision_latency.observe(max(0.0, now - record.at_ms / 1000))
@@ -270,8 +285,11 @@ class Runtime:
         executor = self.executor_for(record.command)
         name = command_name(record.command)
         if executor is None:
-            return [CommandFailed(command_id=record.id, command=name, target=record.key, reason="NoExecutor",
-                                  message=f"no executor handles {type(record.command).__name__}", retryable=False)]
+            failed: list[Event] = [CommandFailed(
+                command_id=record.id, command=name, target=record.key, reason="NoExecutor",
+                message=f"no executor handles {type(record.command).__name__}", retryable=False)]
+            self.decisions.applied(record, failed)
+            return failed
         started = time.perf_counter()
         try:
             events = await executor.apply(record)
@@ -287,6 +305,7 @@ class Runtime:
             outcome = ("noop" if e.noop else "ok") if isinstance(e, CommandSucceeded) else (
                 "failed" if isinstance(e, CommandFailed) else "answered")
             self.metrics.outcomes.labels(name, outcome).inc()
+        self.decisions.applied(record, events)
         return events
 
     async def execute_loop(self) -> None:
@@ -405,8 +424,9 @@ class _Pipeline:
                 latest = self.last_of_slot.get(slot_)
                 if latest is record:
                     del self.last_of_slot[slot_]
-                elif latest is not None and not isinstance(record.command, StartTimer):
+                elif latest is not None and not isinstance(record.command, NEVER_SUPERSEDED):
                     # a later command for the same object and purpose is queued: it carries the newer desired state
+                    self.rt.decisions.superseded(record)
                     self.finish(record, [CommandSucceeded(command_id=record.id, command=name, target=record.key,
                                                           noop=True)])
                     continue

@@ -13,6 +13,10 @@ object, the patch, the log position of the world it was decided from) is appende
 the answer, so no binding is ever stored with a patch the log does not explain; if the append fails the request
 fails (500) and the ``failurePolicy`` decides, as for tether being down. A dry-run request is answered the same
 way but not recorded (the webhook declares ``sideEffects: NoneOnDryRun``).
+
+A decision that changes the binding (a non-empty patch) is also one info line in the process's log — ``binding
+suspended`` or ``binding placed``, with the offset of its record, the key and the position of the world it was
+decided from — like the decisions the executors apply (``adapters/daemon/decision_log.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import msgspec
+import structlog
 
 from tether.core.admission.webhook_decision import decide_binding_admission
 from tether.core.envelope import EventRecord
@@ -32,6 +37,8 @@ from tether.projections.world import World
 from .webhook import AdmissionRequest, NotServing, WebhookAnswer
 
 PATH = "/mutate/resourcebindings"
+
+log = structlog.get_logger("tether.decisions")
 
 
 def _request_object(request: AdmissionRequest) -> tuple[str, KubeObject]:
@@ -80,7 +87,15 @@ class BindingWebhook:
             event = BindingAdmissionDecided(key=key, operation=request.operation, obj=recorded, patch=verdict.patch,
                                             reason=verdict.reason, decided_at=world.admission.position,
                                             suspended=verdict.suspended)
-            await self.append([EventRecord(at_ms=int(self.clock() * 1000), source="webhook", key=key, event=event)])
+            stored = await self.append([EventRecord(at_ms=int(self.clock() * 1000), source="webhook", key=key,
+                                                    event=event)])
             if verdict.patch and request.operation == "UPDATE":
                 self.on_patch(key)
+            if verdict.patch:
+                # the log returns the records with their offsets (this decision's own position is its event's)
+                offset = next((r.offset for r in stored if isinstance(r, EventRecord)), 0) \
+                    if isinstance(stored, list) else 0
+                log.info("binding suspended" if verdict.suspended else "binding placed", offset=offset, key=key,
+                         decided_at=event.decided_at, operation=request.operation,
+                         excluded=",".join(verdict.excluded) or "-", why=verdict.reason, decider="binding-webhook")
         return WebhookAnswer(patch=verdict.patch)

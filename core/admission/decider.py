@@ -26,6 +26,11 @@ workload, resolved as Volcano Global does, at the workload's observation). Its o
 * re-check of admitted bindings whose request grew (scale-up, Divided → Duplicated): Karmada forbids suspending a
   scheduled binding, so the outcome is the ``tether.dev/admission-overrun`` annotation and a Warning Event — the
   workload keeps running, and its queue, charged the grown request, admits nothing new until it fits again.
+
+It also hosts the world-reading half of the Events on bindings (``core.admission.binding_events``, the pure half):
+:func:`binding_observed` takes a binding's views before ``core.pipeline.step`` folds its observation, and
+:func:`decide_binding_events` compares them with the views after — admission is the room that reads both data
+dependency's view of a binding (its exclusions) and its own (its suspension).
 """
 
 from __future__ import annotations
