@@ -10,6 +10,9 @@ not have; the table moves west (pushed), the binding is rescheduled west. Then:
 * one key's lines are its story, in log order (``grep KEY`` on the stream);
 * the binding carries the Events ``Placed`` and ``Rescheduled``, once each, and a restart (which relists every
   object) decides no Event again and leaves them as they were.
+
+And with the binding webhook: a binding suspended in its own write is logged (``binding suspended``) and carries
+``Suspended``, then ``Placed`` and ``Admitted``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -31,6 +35,7 @@ from tether.core.commands import EmitKubernetesEvent
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import CommandSucceeded
 
+from .test_admission_e2e import admission_stack, binding
 from .test_migration import placed_in_east, push
 
 
@@ -128,3 +133,30 @@ async def test_every_decision_is_one_line_and_the_binding_has_its_events(karmada
             assert [c for c in after[before:] if isinstance(c.command, EmitKubernetesEvent)
                     and c.command.involved.kind == "ResourceBinding"] == []
             assert await binding_events(stack, rb) == placed
+
+
+async def test_the_webhooks_suspension_is_logged_and_said_on_the_binding(karmada_kube: KubeEnv,
+                                                                          tmp_path: Path) -> None:
+    """The binding webhook suspends a binding whose claim is still resolving, in the write: no command does it, and
+    still the log says so and the binding carries ``Suspended``, then ``Placed`` and ``Admitted`` when it goes."""
+    with captured_info() as lines:
+        async with admission_stack(karmada_kube, tmp_path) as stack:
+            table = stack.add_table("clicks", "west")
+            stack.catalog.delay_next(1, 1.0, table=table)
+            await stack.apply(manifests.claim("clicks", namespace=stack.namespace, table=table, workload="train"))
+            await stack.wait_claim("clicks", reason="Resolving")
+            created = await stack.apply(binding(stack, "train-deployment", "train"))
+            assert created["spec"]["suspension"] == {"scheduling": True}
+            await stack.wait_scheduled("train-deployment", [stack.clusters["west1"]])
+            await stack.wait_idle()
+
+            async def said() -> list[str] | None:
+                reasons = [reason for reason, _, _ in await binding_events(stack, "train-deployment")]
+                return reasons if len(reasons) == 3 else None
+
+            assert sorted(await stack.eventually(said, what="three Events")) == ["Admitted", "Placed", "Suspended"]
+            key = f"ResourceBinding/{stack.namespace}/train-deployment"
+            suspended = [line for line in lines if line["event"] == "binding suspended" and line["key"] == key]
+            assert len(suspended) == 1 and suspended[0]["offset"] > 0 and suspended[0]["log_level"] == "info"
+            story = [line["event"] for line in decision_lines(lines) if line["key"] == key]
+            assert story[-1] == "binding admitted" and "binding placed" in story
