@@ -14,8 +14,6 @@ catalog that answers garbage.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 import tether.core.decision as decision
