@@ -29,16 +29,22 @@ from tether.adapters.kubernetes.client import BINDINGS, CLAIMS
 from tether.adapters.log.url import open_log
 from tether.adapters.testing.chaos import REGIONS, World, chaos_world
 from tether.adapters.testing.chaos_checks import History, duplicate_data_sources, unconstrained_versions
+from tether.adapters.testing.kafka import ProxiedBroker
 
 GROUP_SIZE = 4
 
 
 async def crash_restart(*, claims: int, kills: int, tables: int, groups: int, seed: int,
                         kafka_bootstrap: str | None = None, replicas: int = 1, settle_within: float = 300.0,
-                        concurrency: int = 8, progress: Any = None) -> dict[str, Any]:
+                        concurrency: int = 8, broker: ProxiedBroker | None = None, broker_cuts: int = 0,
+                        cut_seconds: float = 3.0, progress: Any = None) -> dict[str, Any]:
     """Run the workload with ``kills`` SIGKILLs of the daemon; the report (module doc). ``concurrency``: workloads
     created at once (as many clients of the API server). ``progress``: a callable given a short line now and then
-    (the script prints them to stderr)."""
+    (the script prints them to stderr). ``broker`` (a :class:`ProxiedBroker` whose proxy ``kafka_bootstrap`` is) and
+    ``broker_cuts``: that many times, at points drawn like the kills, every connection to the broker is cut for
+    ``cut_seconds`` and then let through again — the daemon's producer and consumer lose the broker and come back
+    (module doc of adapters/testing/kafka.py: tansu keeps its data in memory, so a restarted broker would have
+    lost the log; a cut is the restart as the clients see it, with the data kept)."""
     say = progress or (lambda _line: None)
     started = time.monotonic()
     async with chaos_world(tables=tables, seed=seed, kafka_bootstrap=kafka_bootstrap, replicas=replicas) as world:
@@ -46,6 +52,7 @@ async def crash_restart(*, claims: int, kills: int, tables: int, groups: int, se
         await history.start()
         rng = world.rng
         kill_at = set(rng.sample(range(1, claims), min(kills, claims - 1)))
+        cut_at = sorted(rng.sample(range(1, claims), min(broker_cuts, claims - 1))) if broker is not None else []
         table_of = {f"w{i}": world.tables[rng.randrange(len(world.tables))] for i in range(claims)}
         group_every = max(1, claims // groups) if groups else 0  # (at most `groups` of them)
         killed: list[str] = []
@@ -69,10 +76,21 @@ async def crash_restart(*, claims: int, kills: int, tables: int, groups: int, se
                 created += 1
                 progressed.notify_all()
 
-        async def killer() -> None:  # SIGKILL the daemon as the workload passes each chosen point
-            for point in sorted(kill_at):
+        cuts = 0
+
+        async def killer() -> None:  # SIGKILL the daemon (or cut the broker) as the workload passes each point
+            nonlocal cuts
+            for point, what in sorted([(p, "kill") for p in kill_at] + [(p, "cut") for p in cut_at]):
                 async with progressed:
                     await progressed.wait_for(lambda p=point: created >= p)
+                if what == "cut":
+                    assert broker is not None
+                    await asyncio.to_thread(broker.proxy.cut)
+                    await asyncio.sleep(cut_seconds)
+                    await asyncio.to_thread(broker.proxy.restore)
+                    cuts += 1
+                    say(f"{created}/{claims} created: broker cut for {cut_seconds:g} s ({cuts}/{len(cut_at)})")
+                    continue
                 killed.append(await world.daemons.kill_leader())
                 say(f"{created}/{claims} created: killed {killed[-1]} ({len(killed)}/{len(kill_at)})")
 
@@ -95,7 +113,8 @@ async def crash_restart(*, claims: int, kills: int, tables: int, groups: int, se
         differences = await _replay_differences(world.log_url)
         restarts = world.daemons.starts - len(world.daemons.replicas)
         return {
-            "seed": seed, "claims": claims, "tables": tables, "groups": len(world.groups), "kills": len(killed),
+            "seed": seed, "claims": claims, "tables": tables, "groups": len(world.groups),
+            "kills": len(killed), "broker_cuts": cuts,
             "restarts": restarts, "replicas": replicas, "log": "kafka" if kafka_bootstrap else "sqlite",
             "converged": converged, "state": state, "duplicate_data_sources": duplicates,
             "unconstrained": unconstrained[:20], "unconstrained_count": len(unconstrained),
