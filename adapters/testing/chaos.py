@@ -170,7 +170,9 @@ class Daemons:
         raise TimeoutError(f"no replica became the ready leader within {within:g} s")
 
     async def kill_leader(self) -> str:
-        """SIGKILL the leader (whatever it is doing) and start its replacement at once; returns who was killed."""
+        """SIGKILL the leader (whatever it is doing), start its replacement at once and wait for a leader again
+        (the workload goes on meanwhile: its writes retry while no replica answers the webhook); returns who was
+        killed."""
         victim = await self.leader()
         assert victim.proc is not None
         with contextlib.suppress(ProcessLookupError):
@@ -178,6 +180,7 @@ class Daemons:
         await victim.proc.wait()
         self.kills += 1
         await self.start(victim)
+        await self.leader()  # the webhook's "Service" follows the new leader (another replica, with replicas)
         return victim.name
 
     async def stop(self) -> None:
