@@ -371,9 +371,9 @@ async def _seed_control_plane(env: KubeEnv, kube: KubeClient, member: KubeClient
     args = ["--log", log_url, "--kubeconfig", str(control_plane_config), "--plugin-configmap", f"{ns}/tether-plugins",
             "--watch-namespace", ns, "--lease-namespace", ns, "--admission", "--admission-configmap",
             f"{ns}/tether-admission", "--binding-webhook", "--webhook-cert-dir", str(certs),
-            "--member", f"m1={member_config}", "--log-level", "warning"]
+            "--member", f"m1={member_config}", "--log-level", "warning", "--lease-duration", str(lease_duration)]
     if replicas > 1:
-        args += ["--leader-elect", "--lease-duration", str(lease_duration)]
+        args += ["--leader-elect"]
     (base / "logs").mkdir()
     daemons = Daemons(args=args, replicas=[Replica(f"tether-{i}", free_port(), free_port()) for i in range(replicas)],
                       log_dir=base / "logs", webhook_proxy=proxy)
