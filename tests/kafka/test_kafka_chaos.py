@@ -30,7 +30,7 @@ async def test_leader_killed_and_broker_cut_mid_run(kafka_broker: ProxiedBroker)
     print(f"kafka chaos seed {seed}")
     report = await crash_restart(claims=40, kills=1, tables=4, groups=1, seed=seed, replicas=2,
                                  kafka_bootstrap=kafka_broker.bootstrap, broker=kafka_broker, broker_cuts=1,
-                                 settle_within=90)
+                                 settle_within=180)
     print(json.dumps(report))
     assert report["kills"] == 1 and report["broker_cuts"] == 1
     assert report["converged"], report["state"]
