@@ -17,6 +17,10 @@ Design choices and their trade-offs:
   pieces of evidence. Answers that prove the server is alive (2xx, 4xx) reset it, since a 404 is a healthy
   catalog saying no. While open, lookups fail fast (no HTTP); after ``reset_timeout`` exactly one probe goes
   through (half-open), and its outcome closes or re-opens the breaker.
+* **Every answer is bounded in size and time.** A body is read in chunks and the read stops past
+  :data:`MAX_RESPONSE_BYTES` (:func:`read_capped`, :class:`ResponseTooLarge`); the whole attempt, body included,
+  runs under ``retryConfig.timeout``. A catalog (or a proxy in front of it) that answers a huge body or a stream
+  that never ends costs at most that much memory and that much time, and the claim says so in its condition.
 * **OAuth2 tokens are cached** until shortly before ``expires_in`` (10 % of the lifetime, at most 60 s,
   early) and fetched under a lock so that a burst of lookups costs one token request. A 401 on a cached token
   invalidates it and the request is repeated once with a fresh one: servers revoke tokens before expiry.
@@ -27,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import email.utils
+import json
 import random as _random
 import ssl
 import time
@@ -50,6 +55,40 @@ class CatalogHttpError(Exception):
         self.message = message
         self.retryable = retryable
         self.retry_after = retry_after
+
+
+# ---------------------------------------------------------------------------------------- bounded read
+
+#: The most a catalog answer may weigh. An Iceberg LoadTableResponse carries the table's metadata (schemas,
+#: snapshots), a few MB for a table with a long history; 32 MiB leaves room for that and bounds what one lookup
+#: can hold in memory (there are ``concurrency`` of them at once per catalog).
+MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+
+
+class ResponseTooLarge(Exception):
+    """A body longer than the cap: the read stopped there, the connection is dropped."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the answer is larger than {limit} bytes")
+        self.limit = limit
+
+
+async def read_capped(resp: aiohttp.ClientResponse, *, limit: int = MAX_RESPONSE_BYTES) -> bytes:
+    """The body of ``resp``, read in chunks; raises :class:`ResponseTooLarge` past ``limit`` bytes (at once when
+    the Content-Length says so), without holding more than ``limit`` plus one chunk."""
+    declared = resp.content_length
+    if declared is not None and declared > limit:
+        resp.close()
+        raise ResponseTooLarge(limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in resp.content.iter_chunked(65536):
+        size += len(chunk)
+        if size > limit:
+            resp.close()  # the rest is never read: drop the connection rather than drain it
+            raise ResponseTooLarge(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 # --------------------------------------------------------------------------------------------- backoff
@@ -205,7 +244,12 @@ class Authenticator:
             self.token_requests += 1
             try:
                 async with session.post(self._token_url, data=form, ssl=ssl_ctx) as resp:
-                    text = await resp.text()
+                    try:
+                        raw = await read_capped(resp, limit=64 * 1024)  # a token answer is a few hundred bytes
+                    except ResponseTooLarge:
+                        raise CatalogHttpError(f"OAuth2 token endpoint {self._token_url} answered more than 64 KiB",
+                                               retryable=True) from None
+                    text = raw.decode("utf-8", "replace")
                     if resp.status >= 500 or resp.status == 429:
                         raise CatalogHttpError(
                             f"OAuth2 token endpoint {self._token_url} answered {resp.status}",
@@ -219,10 +263,10 @@ class Authenticator:
                             retryable=False,
                         )
                     try:
-                        body = await resp.json(content_type=None)
+                        body = json.loads(raw)
                         token = body["access_token"]
                         expires_in = float(body.get("expires_in", 3600))
-                    except (ValueError, KeyError, TypeError):
+                    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
                         raise CatalogHttpError(
                             f"OAuth2 token endpoint {self._token_url} returned no access_token", retryable=True
                         ) from None

@@ -46,16 +46,19 @@ import msgspec
 import yarl
 
 from tether.adapters.catalog.http import (
+    MAX_RESPONSE_BYTES,
     Authenticator,
     CatalogHttpError,
     CircuitBreaker,
     CircuitOpenError,
     Clock,
     Random,
+    ResponseTooLarge,
     Sleep,
     backoff_delay,
     make_ssl_context,
     parse_retry_after,
+    read_capped,
 )
 from tether.core.datadependency.plugin_config import PATH_SYSTEMS, PluginConfig
 from tether.core.events import DataLocationLookupFailed, DataLocationResolved, DataSourceNotInCatalog
@@ -171,8 +174,10 @@ class IcebergRestResolver:
         clock: Clock = time.monotonic,
         sleep: Sleep = asyncio.sleep,
         random: Random = _random.random,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         self.plugin = plugin
+        self.max_response_bytes = max_response_bytes
         self.system = plugin.system
         self._base = plugin.url.rstrip("/") + _norm_path(plugin.base_path or self.default_base_path)
         self._prefix = (plugin.prefix or self.default_prefix).strip("/")
@@ -301,6 +306,11 @@ class IcebergRestResolver:
                     status, headers, body = await self._get(session, url)
         except TimeoutError:
             raise CatalogHttpError(f"GET {url} timed out after {timeout:g}s", retryable=True) from None
+        except ResponseTooLarge as exc:
+            # the server answered (it is alive), with something no LoadTableResponse is: not asked again at once,
+            # but retryable on the decider's schedule, so fixing the server heals the claim (as a malformed body)
+            return _failed(identity, f"catalog answered more than {exc.limit} bytes for {identity.name!r} (GET "
+                           f"{url}); the answer was dropped — check url/basePath/prefix", retryable=True)
         except aiohttp.ClientConnectorCertificateError as exc:
             raise CatalogHttpError(f"TLS verification of {self.plugin.url} failed: {exc}", retryable=False) from None
         except aiohttp.ClientError as exc:
@@ -311,7 +321,7 @@ class IcebergRestResolver:
         headers = {"Accept": "application/json", **await self.auth.headers(session, ssl_ctx=self._ssl_arg())}
         # encoded=True: the path is already percent-encoded (%1F must reach the server as is)
         async with session.get(yarl.URL(url, encoded=True), headers=headers, ssl=self._ssl_arg()) as resp:
-            return resp.status, resp.headers, await resp.read()
+            return resp.status, resp.headers, await read_capped(resp, limit=self.max_response_bytes)
 
     def _ssl_arg(self) -> Any:
         return self._ssl if self._ssl is not None else True
@@ -321,7 +331,7 @@ class IcebergRestResolver:
         if status == 200:
             try:
                 location = data_location(json.loads(body))
-            except (ValueError, UnicodeDecodeError) as exc:
+            except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # (RecursionError: nested too deep)
                 snippet = body[:120].decode("utf-8", "replace")
                 return _failed(
                     identity,
@@ -363,9 +373,9 @@ class IcebergRestResolver:
             async with asyncio.timeout(self.plugin.retry.timeout):
                 headers = await self.auth.headers(session, ssl_ctx=self._ssl_arg())
                 async with session.get(url, headers=headers, ssl=self._ssl_arg()) as resp:
-                    text = await resp.text()
+                    text = (await read_capped(resp, limit=1024 * 1024)).decode("utf-8", "replace")
                     return resp.status == 200, f"{resp.status} {text[:200]}"
-        except (TimeoutError, aiohttp.ClientError, CatalogHttpError) as exc:
+        except (TimeoutError, aiohttp.ClientError, CatalogHttpError, ResponseTooLarge) as exc:
             return False, f"{url}: {exc.__class__.__name__}: {exc}"
 
     async def aclose(self) -> None:
@@ -388,21 +398,33 @@ class AmoroResolver(IcebergRestResolver):
         return self.plugin.url.rstrip("/") + AMORO_HEALTH_PATH  # not VG's /api/v1/health: Amoro has no such path
 
 
+#: The longest location taken from a catalog: it goes into events, the DataSource and the claim's conditions.
+MAX_LOCATION_LENGTH = 4096
+
+
 def data_location(doc: Any) -> str:
-    """The data location in a LoadTableResponse: ``write.data.path`` if set, else ``metadata.location``."""
+    """The data location in a LoadTableResponse: ``write.data.path`` if set, else ``metadata.location``. Raises
+    ValueError saying what is wrong with a body of the wrong shape or types."""
     if not isinstance(doc, dict) or not isinstance(doc.get("metadata"), dict):
-        raise ValueError("no 'metadata' object")
+        raise ValueError(f"no 'metadata' object (the body is {_shape(doc)})")
     metadata = doc["metadata"]
     properties = metadata.get("properties") or {}
     if not isinstance(properties, dict):
-        raise ValueError("'metadata.properties' is not an object")
+        raise ValueError(f"'metadata.properties' is not an object but {_shape(properties)}")
     override = properties.get("write.data.path")
-    if isinstance(override, str) and override:
-        return override
-    location = metadata.get("location")
-    if not isinstance(location, str) or not location:
+    location = override if isinstance(override, str) and override else metadata.get("location")
+    if location is None or location == "":
         raise ValueError("'metadata.location' missing")
+    if not isinstance(location, str):
+        raise ValueError(f"'metadata.location' is not a string but {_shape(location)}")
+    if len(location) > MAX_LOCATION_LENGTH:
+        raise ValueError(f"the location is {len(location)} characters long (at most {MAX_LOCATION_LENGTH})")
     return location
+
+
+def _shape(value: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
 
 
 def _error_message(body: bytes) -> str:
@@ -410,8 +432,8 @@ def _error_message(body: bytes) -> str:
     try:
         doc = json.loads(body)
         err = doc["error"]
-        return f"{err.get('type', 'Error')}: {err['message']}"
-    except (ValueError, KeyError, TypeError):
+        return f"{err.get('type', 'Error')}: {err['message']}"[:500]
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return body[:200].decode("utf-8", "replace").strip() or "(empty body)"
 
 

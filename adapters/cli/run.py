@@ -119,6 +119,9 @@ def parse_members(values: tuple[str, ...]) -> dict[str, str]:
               help="Coordinate replicas with a Lease (its namespace is created if missing); standbys wait. "
                    "Two tethers without it on one control plane both write.")
 @click.option("--lease-namespace", default="tether-system", show_default=True)
+@click.option("--lease-duration", type=click.FloatRange(min=1.0), default=15.0, show_default=True,
+              help="Seconds a leader's Lease lasts without renewal: how long a standby waits after the leader died "
+                   "(renewal deadline 2/3 of it, retries every 2/15 of it, as client-go's 15/10/2 s).")
 @click.option("--refresh-interval", type=float, default=None,
               help="Seconds between re-resolutions of DataSources (overrides each plugin's refreshInterval).")
 @click.option("--member", "members", multiple=True, metavar="NAME=KUBECONFIG",
@@ -149,7 +152,7 @@ def parse_members(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--json-logs/--console-logs", default=True, show_default=True)
 def run_cmd(log_url: str, kubeconfig: str | None, context: str | None, in_cluster: bool, plugin_configmap: str,
             watch_namespace: str, http_port: int, push_token_file: str | None, leader_elect: bool,
-            lease_namespace: str,
+            lease_namespace: str, lease_duration: float,
             refresh_interval: float | None, members: tuple[str, ...], members_from_karmada: bool, pod_webhook: bool,
             admission: bool, admission_configmap: str, admission_volcano_jobs: bool, binding_webhook: bool,
             webhook_port: int,
@@ -165,6 +168,8 @@ def run_cmd(log_url: str, kubeconfig: str | None, context: str | None, in_cluste
     cfg = DaemonConfig(log_url=log_url, kubeconfig=kubeconfig, context=context, in_cluster=in_cluster,
                        plugin_configmap=plugin_configmap, watch_namespace=watch_namespace, http_port=http_port,
                        push_token=token, leader_elect=leader_elect, lease_namespace=lease_namespace,
+                       lease_duration=lease_duration, renew_deadline=lease_duration * 2 / 3,
+                       retry_period=lease_duration * 2 / 15,
                        refresh_interval=refresh_interval, members=kubeconfigs,
                        members_from_karmada=members_from_karmada, pod_webhook=pod_webhook,
                        admission=admission, admission_configmap=admission_configmap,

@@ -15,6 +15,9 @@ front of the server answer with text or HTML of their own. So the client looks a
 decodes a body as JSON only when it says it is JSON: a non-JSON error answer is a :class:`KubeError` of its status
 with the text as its message, never a decoding error — which used to hide a 404 from everything that handles one
 (``absent_ok`` watches, ``get``/``delete``) and made an absent optional resource retry for ever.
+**Retry-After is kept.** A 429 (API priority and fairness) or a 5xx may carry ``Retry-After`` (and a Status its
+``details.retryAfterSeconds``); :attr:`KubeError.retry_after` holds it, and whoever retries (the executor, the
+watches) waits at least that long — asking again sooner is what the server just refused.
 ``KubeError.not_served`` tells a 404 that names no object (the API is not served) from a ``Status`` NotFound of a
 served resource's missing object. A 2xx answer whose body is not JSON is a :class:`KubeError` too (status 0,
 retryable: a broken proxy, not an answer of the API).
@@ -103,12 +106,14 @@ class KubeError(Exception):
     """A non-2xx answer of the API server (or a transport failure: status 0). ``not_served``: a 404 that names no
     object — the server does not serve that API (module doc) — as opposed to a served resource's missing object."""
 
-    def __init__(self, status: int, reason: str, message: str, *, not_served: bool = False) -> None:
+    def __init__(self, status: int, reason: str, message: str, *, not_served: bool = False,
+                 retry_after: float | None = None) -> None:
         super().__init__(f"{status} {reason}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
         self.not_served = not_served
+        self.retry_after = retry_after  # seconds the server asked to wait before asking again (module doc)
 
     @property
     def retryable(self) -> bool:
@@ -130,9 +135,18 @@ def _is_json(content_type: str) -> bool:
     return not media or media == "application/json" or media.endswith("+json")
 
 
-def error_of(status: int, content_type: str, body: bytes, *, phrase: str = "") -> KubeError:
+def parse_retry_after(value: str | None) -> float | None:
+    """``Retry-After`` in seconds (the API server sends delta-seconds); None when absent or not a number."""
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None
+
+
+def error_of(status: int, content_type: str, body: bytes, *, phrase: str = "",
+             retry_after: float | None = None) -> KubeError:
     """The :class:`KubeError` of a non-2xx answer: from its ``Status`` when the body is one, else from the status
-    code with the body's text (module doc)."""
+    code with the body's text (module doc). ``retry_after``: the answer's Retry-After header, if any."""
     text = body.decode(errors="replace").strip()[:500]
     if _is_json(content_type) and body:
         try:
@@ -142,10 +156,14 @@ def error_of(status: int, content_type: str, body: bytes, *, phrase: str = "") -
         if isinstance(decoded, dict) and decoded.get("kind") == "Status":
             details = decoded.get("details")
             names_object = isinstance(details, dict) and bool(details.get("name"))
+            if retry_after is None and isinstance(details, dict):
+                seconds = details.get("retryAfterSeconds")
+                retry_after = float(seconds) if isinstance(seconds, int | float) and seconds >= 0 else None
             return KubeError(status, str(decoded.get("reason") or _REASONS.get(status, phrase or "Error")),
-                             str(decoded.get("message") or text), not_served=status == 404 and not names_object)
+                             str(decoded.get("message") or text), not_served=status == 404 and not names_object,
+                             retry_after=retry_after)
     return KubeError(status, _REASONS.get(status, phrase or "Error"), text or phrase or f"HTTP {status}",
-                     not_served=status == 404)
+                     not_served=status == 404, retry_after=retry_after)
 
 
 def stop_per_request_env_lookups(api_client: client.ApiClient) -> bool:
@@ -206,7 +224,8 @@ class KubeClient:
             response.release()
         status, content_type = response.status, response.headers.get("Content-Type", "")
         if not 200 <= status < 300:  # the status first: an error body need not be JSON (module doc)
-            raise error_of(status, content_type, data, phrase=str(response.reason or ""))
+            raise error_of(status, content_type, data, phrase=str(response.reason or ""),
+                           retry_after=parse_retry_after(response.headers.get("Retry-After")))
         if not data:
             return None
         try:
@@ -265,7 +284,8 @@ class KubeClient:
         try:
             if response.status != 200:
                 raise error_of(response.status, response.headers.get("Content-Type", ""), await response.read(),
-                               phrase=str(response.reason or ""))
+                               phrase=str(response.reason or ""),
+                               retry_after=parse_retry_after(response.headers.get("Retry-After")))
             async for line in response.content:
                 if line.strip():
                     yield _decoder.decode(line)

@@ -10,7 +10,9 @@ Each one follows the controller-runtime discipline:
    ``metadata.resourceVersion``, or a JSON-patch ``test``), so a concurrent writer makes the API answer 409
    instead of being overwritten;
 4. on 409, **re-read and retry** (a few times, immediately: the conflict is the normal case under load);
-   on 429/5xx/network errors retry with backoff a few times; then report the outcome.
+   on 429/5xx/network errors retry with backoff a few times — never sooner than the answer's Retry-After, and
+   not at all when that is longer than ``max_retry_after`` (the command fails as retryable at once and the
+   decider's own retry timer asks again later, so a slot is not held for minutes); then report the outcome.
 
 **Reads without a round trip.** With an :class:`ObjectCache` (the daemon feeds it from its watches, and every
 answer of this executor's own writes goes into it), the *first* attempt of a command reads the last version of
@@ -207,8 +209,9 @@ class KubeExecutor(AdmissionCommands):
     def __init__(self, kube: KubeClient, *, conflict_retries: int = 5, error_retries: int = 3,
                  backoff: float = 0.2, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
                  component: str = "tether", cache: ObjectCache | None = None,
-                 writes: CompetingWrites | None = None) -> None:
+                 writes: CompetingWrites | None = None, max_retry_after: float = 10.0) -> None:
         self.kube = kube
+        self.max_retry_after = max_retry_after
         self.cache = cache
         self.writes = writes  # told of every write, to tell this process's writes from another writer's
         self.conflict_retries = conflict_retries
@@ -255,8 +258,11 @@ class KubeExecutor(AdmissionCommands):
                         continue
                 elif exc.retryable:
                     errors += 1
-                    if errors <= self.error_retries:
-                        await self.sleep(self.backoff * 2 ** (errors - 1) * (0.5 + random.random()))
+                    wait = self.backoff * 2 ** (errors - 1) * (0.5 + random.random())
+                    if exc.retry_after is not None:  # the server said when: not sooner (module doc)
+                        wait = max(wait, exc.retry_after) if exc.retry_after <= self.max_retry_after else -1.0
+                    if errors <= self.error_retries and wait >= 0:
+                        await self.sleep(wait)
                         continue
                 if not exc.retryable:
                     log.warning("command rejected", command=name, command_id=record.id, key=target,

@@ -11,7 +11,8 @@ A :class:`WatchSource` is the informer of tether, without a cache (the projectio
 * a stream the server ends cleanly is resumed **at once** (only a stream that ends immediately with nothing in
   it, again and again, is backed off like an error);
 * **410 Gone** (the version fell out of the server's history) means relisting; other errors back off
-  exponentially with jitter (0.2 s → 30 s) and retry forever — one broken watch never stops the daemon;
+  exponentially with jitter (0.2 s → 30 s) and retry forever — one broken watch never stops the daemon; an
+  error with a Retry-After (429) waits at least that long;
 * observations are appended in **batches**, which is what makes a 10k-object relist cost a handful of log
   transactions: a relist appends ``batch_size`` at a time; a watch event is appended at once (``flush_interval``
   0: on the next turn of the event loop) and the events that arrive while that append runs go together in the
@@ -220,6 +221,7 @@ class WatchSource:
         """List, then watch forever (until cancelled)."""
         delay = 0.2
         while True:
+            wait_at_least = 0.0  # an error's Retry-After
             try:
                 if not self.resource_version:
                     await self.relist()
@@ -237,6 +239,7 @@ class WatchSource:
                 raise
             except KubeError as exc:
                 self.errors += 1
+                wait_at_least = min(exc.retry_after or 0.0, 60.0)
                 if exc.status == 410:
                     log.info("watch expired; relisting", resource=self.name, resource_version=self.resource_version)
                     self.resource_version = ""
@@ -255,5 +258,5 @@ class WatchSource:
                 self.last_error = repr(exc)[:200]
                 log.warning("watch broke; retrying", resource=self.name, error=repr(exc)[:200],
                             retry_in=round(delay, 2))
-            await asyncio.sleep(delay * (0.5 + random.random()))
+            await asyncio.sleep(max(wait_at_least, delay * (0.5 + random.random())))
             delay = min(30.0, delay * 2)

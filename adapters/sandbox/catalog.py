@@ -15,8 +15,14 @@ It serves what tether's resolvers call, with real response shapes, on loopback:
 
 Faults are a queue of rules, each good for the next ``count`` table loads (optionally of one table): answer
 a status (503, 500, 429 with Retry-After), wait (latency longer than a client timeout is a timeout), or send a
-malformed body. Faults come before authentication, as they would from a proxy in front of the catalog.
-Latency sleeps end early when the server stops, so tests never wait on an abandoned request.
+hostile body: ``malformed`` (HTML where JSON was expected), ``garbage`` (any text as ``application/json``: wrong
+JSON, JSON of the wrong types), ``huge`` (a well-formed JSON body of ``size`` bytes, sent in chunks) or ``stream``
+(a 200 that never ends: chunks of JSON whitespace until the client hangs up or the server stops). A rule with
+``probability`` below 1 fires on that share of the loads it matches (drawn from the catalog's seeded random
+source, so a run is reproducible); the others pass it by without using it up. Every matching ``delay`` rule
+applies, then the first matching rule of another kind — so "50 % 503 with 2 s latency" is two rules. Faults come
+before authentication, as they would from a proxy in front of the catalog. Latency sleeps and endless streams end
+early when the server stops, so tests never wait on an abandoned request.
 
 The server counts table loads per table (arrivals, faulted or not) and the maximum number in flight, so
 tests and benchmarks can assert "50 claims on one table → 1 lookup" and "never more than N at once".
@@ -30,6 +36,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import random
 import secrets
 import ssl
 import time
@@ -94,7 +101,8 @@ class SandboxTable:
 
 @dataclass
 class Fault:
-    """The next ``count`` table loads (of ``table`` if set) get: kind ``status`` | ``delay`` | ``malformed``."""
+    """The next ``count`` table loads (of ``table`` if set) get: kind ``status`` | ``delay`` | ``malformed`` |
+    ``garbage`` | ``huge`` | ``stream`` (module doc); ``probability``: the share of matching loads it fires on."""
 
     kind: str
     count: int = 1
@@ -103,6 +111,9 @@ class Fault:
     seconds: float = 0.0
     body: str = "<html><body>502 Bad Gateway</body></html>"
     table: str | None = None
+    size: int = 0
+    probability: float = 1.0
+    fired: int = 0
 
 
 @dataclass
@@ -141,6 +152,7 @@ class SandboxCatalog:
         seed: bool = True,
         ssl_context: ssl.SSLContext | None = None,
         generic_catalog: str = "default",
+        random_seed: int | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -149,6 +161,7 @@ class SandboxCatalog:
         self.tables: dict[tuple[str, tuple[str, ...], str], SandboxTable] = {}
         self.non_iceberg_catalogs: set[str] = set(NON_ICEBERG_CATALOGS)
         self.faults: list[Fault] = []
+        self.random = random.Random(random_seed)  # draws of the faults' probability: a seed makes a run repeatable
         self.auth = Auth()
         self._tokens: dict[str, float] = {}  # issued OAuth2 token -> expiry (monotonic)
         self.requests: Counter[str] = Counter()
@@ -234,17 +247,28 @@ class SandboxCatalog:
         return fault
 
     def fail_next(self, n: int = 1, *, status: int = 503, retry_after: float | None = None,
-                  table: str | None = None) -> Fault:
-        return self.inject(Fault("status", n, status=status, retry_after=retry_after, table=table))
+                  table: str | None = None, probability: float = 1.0) -> Fault:
+        return self.inject(Fault("status", n, status=status, retry_after=retry_after, table=table,
+                                 probability=probability))
 
-    def delay_next(self, n: int, seconds: float, *, table: str | None = None) -> Fault:
-        return self.inject(Fault("delay", n, seconds=seconds, table=table))
+    def delay_next(self, n: int, seconds: float, *, table: str | None = None, probability: float = 1.0) -> Fault:
+        return self.inject(Fault("delay", n, seconds=seconds, table=table, probability=probability))
 
     def malformed_next(self, n: int = 1, *, body: str | None = None, table: str | None = None) -> Fault:
         fault = Fault("malformed", n, table=table)
         if body is not None:
             fault.body = body
         return self.inject(fault)
+
+    def garbage_next(self, n: int = 1, *, body: str, table: str | None = None) -> Fault:
+        """``body`` as an ``application/json`` 200: wrong JSON, or JSON of the wrong types."""
+        return self.inject(Fault("garbage", n, body=body, table=table))
+
+    def huge_next(self, n: int = 1, *, size: int, table: str | None = None) -> Fault:
+        return self.inject(Fault("huge", n, size=size, table=table))
+
+    def stream_next(self, n: int = 1, *, table: str | None = None) -> Fault:
+        return self.inject(Fault("stream", n, table=table))
 
     def clear_faults(self) -> None:
         self.faults.clear()
@@ -281,14 +305,53 @@ class SandboxCatalog:
 
     # ----------------------------------------------------------------------------------------- handlers
 
-    def _take_fault(self, key: str) -> Fault | None:
-        for fault in self.faults:
-            if fault.table is None or fault.table == key:
-                fault.count -= 1
-                if fault.count <= 0:
-                    self.faults.remove(fault)
-                return fault
-        return None
+    def _take_faults(self, key: str) -> tuple[list[Fault], Fault | None]:
+        """The delays that apply to this load, and the first other fault that does (module doc)."""
+        delays: list[Fault] = []
+        for fault in list(self.faults):
+            if fault.table is not None and fault.table != key:
+                continue
+            if fault.probability < 1.0 and self.random.random() >= fault.probability:
+                continue  # passed by this time, not used up
+            fault.count -= 1
+            fault.fired += 1
+            if fault.count <= 0:
+                self.faults.remove(fault)
+            if fault.kind != "delay":
+                return delays, fault
+            delays.append(fault)
+        return delays, None
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, ending early when the server stops."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    async def _hostile(self, request: web.Request, fault: Fault) -> web.StreamResponse:
+        """The bodies of ``garbage``, ``huge`` and ``stream`` faults."""
+        if fault.kind == "garbage":
+            return web.Response(text=fault.body, content_type="application/json")
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        chunk = b" " * 65536
+        try:
+            if fault.kind == "huge":  # one JSON string of `size` bytes: well-formed, only too big
+                await resp.write(b'{"metadata": {"location": "s3://x/')
+                left = max(0, fault.size)
+                while left > 0 and not self._stopping.is_set():
+                    await resp.write(b"a" * min(left, 65536))
+                    left -= 65536
+                await resp.write(b'"}}')
+            else:  # stream: JSON whitespace for ever, a chunk at a time
+                await resp.write(b"{")
+                while not self._stopping.is_set():
+                    await resp.write(chunk)
+                    await asyncio.sleep(0)
+            await resp.write_eof()
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass  # the client hung up: what a client that caps the body does
+        return resp
 
     def _authorized(self, request: web.Request) -> bool:
         a = self.auth
@@ -348,12 +411,13 @@ class SandboxCatalog:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            fault = self._take_fault(key)
+            delays, fault = self._take_faults(key)
+            for delay in delays:
+                await self._sleep(delay.seconds)
             if fault is not None:
-                if fault.kind == "delay":
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._stopping.wait(), fault.seconds)
-                elif fault.kind == "malformed":
+                if fault.kind in ("garbage", "huge", "stream"):
+                    return await self._hostile(request, fault)
+                if fault.kind == "malformed":
                     return web.Response(text=fault.body, content_type="text/html")
                 else:
                     headers = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else None

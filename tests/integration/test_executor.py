@@ -12,7 +12,7 @@ from tether.adapters.kubernetes.executor import KubeExecutor, ObjectCache, keep_
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.core.commands import EmitKubernetesEvent, UpdateClaimStatus, command_id, command_target
 from tether.core.envelope import CommandRecord
-from tether.core.events import CommandSucceeded
+from tether.core.events import CommandFailed, CommandSucceeded
 from tether.core.kube import Condition, ObjectRef, trim
 
 
@@ -188,3 +188,27 @@ def test_a_reschedule_is_written_only_while_it_has_a_job_to_do() -> None:
     assert not reschedule_needed(pending, done, "2026-01-01T00:00:20Z", excluded=("c1",))  # not later
     assert not reschedule_needed(on_c1, {}, "", excluded=("c1",))
     assert reschedule_needed({**on_c1, "rescheduleTriggeredAt": "not a time"}, done, at, excluded=("c1",)) is not None
+
+
+async def test_retry_after_is_honoured_and_a_long_one_fails_at_once(kube: KubeEnv) -> None:
+    """A 429 with Retry-After: the executor waits at least that long before asking again (the emulator sends the
+    header and the Status's ``details.retryAfterSeconds``); one longer than ``max_retry_after`` is not waited for
+    inside a command — it fails as retryable at once and the decider's timer asks again later."""
+    emulator = kube.require_emulator()
+    client = KubeClient(kube.api_client)
+    _, ref = await _claim(kube, client, "throttled")
+    sleeps: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    executor = KubeExecutor(client, sleep=sleep, backoff=0.01, max_retry_after=10.0)
+    emulator.faults.fail(code=429, verb="patch", resource="datasourceclaims/status", times=2, retry_after=3)
+    done, = await executor.apply(_status(ref, "A"))
+    assert isinstance(done, CommandSucceeded) and sleeps == [3.0, 3.0]
+
+    sleeps.clear()
+    rule = emulator.faults.fail(code=429, verb="patch", resource="datasourceclaims/status", times=1, retry_after=60)
+    failed, = await executor.apply(_status(ref, "B"))
+    assert isinstance(failed, CommandFailed) and failed.retryable and failed.reason == "TooManyRequests"
+    assert sleeps == [] and rule.fired == 1  # not asked again inside the command

@@ -80,7 +80,7 @@ class KubeEmulator:
         self.bookmark_interval = bookmark_interval
         self.store = Store(history_size=history_size)
         strategies.install(self.store)
-        self.faults = Faults(hub=self.store.hub)
+        self.faults = Faults(hub=self.store.hub, compact=self._compact)
         self.admission = WebhookAdmission(services=webhook_services or {}, extra_ca=webhook_ca)
         self.store.admission = self.admission
         self.commit_times: dict[int, float] | None = None
@@ -105,6 +105,11 @@ class KubeEmulator:
         self.karmada_scheduler: Any = None
         self._runner: web.AppRunner | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    def _compact(self) -> int:
+        """Move the resourceVersion past every version a client holds (``Faults.expire_watches``); the new one."""
+        self.store.rv += 1
+        return self.store.rv
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
     async def start(self) -> KubeEmulator:

@@ -72,6 +72,7 @@ class Server:
         self.app.router.add_route("POST", "/_emulator/faults", self.admin_faults)
         self.app.router.add_route("GET", "/_emulator/commit-times", self.admin_commit_times)
         self.app.router.add_route("GET", "/_emulator/writes", self.admin_writes)
+        self.app.router.add_route("GET", "/_emulator/requests", self.admin_requests)
         openapi.register(self.app, self.store, respond=_resp)  # /openapi/v3 (kubectl's validation): openapi.py
         self.app.router.add_route("*", "/{tail:.*}", self.dispatch)
 
@@ -402,6 +403,13 @@ class Server:
         return _resp({"writes": rows, "commits": gc_.commits if gc_ else None,
                       "committed_writes": gc_.writes if gc_ else None})
 
+    async def admin_requests(self, request: web.Request) -> web.Response:
+        """``{"requests": [{verb, resource, namespace, name, count}]}``: every request seen, per object (faulted or
+        not; :attr:`.faults.Faults.requests`)."""
+        rows = [{"verb": v, "resource": r, "namespace": ns, "name": n, "count": c}
+                for (v, r, ns, n), c in sorted(self.emu.faults.requests.items())]
+        return _resp({"requests": rows})
+
     async def admin_faults(self, request: web.Request) -> web.Response:
         body = await request.json()
         action = body.pop("action", "")
@@ -412,6 +420,10 @@ class Server:
             faults.add_latency(body.pop("seconds"), **body)
         elif action == "drop_watches":
             return _resp({"dropped": faults.drop_watches(**body)})
+        elif action == "expire_watches":
+            return _resp({"dropped": faults.expire_watches()})
+        elif action == "seed":
+            faults.seed(body.get("seed"))
         elif action == "clear":
             faults.clear()
         else:
