@@ -182,7 +182,7 @@ class BulkFold:
                 caused = issued.pop(last.offset, None)
                 if caused:
                     for record in caused:
-                        note_issued(world, record.command, record.id)
+                        note_issued(world, record.command, record.id, at_ms=record.at_ms)
         if last is not None:  # no fold reads these three
             world.events += count
             world.last_at_ms = last.at_ms

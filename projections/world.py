@@ -45,7 +45,7 @@ from tether.core.commands import (
     command_target,
 )
 from tether.core.datadependency.plugin_config import EMPTY_PLUGINS, PluginSet, parse_plugin_configmap
-from tether.core.envelope import EventRecord
+from tether.core.envelope import EventRecord, rfc3339
 from tether.core.events import (
     CommandFailed,
     CommandSucceeded,
@@ -62,6 +62,7 @@ from tether.core.events import (
 )
 from tether.core.identity import DataIdentity, data_source_name
 from tether.core.kube import KubeObject
+from tether.core.placement.dataflow import OPERATION_KINDS
 
 from .admission import CYCLE_PURPOSE, AdmissionState, fold_admission, note_cycle_armed, note_resume
 from .admission import READ_KINDS as ADMISSION_READ_KINDS
@@ -70,6 +71,7 @@ from .members import (
     member_disconnected,
     member_listed,
     member_lists_started,
+    note_outcome,
     observe_member,
 )
 from .views import (
@@ -776,9 +778,10 @@ def _touch_target(world: World, target: str, touched: Touched) -> None:
         touched.claims.update(world.claims_by_identity.get(identity_key, ()))
 
 
-def note_issued(world: World, command: Command, command_id: str, *, command_slot: str = "") -> None:
+def note_issued(world: World, command: Command, command_id: str, *, command_slot: str = "", at_ms: int = 0) -> None:
     """Remember a command the decider just issued, until its outcome arrives. ``command_slot``: the command's
-    slot when the caller already computed it (``slot(command_name(command), command_target(command))``)."""
+    slot when the caller already computed it (``slot(command_name(command), command_target(command))``);
+    ``at_ms``: the time it was decided at (its record's, the deciding event's)."""
     world.inflight[command_slot or slot(command_name(command), command_target(command))] = command_id
     if isinstance(command, LookupDataLocation):
         world.lookups_in_flight[command.identity.key] = command.attempt
@@ -793,6 +796,9 @@ def note_issued(world: World, command: Command, command_id: str, *, command_slot
         held = world.members.clusters.get(command.cluster)  # reported on transitions only (projections.members)
         if held is not None:
             held.reported[command.involved.key] = command.reason
+    elif isinstance(command, EmitMemberEvent) and command.involved.kind in OPERATION_KINDS:
+        note_outcome(world.members, command.cluster, operation_key=command.involved.key, reason=command.reason,
+                     message=command.message, at=rfc3339(at_ms))
 
 
 
