@@ -57,6 +57,7 @@ from tether.core.events import (
     ObjectDeleted,
     ObjectObserved,
     ObjectsListed,
+    SettingsApplied,
     TimerFired,
     list_source,
 )
@@ -592,6 +593,12 @@ def _fold_lists_started(world: World, record: EventRecord, event: ListsStarted, 
             world.claims_namespace = namespace
 
 
+def _fold_settings(world: World, record: EventRecord, event: SettingsApplied, touched: Touched) -> None:
+    """The settings themselves are admission's (``projections.admission``); every binding is decided again under
+    them (the daemon appends them with its lists, so in practice once the lists have ended)."""
+    touched.all_bindings = True
+
+
 def _fold_resolved(world: World, record: EventRecord, event: DataLocationResolved, touched: Touched) -> None:
     _answer(world, event.identity, Lookup(identity=event.identity, kind="resolved", location=event.location,
                                           trigger=event.trigger, at_ms=record.at_ms), touched)
@@ -671,6 +678,7 @@ _FOLDS: dict[type, Callable[[World, EventRecord, Any, Touched], None]] = {
     CommandSucceeded: _fold_succeeded,
     CommandFailed: _fold_failed,
     TimerFired: _fold_timer,
+    SettingsApplied: _fold_settings,
 }
 
 
