@@ -147,9 +147,14 @@ class SettingsApplied(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
 
     ``max_hold_ms``: the longest the admission webhook and decider hold a new binding for its data — a claim still
     resolving, or a catalog failing transiently — before it is released without the data constraint (``tether run
-    --max-hold``). Always encoded (no default), so that changing the default later does not change old records."""
+    --max-hold``). ``plugin_configmap`` and ``admission_configmap``: ``namespace/name`` of the ConfigMaps the
+    data-source plugins and queue admission are configured from (``--plugin-configmap``, ``--admission-configmap``).
+    Every field is always encoded (none has a default), so that changing a default later does not change what an
+    old record means."""
 
     max_hold_ms: int
+    plugin_configmap: str
+    admission_configmap: str
 
 
 class CommandSucceeded(msgspec.Struct, tag=True, omit_defaults=True, gc=False):

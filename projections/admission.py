@@ -249,6 +249,11 @@ def parse_managed(raw: str) -> QueueManaged:
     return QueueManaged(kinds=tuple(sorted(kinds)), namespaces=tuple(sorted(namespaces)))
 
 
+def forget_admission_config(state: AdmissionState) -> None:
+    """The admission ConfigMap is another one now (``SettingsApplied``): the defaults until it is observed."""
+    _fold_config(state, None)
+
+
 def _fold_config(state: AdmissionState, obj: KubeObject | None) -> None:
     if obj is None:
         state.config, state.managed, state.config_error = DEFAULT_ADMISSION_CONFIG, QueueManaged(), ""
@@ -406,7 +411,7 @@ def note_resume(state: AdmissionState, *, binding_key: str, command_id: str) -> 
 
 __all__ = [
     "ADMISSION_ANNOTATION", "ADMITTED_REQUEST_ANNOTATION", "CONFIG_KEY", "MANAGED_KEY", "OVERRUN_ANNOTATION",
-    "RELEASED_ANNOTATION",
-    "AdmissionBinding", "AdmissionState", "QueueManaged", "QueueObserved", "WorkloadQueue", "fold_admission",
-    "fold_priority_class", "note_resume", "parse_admission_binding", "parse_managed",
+    "RELEASED_ANNOTATION", "AdmissionBinding", "AdmissionState", "QueueManaged", "QueueObserved", "WorkloadQueue",
+    "fold_admission", "fold_priority_class", "forget_admission_config", "note_resume", "parse_admission_binding",
+    "parse_managed",
 ]

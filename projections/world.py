@@ -65,7 +65,14 @@ from tether.core.identity import DataIdentity, data_source_name
 from tether.core.kube import KubeObject
 from tether.core.placement.dataflow import OPERATION_KINDS
 
-from .admission import CYCLE_PURPOSE, AdmissionState, fold_admission, note_cycle_armed, note_resume
+from .admission import (
+    CYCLE_PURPOSE,
+    AdmissionState,
+    fold_admission,
+    forget_admission_config,
+    note_cycle_armed,
+    note_resume,
+)
 from .admission import READ_KINDS as ADMISSION_READ_KINDS
 from .members import (
     Members,
@@ -594,8 +601,17 @@ def _fold_lists_started(world: World, record: EventRecord, event: ListsStarted, 
 
 
 def _fold_settings(world: World, record: EventRecord, event: SettingsApplied, touched: Touched) -> None:
-    """The settings themselves are admission's (``projections.admission``); every binding is decided again under
-    them (the daemon appends them with its lists, so in practice once the lists have ended)."""
+    """The daemon's settings (``max_hold_ms`` is admission's: ``projections.admission``). A ConfigMap that is no
+    longer the configuration's is forgotten — what it said no longer applies, and the lists that follow the event
+    bring the new one — and every claim and binding is decided again under them (the daemon appends them with its
+    lists, so in practice once the lists have ended)."""
+    settings = Settings(plugin_configmap=event.plugin_configmap, admission_configmap=event.admission_configmap)
+    if settings.plugin_configmap != world.settings.plugin_configmap:
+        world.plugins = EMPTY_PLUGINS
+    if settings.admission_configmap != world.settings.admission_configmap:
+        forget_admission_config(world.admission)
+    world.settings = settings
+    touched.all_claims = True
     touched.all_bindings = True
 
 

@@ -563,8 +563,9 @@ class Daemon:
         """
         assert self._log is not None
         started = ListsStarted(sources=tuple(s.list_source for s in self.sources))
-        settings = SettingsApplied(max_hold_ms=max(0, round(self.cfg.max_hold * 1000)))  # after the ListsStarted:
-        # nothing is decided under them before the lists have ended (then everything is, once)
+        settings = SettingsApplied(max_hold_ms=max(0, round(self.cfg.max_hold * 1000)),  # after the ListsStarted:
+                                   plugin_configmap=self.cfg.plugin_configmap,  # nothing is decided under them
+                                   admission_configmap=self.cfg.admission_configmap)  # before the lists have ended
         now = int(time.time() * 1000)
         await self._log.append("events", [EventRecord(at_ms=now, source="daemon", key=event_key(event), event=event)
                                           for event in (started, settings)])

@@ -163,10 +163,10 @@ class _Pass:
             self.annotate(binding, ADMISSION_ANNOTATION, text, event="WaitingForData", warning=True)
 
     def release_without_data(self, binding: AdmissionBinding, waiting: list[Waiting], total: ResourceList) -> None:
-        """The bound is passed: say so on the binding (annotation, Warning Event), then resume it as it is."""
+        """The bound is passed: say so on the binding (annotation), then resume it as it is (Warning Event)."""
         text = release_text(waiting, max_hold_ms=self.world.admission.max_hold_ms)
-        self.annotate(binding, RELEASED_ANNOTATION, text, event="ReleasedWithoutData", warning=True)
-        self.resume(binding, total, text)
+        self.annotate(binding, RELEASED_ANNOTATION, text)
+        self.resume(binding, total, text, event="ReleasedWithoutData", warning=True)
 
     def constrained(self, key: str) -> bool:
         """Whether tether's data constraint is on the binding (not merely nothing to constrain)."""
@@ -178,12 +178,15 @@ class _Pass:
 
     # --- commands -------------------------------------------------------------------------------------------
 
-    def resume(self, binding: AdmissionBinding, total: ResourceList, why: str) -> None:
+    def resume(self, binding: AdmissionBinding, total: ResourceList, why: str, *, event: str = "Admitted",
+               warning: bool = False) -> None:
+        """Resume the binding, with one Event saying why (one: the executor keeps only the last of several Events
+        queued for one object)."""
         key = binding.ref.key
         if self.emit(ResumeBinding(binding=binding.ref, admitted_request=_quantities(total), reason=why),
                      f"{key} admitted: {why}"):
-            self.emit(EmitKubernetesEvent(involved=binding.ref, event_type="Normal", reason="Admitted",
-                                          message=why), f"{key} admitted")
+            self.emit(EmitKubernetesEvent(involved=binding.ref, event_type="Warning" if warning else "Normal",
+                                          reason=event, message=why), f"{key}: {event}")
 
     def annotate(self, binding: AdmissionBinding, annotation: str, text: str, *, event: str = "",
                  warning: bool = False) -> None:
@@ -249,11 +252,15 @@ class _Pass:
                                   config=state.config)
         by_key = {b.key: b for b in session_bindings}
         for key in outcome.resume:
+            admitted = f"admitted by queue {by_key[key].queue}"
             late = self.released_at_bound(views[key]) if by_key[key].data_dependent else []
             if late:  # its data did not come within its bound: the queue admits it without the data constraint
                 text = release_text(late, max_hold_ms=state.max_hold_ms)
-                self.annotate(views[key], RELEASED_ANNOTATION, text, event="ReleasedWithoutData", warning=True)
-            self.resume(views[key], by_key[key].total_request(), f"admitted by queue {by_key[key].queue}")
+                self.annotate(views[key], RELEASED_ANNOTATION, text)
+                self.resume(views[key], by_key[key].total_request(), f"{admitted}; {text}",
+                            event="ReleasedWithoutData", warning=True)
+            else:
+                self.resume(views[key], by_key[key].total_request(), admitted)
         for hold in outcome.held:
             holding = True
             reason = hold.reason if hold.reason.startswith("queue ") else f"queue {by_key[hold.binding].queue}: " \

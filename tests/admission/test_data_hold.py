@@ -22,13 +22,20 @@ from tether.core.admission.data_hold import format_duration
 from tether.core.admission.webhook_decision import decide_binding_admission
 from tether.core.commands import ResumeBinding
 from tether.core.events import ObjectObserved, SettingsApplied
+from tether.core.kube import trim
 from tether.core.pipeline import step
 from tether.projections.admission import ADMISSION_ANNOTATION, RELEASED_ANNOTATION
-from tether.projections.world import initial_world
+from tether.projections.world import Settings, initial_world
 
 TABLE = "amoro/table/db.east1"
 CIRCUIT_OPEN = "circuit open for http://amoro.invalid:1630 after 5 consecutive failures; retry in 30s"
 MINUTE = 60_000
+
+
+def settings(*, max_hold_ms: int) -> SettingsApplied:
+    """The daemon's settings with the default ConfigMaps (what the harness's world reads)."""
+    return SettingsApplied(max_hold_ms=max_hold_ms, plugin_configmap=Settings().plugin_configmap,
+                           admission_configmap=Settings().admission_configmap)
 
 
 def universe(*, managed: bool = False) -> Harness:
@@ -141,7 +148,7 @@ def test_past_max_hold_the_binding_is_released_without_the_data_constraint_and_p
 
 def test_the_bound_is_the_daemons_setting_from_the_log() -> None:
     h = universe()
-    h.feed(SettingsApplied(max_hold_ms=MINUTE))
+    h.feed(settings(max_hold_ms=MINUTE))
     h.cluster.catalog_failures[TABLE] = CIRCUIT_OPEN
     h.apply(m.claim("c", table="db.east1", workload="w1"))
     assert "held 1m0s at most" in annotations(create(h, binding()))[ADMISSION_ANNOTATION]
@@ -154,7 +161,7 @@ def test_the_bound_is_the_daemons_setting_from_the_log() -> None:
 
 def test_max_hold_zero_turns_the_hold_off() -> None:
     h = universe()
-    h.feed(SettingsApplied(max_hold_ms=0))
+    h.feed(settings(max_hold_ms=0))
     h.cluster.catalog_failures[TABLE] = CIRCUIT_OPEN
     h.apply(m.claim("c", table="db.east1", workload="w1"))
     created = create(h, binding())
@@ -214,3 +221,31 @@ def test_the_decisions_are_a_function_of_the_log() -> None:
 def test_durations_read_as_go_prints_them() -> None:
     assert [format_duration(ms) for ms in (600_000, 90_000, 1_500, 3_600_000, 0)] == [
         "10m0s", "1m30s", "1.5s", "1h0m0s", "0s"]
+
+
+def test_a_replay_reads_the_configmaps_and_the_bound_the_settings_name() -> None:
+    """Both folds — the daemon's (``evolve``) and a replay's (``BulkFold``) — configure the world from the ConfigMaps
+    a ``SettingsApplied`` names, not from the replaying machine's defaults."""
+    from tether.core.envelope import EventRecord
+    from tether.core.events import event_key
+    from tether.projections.bulk import fold_batch
+    from tether.projections.world import evolve
+
+    plugins = m.plugin_configmap({"amoro": m.plugin_entry(mapping={"s3://east/": ["c1"]})}, namespace="ops",
+                                 name="plugins")
+    admission = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "admission", "namespace": "ops",
+                                                                      "resourceVersion": "2"},
+                 "data": {"queue-managed": "kinds: [apps/Deployment]\n"}}
+    plugins["metadata"]["resourceVersion"] = "1"
+    events = [SettingsApplied(max_hold_ms=MINUTE, plugin_configmap="ops/plugins", admission_configmap="ops/admission"),
+              ObjectObserved(obj=trim(plugins)), ObjectObserved(obj=trim(admission))]
+    records = [EventRecord(at_ms=1, source="test", key=event_key(e), event=e, offset=i)
+               for i, e in enumerate(events, 1)]
+    evolved, replayed = initial_world(), initial_world()
+    for record in records:
+        evolve(evolved, record)
+    fold_batch(replayed, records)
+    for world in (evolved, replayed):
+        assert world.settings == Settings(plugin_configmap="ops/plugins", admission_configmap="ops/admission")
+        assert set(world.plugins.plugins) == {"amoro"} and world.admission.managed.kinds == ("apps/Deployment",)
+        assert world.admission.max_hold_ms == MINUTE
