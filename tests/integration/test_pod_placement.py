@@ -206,7 +206,7 @@ async def test_fluids_own_schema_gets_the_outcome_as_an_event_then_the_condition
     has reconciled gets the inheritance as an Event, and the condition once Fluid writes its status — next to
     Fluid's conditions, its phase and duration untouched — and again after Fluid rebuilds its conditions; the
     API refuses nothing tether writes."""
-    from tether.adapters.cli.replay import explain
+    from tether.adapters.cli.replay.trail import explain
     from tether.core.events import CommandFailed
 
     fluid = require_reference("fluid")
