@@ -48,6 +48,7 @@ from tether.adapters.kubernetes.webhook_certs import CA_FILE, MUTATING_WEBHOOKS,
 from tether.adapters.sandbox.kube_emulator.karmada_scheduler import detector_rewrite
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.daemon import Stack, delete_cluster_scoped, excluded, tether_stack
+from tether.core.decision import RETRY_MAX_MS
 from tether.core.events import BindingAdmissionDecided
 from tether.projections.admission import ADMISSION_ANNOTATION, RELEASED_ANNOTATION
 
@@ -351,6 +352,9 @@ async def test_a_burst_of_200_bindings_across_4_queues_respects_order_and_capabi
 
 #: The catalog's own breaker opens after two failed requests and half-opens a second later, as a real outage reads.
 BREAKER = {"circuitBreaker": {"failureThreshold": 2, "resetTimeout": "1s"}}
+#: How long the next lookup retry may take once the catalog is back: the decider's backoff doubles from 5 s up to
+#: RETRY_MAX_MS, and on a loaded machine the outage lasts through more retries than the few seconds it takes alone.
+RETRY_WITHIN = RETRY_MAX_MS / 1000 + 60
 
 
 async def _outage(stack: Stack, table: str) -> None:
@@ -384,16 +388,16 @@ async def test_a_catalog_outage_holds_a_new_binding_until_the_data_is_located(ka
             await stack.eventually(lambda: asyncio.sleep(0, stack.catalog.requests_for(table) > asked),
                                    what="the lookup retried", within=30)
             await stack.wait_claim("clicks", reason="LookupFailed")
-            await stack.wait_idle()
+            await stack.wait_idle(within=60)
             held = await stack.get("ResourceBinding", "train-deployment")
             assert held is not None and held["spec"]["suspension"] == {"scheduling": True}
             assert not held["spec"].get("clusters")
 
             stack.catalog.clear_faults()  # the catalog is back: the next retry locates the data
             west = stack.clusters["west1"]
-            rb = await stack.wait_scheduled("train-deployment", {west}, within=60)
+            rb = await stack.wait_scheduled("train-deployment", {west}, within=RETRY_WITHIN)
             assert ADMISSION_ANNOTATION not in (rb["metadata"].get("annotations") or {})
-            await stack.wait_idle()
+            await stack.wait_idle(within=60)
         finally:
             await history.stop()
         seen = history.clusters["train-deployment"]
@@ -420,7 +424,7 @@ async def test_a_catalog_down_past_max_hold_releases_the_binding_without_the_dat
             text = ((rb or {}).get("metadata") or {}).get("annotations", {}).get(RELEASED_ANNOTATION)
             return rb if text and (rb or {}).get("spec", {}).get("clusters") else None
 
-        rb = await stack.eventually(released, what="released at the bound and scheduled", within=30)
+        rb = await stack.eventually(released, what="released at the bound and scheduled", within=60)
         text = rb["metadata"]["annotations"][RELEASED_ANNOTATION]
         assert text.startswith(f"released without the data constraint after 2s: claim {stack.namespace}/clicks: "
                                f"looking up amoro/table/{table} failed: ")
@@ -433,12 +437,12 @@ async def test_a_catalog_down_past_max_hold_releases_the_binding_without_the_dat
 
         stack.catalog.clear_faults()  # the catalog is back: tether moves the workload to its data
         west = stack.clusters["west1"]
-        rb = await stack.wait_scheduled("train-deployment", {west}, within=60)
+        rb = await stack.wait_scheduled("train-deployment", {west}, within=RETRY_WITHIN)
 
         async def cleared() -> bool:
             held = await stack.get("ResourceBinding", "train-deployment")
             return RELEASED_ANNOTATION not in (((held or {}).get("metadata") or {}).get("annotations") or {})
 
-        await stack.eventually(cleared, what="the released annotation gone once the data constraint is in")
-        await stack.wait_idle()
+        await stack.eventually(cleared, what="the released annotation gone once the data constraint is in", within=60)
+        await stack.wait_idle(within=60)
         await _no_differences(stack)
