@@ -20,7 +20,8 @@ Three families:
   learn the new resourceVersion without waiting for the watch.
 
 And the answers of tether's pod webhook (:class:`PodGateDecided`): a decision taken on the API server's write
-path rather than by the decider loop, recorded so that the log explains every gate tether put on a pod.
+path rather than by the decider loop, recorded so that the log explains every gate tether put on a pod; and the
+daemon's settings that decisions depend on (:class:`SettingsApplied`), so that a replay decides under them.
 """
 
 from __future__ import annotations
@@ -123,11 +124,37 @@ class DataSourceNotInCatalog(msgspec.Struct, tag=True, omit_defaults=True, gc=Fa
 
 
 class DataLocationLookupFailed(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
-    """A lookup gave no answer after the adapter's own retries (timeouts, 5xx, circuit open, bad reply)."""
+    """A lookup gave no answer after the adapter's own retries.
+
+    ``retryable`` says whether the failure is **transient** — the catalog unavailable, a timeout, its circuit open, a
+    5xx or 429, a malformed reply: asking again later may succeed, so the decider retries on a timer and admission
+    holds the workload's new bindings for their data (up to ``--max-hold``) — or **permanent**: an unknown system
+    or catalog type, a refused authentication, a name the catalog cannot hold; a human must act, nothing is
+    retried and nothing is held. (A table that does not exist is :class:`DataSourceNotInCatalog`.) The default,
+    True, is also what every record written before the field mattered to admission means: the adapter always
+    wrote False for its permanent failures (``adapters/catalog``)."""
 
     identity: DataIdentity
     message: str
     retryable: bool = True
+
+
+class SettingsApplied(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
+    """The daemon's settings that decisions depend on, from this point of the log on: appended by the daemon when it
+    starts deciding (with its first lists), folded into the world. Deciders have no configuration of their own and
+    no clock; recording the settings makes ``tether replay --diff`` decide under the settings the daemon had, not
+    under the flags of the machine replaying. A log without this event decides under the defaults.
+
+    ``max_hold_ms``: the longest the admission webhook and decider hold a new binding for its data — a claim still
+    resolving, or a catalog failing transiently — before it is released without the data constraint (``tether run
+    --max-hold``). ``plugin_configmap`` and ``admission_configmap``: ``namespace/name`` of the ConfigMaps the
+    data-source plugins and queue admission are configured from (``--plugin-configmap``, ``--admission-configmap``).
+    Every field is always encoded (none has a default), so that changing a default later does not change what an
+    old record means."""
+
+    max_hold_ms: int
+    plugin_configmap: str
+    admission_configmap: str
 
 
 class CommandSucceeded(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
@@ -218,6 +245,7 @@ Event = (
     | MemberDisconnected
     | PodGateDecided
     | BindingAdmissionDecided
+    | SettingsApplied
 )
 
 EVENT_TYPES: tuple[type[Event], ...] = (
@@ -234,6 +262,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     MemberDisconnected,
     PodGateDecided,
     BindingAdmissionDecided,
+    SettingsApplied,
 )
 
 
@@ -260,3 +289,5 @@ def event_key(event: Event) -> str:
             return pod_admission_key(cluster, ns, name, uid)
         case BindingAdmissionDecided(key=k):
             return k
+        case SettingsApplied():
+            return "*/settings"

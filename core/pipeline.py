@@ -81,7 +81,7 @@ def step(world: World, record: EventRecord) -> list[CommandRecord]:
             continue
         if isinstance(command, StartTimer) and command.timer_id in timers:
             continue  # armed and not fired yet: starting it again would loop (its success re-touches the subject)
-        note_issued(world, command, cid, command_slot=at)
+        note_issued(world, command, cid, command_slot=at, at_ms=record.at_ms)
         out.append(CommandRecord(id=cid, at_ms=record.at_ms, key=target, command=command, causation=cause,
                                  reason=decision.reason, decider=decision.decider))
     return out

@@ -21,6 +21,9 @@ What is kept, per kind:
   queue-managed. A configuration that does not parse keeps the previous one and records the error (the decider
   reports it; nothing is lost).
 
+``max_hold_ms`` is the bound of a hold for data (``core.admission.data_hold``), from the daemon's
+:class:`~tether.core.events.SettingsApplied` (the default without one).
+
 ``admitted`` holds the bindings tether has issued a :class:`~tether.core.commands.ResumeBinding` for and has not
 yet seen unsuspended: they count as admitted from the moment the command is issued (``note_resume``), so a retried
 resume, a cycle before its outcome, or a restart in between never admits a binding twice or charges its queue
@@ -36,6 +39,7 @@ import msgspec
 import yaml
 
 from tether.core.admission.config import DEFAULT_ADMISSION_CONFIG, AdmissionConfigError, parse_admission_config
+from tether.core.admission.data_hold import DEFAULT_MAX_HOLD_MS
 from tether.core.admission.model import AdmissionConfig, ClusterCapacity, Queue
 from tether.core.admission.objects import queue_from_object, workload_queue_name
 from tether.core.envelope import EventRecord, parse_rfc3339_ms
@@ -45,6 +49,7 @@ from tether.core.events import (
     ObjectDeleted,
     ObjectObserved,
     ObjectsListed,
+    SettingsApplied,
     TimerFired,
 )
 from tether.core.kube import KubeObject, ObjectRef, as_list, as_mapping, dig, ref_of
@@ -63,6 +68,9 @@ CONFIGMAP = "ConfigMap"
 ADMISSION_ANNOTATION = "tether.dev/admission"
 ADMITTED_REQUEST_ANNOTATION = "tether.dev/admitted-request"
 OVERRUN_ANNOTATION = "tether.dev/admission-overrun"
+#: Set on a binding released at its hold's bound without the data constraint (``core.admission.data_hold``); removed
+#: once tether's data placement is on it.
+RELEASED_ANNOTATION = "tether.dev/admission-released"
 CONFIG_KEY = "volcano-scheduler.conf"
 CYCLE_PURPOSE = "admission-cycle"  # the timer of the admission decider's cycles
 MANAGED_KEY = "queue-managed"
@@ -98,6 +106,7 @@ class AdmissionBinding(msgspec.Struct, frozen=True, kw_only=True):
     creation_ms: int = 0
     hold: str | None = None  # the tether.dev/admission annotation (None: absent)
     overrun: str | None = None
+    released: str | None = None  # the tether.dev/admission-released annotation
     admitted_request: ResourceList | None = None
     problem: str = ""  # why the spec cannot be admitted as it is (a malformed quantity)
 
@@ -137,6 +146,7 @@ class AdmissionState(msgspec.Struct):
     admitted: dict[str, str] = {}  # binding key → id of the ResumeBinding issued (until seen unsuspended)
     position: int = 0  # offset of the last event folded
     cycle_due: int = 0  # fire time of the armed admission-cycle timer (0: none armed)
+    max_hold_ms: int = DEFAULT_MAX_HOLD_MS  # the bound of a hold for data (SettingsApplied; core.admission.data_hold)
 
 
 
@@ -186,6 +196,7 @@ def parse_admission_binding(obj: KubeObject) -> AdmissionBinding:
         schedule_priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else None,
         creation_ms=(parse_rfc3339_ms(meta.creation_timestamp) or 0) if meta.creation_timestamp else 0,
         hold=annotations.get(ADMISSION_ANNOTATION), overrun=annotations.get(OVERRUN_ANNOTATION),
+        released=annotations.get(RELEASED_ANNOTATION),
         admitted_request=admitted, problem=problem,
     )
 
@@ -195,7 +206,8 @@ def _relevant(state: AdmissionState, obj: KubeObject) -> bool:
     annotations, or of a queue-managed kind (its request counts against its queue). A cheap byte test first: a
     replay folds every binding observation, and most logs never use admission."""
     annotations = obj.metadata.annotations
-    if ADMISSION_ANNOTATION in annotations or ADMITTED_REQUEST_ANNOTATION in annotations:
+    if ADMISSION_ANNOTATION in annotations or ADMITTED_REQUEST_ANNOTATION in annotations or \
+            RELEASED_ANNOTATION in annotations:
         return True
     if b'"suspension"' in bytes(obj.spec):
         return True
@@ -235,6 +247,11 @@ def parse_managed(raw: str) -> QueueManaged:
     if not all(isinstance(k, str) and "/" in k for k in kinds) or not all(isinstance(n, str) for n in namespaces):
         raise AdmissionConfigError("queue-managed: kinds are group/Kind strings (apps/Deployment), namespaces strings")
     return QueueManaged(kinds=tuple(sorted(kinds)), namespaces=tuple(sorted(namespaces)))
+
+
+def forget_admission_config(state: AdmissionState) -> None:
+    """The admission ConfigMap is another one now (``SettingsApplied``): the defaults until it is observed."""
+    _fold_config(state, None)
 
 
 def _fold_config(state: AdmissionState, obj: KubeObject | None) -> None:
@@ -378,6 +395,8 @@ def fold_admission(state: AdmissionState, record: EventRecord, *, admission_conf
         _forget_listed(state, event)
     elif isinstance(event, TimerFired) and event.purpose == CYCLE_PURPOSE:
         state.cycle_due = 0
+    elif isinstance(event, SettingsApplied):
+        state.max_hold_ms = max(0, event.max_hold_ms)
 
 
 def note_cycle_armed(state: AdmissionState, *, fire_at_ms: int) -> None:
@@ -392,6 +411,7 @@ def note_resume(state: AdmissionState, *, binding_key: str, command_id: str) -> 
 
 __all__ = [
     "ADMISSION_ANNOTATION", "ADMITTED_REQUEST_ANNOTATION", "CONFIG_KEY", "MANAGED_KEY", "OVERRUN_ANNOTATION",
-    "AdmissionBinding", "AdmissionState", "QueueManaged", "QueueObserved", "WorkloadQueue", "fold_admission",
-    "fold_priority_class", "note_resume", "parse_admission_binding", "parse_managed",
+    "RELEASED_ANNOTATION", "AdmissionBinding", "AdmissionState", "QueueManaged", "QueueObserved", "WorkloadQueue",
+    "fold_admission", "fold_priority_class", "forget_admission_config", "note_resume", "parse_admission_binding",
+    "parse_managed",
 ]

@@ -54,6 +54,7 @@ from tether.core.events import (
     ObjectDeleted,
     ObjectObserved,
     ObjectsListed,
+    SettingsApplied,
     TimerFired,
 )
 from tether.core.identity import DataIdentity
@@ -160,6 +161,8 @@ class BulkFold:
                 fold = folds.get(type(event))
                 if fold is not None:
                     fold(world, last, event, unread)
+                    if type(event) is SettingsApplied:  # (the admission ConfigMap's name may have changed)
+                        admission_configmap = world.settings.admission_configmap
             if obj is not None:
                 kind = obj.kind
                 held = claims if kind == CLAIM else bindings if kind == BINDING else None
@@ -182,7 +185,7 @@ class BulkFold:
                 caused = issued.pop(last.offset, None)
                 if caused:
                     for record in caused:
-                        note_issued(world, record.command, record.id)
+                        note_issued(world, record.command, record.id, at_ms=record.at_ms)
         if last is not None:  # no fold reads these three
             world.events += count
             world.last_at_ms = last.at_ms

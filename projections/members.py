@@ -22,6 +22,10 @@ What is kept is what the pod-placement decider (``core.placement.decider``) read
   and every Job known at all — a pod whose Job is not known yet may still turn out to be an operation's;
 * what tether last reported on each PodGroup (the reason of its last Event, noted when the command is issued), so
   that a group that stays unschedulable is reported once, on the transition, not on every change to the member;
+* the outcome tether last reported on each Fluid operation (the condition its last Event stands for, noted when
+  the Event is issued: :func:`note_outcome`), and whether Fluid has written the operation's status — tether's
+  condition is written only then, and from this memory once the status appears
+  (``core.placement.operation_status``);
 * the position of the last event folded about the member: the pod webhook records it with each answer.
 
 A gated pod that belongs to no PodGroup and to no known operation is a subject of its own (``Pod/ns/name``): the
@@ -40,7 +44,6 @@ import msgspec
 from tether.core.events import member_key
 from tether.core.kube import Condition, KubeObject, ObjectMeta, object_dict, parse_conditions
 from tether.core.placement.dataflow import (
-    CONDITION_TYPE,
     OPERATION_KINDS,
     DataFlowSpecError,
     DataOperation,
@@ -49,6 +52,7 @@ from tether.core.placement.dataflow import (
     parse_operation,
     record_placement,
 )
+from tether.core.placement.operation_status import CONDITION_TYPE, accepts_conditions, outcome_condition
 from tether.core.placement.pod_group_spec import POD_GROUP_ANNOTATION, GroupSpec, InvalidPodGroup, parse_pod_group
 from tether.core.quantity import InvalidQuantity, ResourceList, add, resource_list
 
@@ -106,6 +110,7 @@ class MemberOperation(msgspec.Struct, frozen=True):
     operation: DataOperation | None = None
     error: str = ""
     condition: Condition | None = None  # tether's own (CONDITION_TYPE), as observed
+    accepts_conditions: bool = False  # Fluid has written its status: tether may add its condition (operation_status)
 
 
 class MemberState(msgspec.Struct):
@@ -124,6 +129,7 @@ class MemberState(msgspec.Struct):
     lists_pending: set[str] = set()
     jobs: set[str] = set()  # every Job key known, owned by an operation or not (a pod's Job is known or not yet)
     reported: dict[str, str] = {}  # PodGroup key → reason of the last Event tether issued on it (transitions only)
+    outcomes: dict[str, Condition] = {}  # operation key → the outcome tether reported on it (its last Event's)
     position: str = ""  # ``partition:offset`` of the last event about this member folded (what the webhook records)
 
 
@@ -195,10 +201,12 @@ def parse_group(obj: KubeObject) -> MemberGroup:
 
 def parse_member_operation(obj: KubeObject) -> MemberOperation:
     meta = obj.metadata
-    conditions = parse_conditions(obj.status_dict().get("conditions"))
+    status = obj.status_dict()
+    conditions = parse_conditions(status.get("conditions"))
     base = MemberOperation(kind=obj.kind, namespace=meta.namespace, name=meta.name, uid=meta.uid,
                            api_version=obj.api_version,
-                           condition=next((c for c in conditions if c.type == CONDITION_TYPE), None))
+                           condition=next((c for c in conditions if c.type == CONDITION_TYPE), None),
+                           accepts_conditions=accepts_conditions(status))
     try:
         return msgspec.structs.replace(base, operation=parse_operation(_raw(obj)))
     except DataFlowSpecError as exc:
@@ -321,6 +329,7 @@ def _put(state: MemberState, obj: KubeObject, *, deleted: bool, touched: set[str
         if deleted:
             state.recorded.pop(key, None)
             state.recorded_from.pop(key, None)
+            state.outcomes.pop(key, None)
             return
         held = parse_member_operation(obj)
         state.operations[key] = held
@@ -383,6 +392,15 @@ def member_listed(members: Members, cluster: str, *, kind: str, namespace: str, 
     return out
 
 
+def note_outcome(members: Members, cluster: str, *, operation_key: str, reason: str, message: str, at: str) -> None:
+    """tether issued the Event reporting an inheritance outcome on an operation: remember the outcome (its
+    condition, decided at ``at``) — what the Event said is what the condition must say, whenever it can be
+    written."""
+    held = members.clusters.get(cluster)
+    if held is not None:
+        held.outcomes[operation_key] = outcome_condition(reason=reason, message=message, at=at)
+
+
 def member_lists_started(members: Members, cluster: str, sources: tuple[str, ...]) -> None:
     members.state(cluster).lists_pending.update(sources)
 
@@ -393,6 +411,6 @@ def member_disconnected(members: Members, cluster: str) -> None:
 
 __all__ = [
     "JOB", "MEMBER_KINDS", "NODE", "POD", "POD_GROUP", "MemberGroup", "MemberNode", "MemberOperation", "MemberPod",
-    "MemberState", "Members", "member_disconnected", "member_listed", "member_lists_started", "observe_member",
-    "parse_pod",
+    "MemberState", "Members", "member_disconnected", "member_listed", "member_lists_started", "note_outcome",
+    "observe_member", "parse_pod",
 ]

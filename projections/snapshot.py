@@ -13,7 +13,8 @@ import msgspec
 from .world import World
 
 #: Bump when World changes shape; older snapshots are then discarded and the log is replayed from the start.
-SNAPSHOT_VERSION = 8  # 8: World.claims_namespace; a DataSource location another writer wrote is adopted
+SNAPSHOT_VERSION = 9  # 8: World.claims_namespace; a DataSource location another writer wrote is adopted; 9: settings
+# from the log (SettingsApplied), data holds, Fluid operations' status and outcomes
 
 
 class _Envelope(msgspec.Struct):

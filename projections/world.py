@@ -45,7 +45,7 @@ from tether.core.commands import (
     command_target,
 )
 from tether.core.datadependency.plugin_config import EMPTY_PLUGINS, PluginSet, parse_plugin_configmap
-from tether.core.envelope import EventRecord
+from tether.core.envelope import EventRecord, rfc3339
 from tether.core.events import (
     CommandFailed,
     CommandSucceeded,
@@ -57,19 +57,29 @@ from tether.core.events import (
     ObjectDeleted,
     ObjectObserved,
     ObjectsListed,
+    SettingsApplied,
     TimerFired,
     list_source,
 )
 from tether.core.identity import DataIdentity, data_source_name
 from tether.core.kube import KubeObject
+from tether.core.placement.dataflow import OPERATION_KINDS
 
-from .admission import CYCLE_PURPOSE, AdmissionState, fold_admission, note_cycle_armed, note_resume
+from .admission import (
+    CYCLE_PURPOSE,
+    AdmissionState,
+    fold_admission,
+    forget_admission_config,
+    note_cycle_armed,
+    note_resume,
+)
 from .admission import READ_KINDS as ADMISSION_READ_KINDS
 from .members import (
     Members,
     member_disconnected,
     member_listed,
     member_lists_started,
+    note_outcome,
     observe_member,
 )
 from .views import (
@@ -590,6 +600,21 @@ def _fold_lists_started(world: World, record: EventRecord, event: ListsStarted, 
             world.claims_namespace = namespace
 
 
+def _fold_settings(world: World, record: EventRecord, event: SettingsApplied, touched: Touched) -> None:
+    """The daemon's settings (``max_hold_ms`` is admission's: ``projections.admission``). A ConfigMap that is no
+    longer the configuration's is forgotten — what it said no longer applies, and the lists that follow the event
+    bring the new one — and every claim and binding is decided again under them (the daemon appends them with its
+    lists, so in practice once the lists have ended)."""
+    settings = Settings(plugin_configmap=event.plugin_configmap, admission_configmap=event.admission_configmap)
+    if settings.plugin_configmap != world.settings.plugin_configmap:
+        world.plugins = EMPTY_PLUGINS
+    if settings.admission_configmap != world.settings.admission_configmap:
+        forget_admission_config(world.admission)
+    world.settings = settings
+    touched.all_claims = True
+    touched.all_bindings = True
+
+
 def _fold_resolved(world: World, record: EventRecord, event: DataLocationResolved, touched: Touched) -> None:
     _answer(world, event.identity, Lookup(identity=event.identity, kind="resolved", location=event.location,
                                           trigger=event.trigger, at_ms=record.at_ms), touched)
@@ -669,6 +694,7 @@ _FOLDS: dict[type, Callable[[World, EventRecord, Any, Touched], None]] = {
     CommandSucceeded: _fold_succeeded,
     CommandFailed: _fold_failed,
     TimerFired: _fold_timer,
+    SettingsApplied: _fold_settings,
 }
 
 
@@ -776,9 +802,10 @@ def _touch_target(world: World, target: str, touched: Touched) -> None:
         touched.claims.update(world.claims_by_identity.get(identity_key, ()))
 
 
-def note_issued(world: World, command: Command, command_id: str, *, command_slot: str = "") -> None:
+def note_issued(world: World, command: Command, command_id: str, *, command_slot: str = "", at_ms: int = 0) -> None:
     """Remember a command the decider just issued, until its outcome arrives. ``command_slot``: the command's
-    slot when the caller already computed it (``slot(command_name(command), command_target(command))``)."""
+    slot when the caller already computed it (``slot(command_name(command), command_target(command))``);
+    ``at_ms``: the time it was decided at (its record's, the deciding event's)."""
     world.inflight[command_slot or slot(command_name(command), command_target(command))] = command_id
     if isinstance(command, LookupDataLocation):
         world.lookups_in_flight[command.identity.key] = command.attempt
@@ -793,6 +820,9 @@ def note_issued(world: World, command: Command, command_id: str, *, command_slot
         held = world.members.clusters.get(command.cluster)  # reported on transitions only (projections.members)
         if held is not None:
             held.reported[command.involved.key] = command.reason
+    elif isinstance(command, EmitMemberEvent) and command.involved.kind in OPERATION_KINDS:
+        note_outcome(world.members, command.cluster, operation_key=command.involved.key, reason=command.reason,
+                     message=command.message, at=rfc3339(at_ms))
 
 
 

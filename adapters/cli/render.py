@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 from rich.text import Text
 
+from tether.core.admission.data_hold import format_duration
 from tether.core.commands import (
     AddFinalizer,
     CreateDataSource,
@@ -45,6 +46,7 @@ from tether.core.events import (
     ObjectObserved,
     ObjectsListed,
     PodGateDecided,
+    SettingsApplied,
     TimerFired,
 )
 from tether.core.kube import KubeObject
@@ -108,7 +110,7 @@ def summary(record: EventRecord | CommandRecord) -> str:
             case DataSourceNotInCatalog(identity=i, message=message):
                 text = f"{i.key} not in catalog: {message}"
             case DataLocationLookupFailed(identity=i, message=message, retryable=retryable):
-                text = f"{i.key} lookup failed{' (retryable)' if retryable else ''}: {message}"
+                text = f"{i.key} lookup failed ({'transient' if retryable else 'permanent'}): {message}"
             case CommandSucceeded(command=name, noop=noop):  # the command id is the causation
                 text = f"{name} {'already satisfied' if noop else 'applied'}"
             case CommandFailed(command=name, reason=reason, message=message, retryable=retryable):
@@ -126,6 +128,8 @@ def summary(record: EventRecord | CommandRecord) -> str:
             case PodGateDecided(gated=gated, name=name, generate_name=prefix, reason=reason, decided_at=at):
                 pod = name or f"{prefix}…"
                 text = f"{pod} {'gated' if gated else 'admitted unchanged'} (world at {at or '-'}): {reason}"
+            case SettingsApplied(max_hold_ms=max_hold_ms, plugin_configmap=plugins, admission_configmap=admission):
+                text = f"settings: max hold {format_duration(max_hold_ms)}, plugins {plugins}, admission {admission}"
             case _:
                 text = _fields(record.event)  # type: ignore[unreachable]  # an event type added later
         return _clip(text)

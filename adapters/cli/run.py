@@ -26,6 +26,7 @@ from tether.adapters.daemon.daemon import Daemon, DaemonConfig
 from tether.adapters.daemon.preflight import StartupError
 from tether.adapters.kubernetes.kubeconfig import KubeconfigError, read_kubeconfigs
 from tether.adapters.log.url import check_log_url
+from tether.core.datadependency.plugin_config import parse_duration
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -136,6 +137,11 @@ def parse_members(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--admission-configmap", default="tether-system/tether-admission", show_default=True,
               help="NAMESPACE/NAME of the admission ConfigMap (volcano-scheduler.conf tiers, queue-managed kinds).")
 @click.option("--admission-volcano-jobs", is_flag=True, help="Also watch batch.volcano.sh Jobs (their queue).")
+@click.option("--max-hold", "max_hold", default="10m", show_default=True, metavar="DURATION",
+              callback=lambda _ctx, _param, value: _duration(value, "--max-hold"),
+              help="The longest a new ResourceBinding is held (suspended) for its data — a claim still resolving, "
+                   "or a catalog failing transiently — before it is released without the data constraint "
+                   "('10m', '90s', '0' turns the hold off; docs/admission.md).")
 @click.option("--binding-webhook/--no-binding-webhook", default=False, show_default=True,
               help="Serve the ResourceBinding admission webhook at /mutate/resourcebindings on the webhook server.")
 @click.option("--webhook-port", type=int, default=9443, show_default=True,
@@ -154,7 +160,8 @@ def run_cmd(log_url: str, kubeconfig: str | None, context: str | None, in_cluste
             watch_namespace: str, http_port: int, push_token_file: str | None, leader_elect: bool,
             lease_namespace: str, lease_duration: float,
             refresh_interval: float | None, members: tuple[str, ...], members_from_karmada: bool, pod_webhook: bool,
-            admission: bool, admission_configmap: str, admission_volcano_jobs: bool, binding_webhook: bool,
+            admission: bool, admission_configmap: str, admission_volcano_jobs: bool, max_hold: float,
+            binding_webhook: bool,
             webhook_port: int,
             webhook_cert_dir: str, webhook_self_signed: bool, webhook_service: str, webhook_configuration: str,
             log_level: str, json_logs: bool) -> None:
@@ -173,7 +180,8 @@ def run_cmd(log_url: str, kubeconfig: str | None, context: str | None, in_cluste
                        refresh_interval=refresh_interval, members=kubeconfigs,
                        members_from_karmada=members_from_karmada, pod_webhook=pod_webhook,
                        admission=admission, admission_configmap=admission_configmap,
-                       admission_volcano_jobs=admission_volcano_jobs, binding_webhook=binding_webhook,
+                       admission_volcano_jobs=admission_volcano_jobs, max_hold=max_hold,
+                       binding_webhook=binding_webhook,
                        webhook_port=webhook_port, webhook_cert_dir=webhook_cert_dir,
                        webhook_self_signed=webhook_self_signed, webhook_service=webhook_service,
                        webhook_namespace=lease_namespace, webhook_configuration=webhook_configuration,
@@ -191,6 +199,17 @@ def run_cmd(log_url: str, kubeconfig: str | None, context: str | None, in_cluste
     except StartupError as exc:
         raise UserError(str(exc)) from exc
     sys.exit(code)
+
+
+def _duration(value: str, flag: str) -> float:
+    """A duration flag in seconds (``10m``, ``90s``, ``500ms``, a bare number of seconds); a clear error if not."""
+    try:
+        seconds = parse_duration(value, field=flag)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if seconds < 0:
+        raise click.BadParameter(f"{flag}: must not be negative, got {value!r}")
+    return seconds
 
 
 def register(main: click.Group) -> None:

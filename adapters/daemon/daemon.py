@@ -98,9 +98,10 @@ from tether.adapters.kubernetes.webhook_certs import (
     service_names,
 )
 from tether.adapters.log import EventLog
+from tether.core.admission.data_hold import DEFAULT_MAX_HOLD_MS
 from tether.core.commands import EmitKubernetesEvent
 from tether.core.envelope import EventRecord
-from tether.core.events import DataLocationResolved, Event, ListsStarted, event_key
+from tether.core.events import DataLocationResolved, Event, ListsStarted, SettingsApplied, event_key
 from tether.core.identity import DataIdentity
 from tether.core.kube import KubeObject, ref_of
 from tether.projections.world import Settings, World
@@ -139,6 +140,10 @@ class DaemonConfig:
     admission: bool = False
     admission_configmap: str = "tether-system/tether-admission"
     admission_volcano_jobs: bool = False  # also watch batch.volcano.sh Jobs
+    # the longest a new binding is held for its data before it is released without the data constraint (seconds;
+    # 0: no hold). Decisions read it from the log (SettingsApplied, appended with the first lists): a replay decides
+    # under the bound the daemon had. Ten minutes: core/admission/data_hold.py says why.
+    max_hold: float = DEFAULT_MAX_HOLD_MS / 1000
     absent_retry: float = 30.0  # seconds between asking again for an optional resource not served (its CRD absent)
     # an optional API group served from another group, {its group: the group serving it} — tests on a shared
     # cluster serve Volcano's, Godel's or Fluid's kinds from CRDs of their own (client.served_from); not a CLI flag
@@ -553,12 +558,17 @@ class Daemon:
 
         One :class:`~tether.core.events.ListsStarted` naming every source goes first: until the last list has
         ended, the decider decides nothing (a world that holds the bindings but not yet their claims would strip
-        every placement tether injected: a cold start, a takeover, a switch from Volcano Global).
+        every placement tether injected: a cold start, a takeover, a switch from Volcano Global). Right after it,
+        :class:`~tether.core.events.SettingsApplied` records the settings decisions depend on (``--max-hold``).
         """
         assert self._log is not None
         started = ListsStarted(sources=tuple(s.list_source for s in self.sources))
-        await self._log.append("events", [EventRecord(at_ms=int(time.time() * 1000), source="daemon",
-                                                      key=event_key(started), event=started)])
+        settings = SettingsApplied(max_hold_ms=max(0, round(self.cfg.max_hold * 1000)),  # after the ListsStarted:
+                                   plugin_configmap=self.cfg.plugin_configmap,  # nothing is decided under them
+                                   admission_configmap=self.cfg.admission_configmap)  # before the lists have ended
+        now = int(time.time() * 1000)
+        await self._log.append("events", [EventRecord(at_ms=now, source="daemon", key=event_key(event), event=event)
+                                          for event in (started, settings)])
         for source in self.sources:
             try:
                 await source.relist(announce=False)

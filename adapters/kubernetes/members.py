@@ -53,6 +53,7 @@ from tether.core.events import CommandFailed, Event, ListsStarted, MemberDisconn
 from tether.core.kube import KubeObject, as_json, parse_conditions, pointer_token, set_condition, trim
 from tether.core.placement.decider import PLACEMENT_ANNOTATION
 from tether.core.placement.node_affinity import InvalidAffinity, tighten_node_affinity
+from tether.core.placement.operation_status import accepts_conditions
 
 from .client import JSON_PATCH, KubeClient, KubeError, Resource
 from .executor import KubeExecutor, _Attempt
@@ -97,11 +98,15 @@ def _now_ms() -> int:
 
 
 class _MemberKube(KubeExecutor):
-    """:class:`KubeExecutor`'s retry discipline with the member commands (one instance per member)."""
+    """:class:`KubeExecutor`'s retry discipline with the member commands (one instance per member). ``resources``:
+    the API resource of each kind a command may target (tests serve another project's schema under a group of
+    their own)."""
 
-    def __init__(self, kube: KubeClient, *, cluster: str, **options: Any) -> None:
+    def __init__(self, kube: KubeClient, *, cluster: str, resources: Mapping[str, Resource] | None = None,
+                 **options: Any) -> None:
         super().__init__(kube, **options)
         self.cluster = cluster
+        self.resources = resources if resources is not None else _BY_KIND
 
     async def apply_release_pod(self, c: ReleasePod, attempt: _Attempt) -> tuple[KubeObject | None, bool]:
         pod = await self.kube.get(PODS, c.pod.name, namespace=c.pod.namespace)
@@ -139,11 +144,21 @@ class _MemberKube(KubeExecutor):
 
     async def apply_set_member_condition(self, c: SetMemberCondition,
                                          attempt: _Attempt) -> tuple[KubeObject | None, bool]:
-        res = _BY_KIND[c.target.kind]
+        """tether's condition on a Fluid operation: a merge patch of ``status.conditions`` alone (the owner's
+        conditions verbatim), guarded by the resourceVersion read — and only onto a status Fluid's controller has
+        written: Fluid's schema refuses a status without ``phase`` and ``duration``, which are not tether's to
+        invent (``core.placement.operation_status``). The decider already waits for that; a fresh read that shows
+        otherwise (the object was re-created) writes nothing, and the observation it returns brings the decider
+        back when the status appears."""
+        res = self.resources[c.target.kind]
         obj = await self.kube.get(res, c.target.name, namespace=c.target.namespace)
         if obj is None or (c.target.uid and obj["metadata"].get("uid") != c.target.uid):
             return None, True
         status = obj.get("status") or {}
+        if not accepts_conditions(status):
+            log.info("condition not written: the owner has not written the object's status yet", cluster=self.cluster,
+                     key=c.target.key, condition=c.condition.type)
+            return trim(obj), True
         held = parse_conditions(status.get("conditions"))
         mine = [c2 for c2 in held if c2.type == c.condition.type]
         if mine and (mine[0].status, mine[0].reason, mine[0].message) == (

@@ -72,7 +72,8 @@ class FakeCluster:
         self.objects: dict[str, dict[str, Any]] = {}
         self.rv = 0
         self.catalog: dict[str, str] = {}  # identity key → location
-        self.catalog_failures: dict[str, str] = {}  # identity key → failure message (while set)
+        self.catalog_failures: dict[str, str] = {}  # identity key → transient failure message (while set)
+        self.catalog_refusals: dict[str, str] = {}  # identity key → permanent failure message (401, …; while set)
         self.lookups: list[str] = []  # identity keys looked up, in order
         self.kube_events: list[EmitKubernetesEvent] = []
         self.timers: dict[str, StartTimer] = {}
@@ -272,6 +273,8 @@ class FakeCluster:
         self.lookups.append(key)
         if key in self.catalog_failures:
             return DataLocationLookupFailed(identity=identity, message=self.catalog_failures[key])
+        if key in self.catalog_refusals:
+            return DataLocationLookupFailed(identity=identity, message=self.catalog_refusals[key], retryable=False)
         if identity.system in {"s3", "hdfs"}:
             return DataLocationResolved(identity=identity, location=identity.name)
         if key not in self.catalog:

@@ -2,9 +2,14 @@
 
 A sibling of the data-dependency decider in ``core.pipeline.step``. Two kinds of held bindings:
 
-* **held for their data** (the webhook suspended them because a claim of the workload was still resolving, and
-  their kind is not queue-managed): resumed as soon as tether's placement is on the binding and no claim of the
-  workload is resolving any more — decided on the event that shows it (the binding's own write), no cycle needed;
+* **held for their data** (the webhook suspended them because the data of a claim of the workload was on its way —
+  a lookup or creation under way, or a lookup failing transiently — and their kind is not queue-managed): resumed
+  as soon as tether's placement is on the binding and no claim's data is on its way any more — decided on the
+  event that shows it (the binding's own write), no cycle needed. A hold is bounded (``core.admission.data_hold``):
+  at ``creationTimestamp + max_hold_ms`` (a ``StartTimer`` whose firing decides again) the binding is released
+  without the data constraint, with the annotation ``tether.dev/admission-released`` and a Warning Event saying
+  so; the annotation goes once tether's data placement is on the binding. While a claim's lookup fails
+  transiently, ``tether.dev/admission`` says so (and a Warning Event, when that becomes so);
 * **queue-managed** (the admission ConfigMap's ``queue-managed`` kinds and namespaces): admitted by a Volcano-style
   session, :func:`tether.core.admission.session.admission_cycle`, once per **cycle**. A cycle is a ``TimerFired`` event
   (purpose ``admission-cycle``): the decider arms the next one, one second after the event that shows a binding
@@ -39,6 +44,7 @@ from tether.projections.admission import (
     ADMISSION_ANNOTATION,
     CYCLE_PURPOSE,
     OVERRUN_ANNOTATION,
+    RELEASED_ANNOTATION,
     AdmissionBinding,
     AdmissionState,
     cluster_capacities,
@@ -60,13 +66,14 @@ from ..commands import (
 )
 from ..datadependency.decider import DecisionPass
 from ..decision import Decision
-from ..envelope import EventRecord
+from ..envelope import EventRecord, rfc3339
 from ..events import CommandSucceeded, ObjectObserved, TimerFired
 from ..quantity import ResourceList, format_milli, scale
 from .binding_events import UNSEEN, BindingMark, binding_events
+from .data_hold import HOLD_PURPOSE, Waiting, hold_text, release_text
 from .model import DEFAULT_QUEUE, Binding, ClusterCapacity, QueueStatus
 from .session import admission_cycle, recheck_admitted
-from .webhook_decision import RESOLVING_REASONS
+from .webhook_decision import waiting_for_data
 
 DECIDER = "admission"
 CYCLE_SUBJECT = "Admission//cycle"
@@ -109,17 +116,25 @@ class _Pass:
 
     # --- bindings held for their data -----------------------------------------------------------------------
 
-    def resolving(self, workload: str) -> list[str]:
-        """The workload's claims whose DataSource is still on its way (lookup or creation under way)."""
-        world, data = self.world, self.data
-        out = []
-        for key in sorted(world.claims_by_workload.get(workload, ())):
-            claim = world.claims[key]
-            if claim.deleting or claim.identity is None or data.source_for(key, claim) is not None:
-                continue
-            if data.anticipated(claim) is None and data.why_pending(claim).reason in RESOLVING_REASONS:
-                out.append(key)
-        return out
+    def waiting(self, binding: AdmissionBinding) -> list[Waiting]:
+        """The claims whose data the binding waits for, while its hold lasts (``core.admission.data_hold``): none
+        once the bound is passed (``released_at_bound`` then says what it waited for)."""
+        if self.past_bound(binding):
+            return []
+        return waiting_for_data(self.data, self.world, binding.workload)
+
+    def past_bound(self, binding: AdmissionBinding) -> bool:
+        return self.record.at_ms >= self.deadline(binding)
+
+    def deadline(self, binding: AdmissionBinding) -> int:
+        """When the binding's hold for its data ends: its creation + the bound (a time from the object)."""
+        return binding.creation_ms + self.world.admission.max_hold_ms
+
+    def released_at_bound(self, binding: AdmissionBinding) -> list[Waiting]:
+        """What the binding still waits for when its bound is passed (empty: it waits for nothing)."""
+        if not self.past_bound(binding):
+            return []
+        return waiting_for_data(self.data, self.world, binding.workload)
 
     def placement_in(self, key: str) -> bool:
         """Whether tether's data placement is on the binding, as the data-dependency decider wants it."""
@@ -130,24 +145,60 @@ class _Pass:
         return desired is None or (binding.injected and not plan.changed)
 
     def data_hold(self, key: str, binding: AdmissionBinding) -> None:
-        """Resume a binding held only for its data once its placement is in (module doc)."""
-        if self.resolving(binding.workload) or not self.placement_in(key):
+        """Resume a binding held only for its data once its placement is in; keep it held while its data is on its
+        way, until its bound; past the bound, release it without the data constraint (module doc)."""
+        total = scale(binding.request, binding.replicas * self.copies(binding))
+        late = self.released_at_bound(binding)
+        if late:
+            self.release_without_data(binding, late, total)
             return
-        self.resume(binding, scale(binding.request, binding.replicas * self.copies(binding)),
-                    "its data placement is in place")
+        waiting = self.waiting(binding)
+        if waiting:
+            self.hold_for_data(binding, waiting)
+            return
+        if self.placement_in(key):
+            self.resume(binding, total, "its data placement is in place")
+
+    def hold_for_data(self, binding: AdmissionBinding, waiting: list[Waiting]) -> None:
+        """Keep holding: the deadline armed as a timer; the annotation says so when a lookup fails transiently."""
+        deadline, key = self.deadline(binding), binding.ref.key
+        self.emit(StartTimer(timer_id=f"{HOLD_PURPOSE}|{key}|{deadline}", fire_at_ms=deadline, purpose=HOLD_PURPOSE,
+                             subject=key),
+                  f"{key} is held for its data until {rfc3339(deadline)} at the latest")
+        if any(w.transient for w in waiting):  # (back to Resolving on the retry: nothing to write for that)
+            text = hold_text(waiting, max_hold_ms=self.world.admission.max_hold_ms)
+            self.annotate(binding, ADMISSION_ANNOTATION, text, event="WaitingForData", warning=True)
+
+    def release_without_data(self, binding: AdmissionBinding, waiting: list[Waiting], total: ResourceList) -> None:
+        """The bound is passed: say so on the binding (annotation), then resume it as it is (Warning Event)."""
+        text = release_text(waiting, max_hold_ms=self.world.admission.max_hold_ms)
+        self.annotate(binding, RELEASED_ANNOTATION, text)
+        self.resume(binding, total, text, event="ReleasedWithoutData", warning=True)
+
+    def constrained(self, key: str) -> bool:
+        """Whether tether's data constraint is on the binding (not merely nothing to constrain)."""
+        binding = self.world.bindings.get(key)
+        if binding is None:
+            return False
+        plan, desired = self.data.plan(key, binding)
+        return desired is not None and binding.injected and not plan.changed
 
     # --- commands -------------------------------------------------------------------------------------------
 
-    def resume(self, binding: AdmissionBinding, total: ResourceList, why: str) -> None:
+    def resume(self, binding: AdmissionBinding, total: ResourceList, why: str, *, event: str = "Admitted",
+               warning: bool = False) -> None:
+        """Resume the binding, with one Event saying why (one: the executor keeps only the last of several Events
+        queued for one object)."""
         key = binding.ref.key
         if self.emit(ResumeBinding(binding=binding.ref, admitted_request=_quantities(total), reason=why),
                      f"{key} admitted: {why}"):
-            self.emit(EmitKubernetesEvent(involved=binding.ref, event_type="Normal", reason="Admitted",
-                                          message=why), f"{key} admitted")
+            self.emit(EmitKubernetesEvent(involved=binding.ref, event_type="Warning" if warning else "Normal",
+                                          reason=event, message=why), f"{key}: {event}")
 
     def annotate(self, binding: AdmissionBinding, annotation: str, text: str, *, event: str = "",
                  warning: bool = False) -> None:
-        held = binding.hold if annotation == ADMISSION_ANNOTATION else binding.overrun
+        held = {ADMISSION_ANNOTATION: binding.hold, OVERRUN_ANNOTATION: binding.overrun,
+                RELEASED_ANNOTATION: binding.released}[annotation]
         if (held or "") == text:
             return
         key = binding.ref.key
@@ -208,7 +259,15 @@ class _Pass:
                                   config=state.config)
         by_key = {b.key: b for b in session_bindings}
         for key in outcome.resume:
-            self.resume(views[key], by_key[key].total_request(), f"admitted by queue {by_key[key].queue}")
+            admitted = f"admitted by queue {by_key[key].queue}"
+            late = self.released_at_bound(views[key]) if by_key[key].data_dependent else []
+            if late:  # its data did not come within its bound: the queue admits it without the data constraint
+                text = release_text(late, max_hold_ms=state.max_hold_ms)
+                self.annotate(views[key], RELEASED_ANNOTATION, text)
+                self.resume(views[key], by_key[key].total_request(), f"{admitted}; {text}",
+                            event="ReleasedWithoutData", warning=True)
+            else:
+                self.resume(views[key], by_key[key].total_request(), admitted)
         for hold in outcome.held:
             holding = True
             reason = hold.reason if hold.reason.startswith("queue ") else f"queue {by_key[hold.binding].queue}: " \
@@ -231,7 +290,7 @@ class _Pass:
                        replicas=binding.replicas, copies=self.copies(binding), suspended=suspended,
                        data_dependent=data_dependent,
                        placement_injected=not data_dependent or (self.placement_in(key)
-                                                                 and not self.resolving(binding.workload)),
+                                                                 and not self.waiting(binding)),
                        admitted_request=binding.admitted_request)
 
     def queue_statuses(self, state: AdmissionState, statuses: tuple[QueueStatus, ...]) -> None:
@@ -281,6 +340,8 @@ def decide_admission(world: World, record: EventRecord, touched: Touched) -> lis
         waiting = False
         for key in keys:
             binding = state.bindings[key]
+            if binding.released and not binding.suspended and decider.constrained(key):
+                decider.annotate(binding, RELEASED_ANNOTATION, "")  # its data constraint is on it now
             if binding.suspended and key in state.admitted and f"resume_binding:{key}" not in world.inflight:
                 # admitted, its resume failed and its retry timer fired: the same request again (counted once)
                 decider.resume(binding, scale(binding.request, binding.replicas * decider.copies(binding)),

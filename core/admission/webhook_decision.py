@@ -13,16 +13,20 @@ For a CREATE or an UPDATE of a ResourceBinding, :func:`decide_binding_admission`
   very same code (``DecisionPass.desired_exclusions`` and ``core.datadependency.exclusions.plan_placement``), so the
   webhook and the decider can never disagree. On an UPDATE this undoes a detector revert of ``placement`` in the same
   request;
-* **a hold** — on CREATE, when a claim of the workload is still resolving (its lookup or DataSource creation is
-  under way), or when the binding's workload kind and namespace are queue-managed (the admission ConfigMap), the
-  binding is created with ``spec.suspension.scheduling: true`` and the ``tether.dev/admission`` annotation saying
-  why. Karmada then does not schedule it at all; the admission decider (``core.admission.decider``) resumes it
-  when it may go. Only a CREATE is suspended: Karmada forbids suspending a binding that was scheduled, and an
-  UPDATE of a binding still suspended keeps its suspension. A binding someone else already suspended is left so.
+* **a hold** — on CREATE, when the data of a claim of the workload is on its way (:func:`waiting_for_data`: its
+  lookup or DataSource creation is under way, or its lookup failed transiently — the catalog unavailable, a
+  timeout, its circuit open, a 5xx), or when the binding's workload kind and namespace are queue-managed (the
+  admission ConfigMap), the binding is created with ``spec.suspension.scheduling: true`` and the
+  ``tether.dev/admission`` annotation saying why. Karmada then does not schedule it at all; the admission decider
+  (``core.admission.decider``) resumes it when it may go — for its data, at the latest ``--max-hold`` after its
+  creation (``core.admission.data_hold``). Only a CREATE is suspended: Karmada forbids suspending a binding that was
+  scheduled, and an UPDATE of a binding still suspended keeps its suspension. A binding someone else already
+  suspended is left so.
 
-A claim that cannot resolve (not in the catalog, an unknown system, an unmapped location …) does not hold its
-binding: the data-dependency decider leaves such a workload's binding alone, and so does admission — holding it
-would block the workload for ever on an error that has its own condition on the claim.
+A claim that cannot resolve (not in the catalog, an unknown system, an unmapped location, an invalid spec, a
+refused authentication …) does not hold its binding: the data-dependency decider leaves such a workload's binding
+alone, and so does admission — holding it would block the workload on an error that has its own condition on the
+claim and that waiting does not fix.
 
 Nothing here reads a clock or calls out; the same (world, request) gives the same patch, which is what lets
 ``tether replay --diff`` re-derive every recorded decision.
@@ -43,9 +47,12 @@ from ..datadependency.decider import DecisionPass
 from ..datadependency.exclusions import plan_placement
 from ..envelope import EventRecord
 from ..kube import as_mapping, pointer_token, trim
+from .data_hold import Waiting, hold_text
 
 #: Pending reasons of a claim that will settle by themselves soon: its binding is held until they do.
 RESOLVING_REASONS = frozenset({"Resolving", "CreatingDataSource"})
+#: The last answers of a lookup that failed (``expired``: its retry is due or under way).
+_FAILED_LOOKUPS = frozenset({"failed", "expired"})
 
 
 class BindingVerdict(msgspec.Struct, frozen=True, kw_only=True):
@@ -85,6 +92,30 @@ def _annotation_ops(current: Mapping[str, str] | None, wanted: Mapping[str, str 
         else:
             ops.append({"op": "add", "path": path, "value": value})
     return ops
+
+
+def waiting_for_data(decide: DecisionPass, world: World, workload: str) -> list[Waiting]:
+    """The workload's claims whose data is on its way, by claim key: no DataSource and none being created from a
+    resolved lookup, and a lookup or creation under way (``Resolving``, ``CreatingDataSource``) or a lookup that
+    failed transiently (``LookupFailed``, retried on a timer). A permanent failure is not waited for (module doc).
+    ``detail`` is what a release at the bound reports: the failure, or the lookup's last answer while it is asked
+    again."""
+    out = []
+    for key in sorted(world.claims_by_workload.get(workload, ()) if workload else ()):
+        claim = world.claims[key]
+        if claim.deleting or claim.identity is None or decide.source_for(key, claim) is not None:
+            continue
+        if decide.anticipated(claim) is not None:
+            continue  # its DataSource is being created: already counted in the exclusions
+        why = decide.why_pending(claim)
+        if why.reason not in RESOLVING_REASONS and not why.transient:
+            continue
+        detail = why.message
+        lookup = world.lookups.get(claim.identity.key)
+        if not why.transient and lookup is not None and lookup.kind in _FAILED_LOOKUPS and lookup.message:
+            detail = f"{why.message}; its last answer: {lookup.message}"
+        out.append(Waiting(claim=key.split("/", 1)[1], reason=why.reason, transient=why.transient, detail=detail))
+    return out
 
 
 def _workload_kind(spec: Mapping[str, Any]) -> str:
@@ -130,24 +161,15 @@ def decide_binding_admission(*, world: World, operation: str, obj: Mapping[str, 
                            f"{','.join(excluded) or '<none>'}")
         else:
             reasons.append(f"the data constraint is in place (excluding {','.join(excluded) or '<none>'})")
-    resolving = []
-    for key in sorted(world.claims_by_workload.get(view.workload, ()) if view.workload else ()):
-        claim = world.claims[key]
-        if claim.deleting or claim.identity is None or decide.source_for(key, claim) is not None:
-            continue
-        if decide.anticipated(claim) is not None:
-            continue  # its DataSource is being created: already counted in the exclusions
-        why = decide.why_pending(claim)
-        if why.reason in RESOLVING_REASONS:
-            resolving.append(f"{key.split('/', 1)[1]} ({why.reason})")
+    max_hold_ms = world.admission.max_hold_ms
+    waiting = waiting_for_data(decide, world, view.workload) if max_hold_ms > 0 else []  # 0: the hold is off
     namespace = kube_object.metadata.namespace
     managed = world.admission.managed.manages(_workload_kind(spec), namespace)
     suspension = spec.get("suspension") if isinstance(spec.get("suspension"), dict) else None
     already = suspension is not None and suspension.get("scheduling") is True
     suspend = False
-    if operation == "CREATE" and (resolving or managed):
-        hold = (f"waiting for the data of claim {', '.join(resolving)}" if resolving
-                else "queue-managed: waiting for admission")
+    if operation == "CREATE" and (waiting or managed):
+        hold = hold_text(waiting, max_hold_ms=max_hold_ms) if waiting else "queue-managed: waiting for admission"
         if already:
             reasons.append(f"already suspended ({hold})")
         else:
@@ -162,4 +184,4 @@ def decide_binding_admission(*, world: World, operation: str, obj: Mapping[str, 
     return BindingVerdict(patch=tuple(ops), reason="; ".join(reasons), suspended=suspend, excluded=excluded)
 
 
-__all__ = ["RESOLVING_REASONS", "BindingVerdict", "decide_binding_admission"]
+__all__ = ["RESOLVING_REASONS", "BindingVerdict", "decide_binding_admission", "waiting_for_data"]

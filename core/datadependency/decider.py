@@ -93,10 +93,13 @@ WARNING_REASONS = frozenset({
 
 
 class _Missing(msgspec.Struct, frozen=True):
-    """Why an identity has no DataSource yet (the Bound condition of its claims)."""
+    """Why an identity has no DataSource yet (the Bound condition of its claims). ``transient``: a lookup that
+    failed in a way asking again may fix (the catalog unavailable, a timeout, its circuit open, a 5xx): retried on
+    a timer, and admission holds the workload's new bindings meanwhile (``core.admission.data_hold``)."""
 
     reason: str
     message: str
+    transient: bool = False
 
 
 def _creation(name: str, identity: DataIdentity, lookup: Lookup, plugin: PluginConfig,
@@ -358,7 +361,7 @@ class DecisionPass:
         if lookup.kind == "not-found":
             return _Missing("DataSourceNotFound", f"{key} is not in the catalog: {lookup.message}")
         return _Missing("LookupFailed", f"looking up {key} failed: {lookup.message}"
-                        + ("" if retry else " (not retried: fix the configuration or the claim)"))
+                        + ("" if retry else " (not retried: fix the configuration or the claim)"), transient=retry)
 
     # --- data sources -------------------------------------------------------------------------------------
 

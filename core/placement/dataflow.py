@@ -54,6 +54,7 @@ from ..kube import (
 )
 from .node_affinity import InvalidAffinity, tighten_node_affinity
 from .node_affinity import parse_node_affinity as _parse_node_affinity
+from .operation_status import REASON_INHERITED
 
 FLUID_GROUP = "data.fluid.io"
 FLUID_GROUP_VERSION = "data.fluid.io/v1alpha1"
@@ -69,11 +70,7 @@ POLICY_DEFAULT, POLICY_REQUIRE, POLICY_PREFER = "", "Require", "Prefer"
 DEFAULT_PREFER_WEIGHT = 100
 DEFAULT_WAIT_TIMEOUT_MS = 10 * 60 * 1000
 
-#: The condition tether sets on a Fluid operation whose pods it gated (status.conditions, next to Fluid's own).
-CONDITION_TYPE = "AffinityInherited"
-
-# Condition / Event reasons of the outcomes.
-REASON_INHERITED = "AffinityInherited"
+# Condition / Event reasons of the outcomes (the condition itself, and when it may be written: operation_status).
 REASON_NOT_INHERITED = "NoAffinityInherited"
 REASON_WAITING = "WaitingForPrecedingOperation"
 REASON_WAIT_TIMEOUT = "PrecedingOperationTimeout"

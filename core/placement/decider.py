@@ -27,8 +27,11 @@ its gated pods:
   Reject (release with a Warning), Wait (hold until ``gated_since + timeout``: a ``StartTimer`` whose firing
   decides again; after the deadline the pods are released unchanged with a Warning). ``gated_since`` is the
   earliest ``creationTimestamp`` of the gated pods — a time from the objects, never from a clock. Each outcome is
-  the condition :data:`~tether.core.placement.dataflow.CONDITION_TYPE` on the operation and, when that changes, an
-  Event.
+  an Event on the operation when it changes (the outcome is then kept in ``MemberState.outcomes``) and the
+  condition :data:`~tether.core.placement.operation_status.CONDITION_TYPE` — written only once Fluid's controller
+  has written the operation's status, since Fluid's schema refuses a status without its ``phase`` and
+  ``duration``; until then the outcome waits in the world and is written when the status appears
+  (``core.placement.operation_status``).
 
 **One command per pod** (:class:`~tether.core.commands.ReleasePod`): the executor tightens the affinity and
 removes the gate in one write. Tightening first and releasing in a second write would leave a window where a
@@ -54,7 +57,6 @@ from ..envelope import EventRecord, parse_rfc3339_ms, rfc3339
 from ..events import split_member_key
 from ..kube import Condition, NodeSelectorTerm, ObjectRef, PreferredSchedulingTerm
 from .dataflow import (
-    CONDITION_TYPE,
     OPERATION_KINDS,
     DataFlowSpecError,
     Hold,
@@ -67,6 +69,7 @@ from .dataflow import (
     inheritance_source,
     invalid_spec,
 )
+from .operation_status import outcome_condition, same_outcome
 from .pod_group_spec import API_VERSION as POD_GROUP_API_VERSION
 from .topology_planner import GroupPod, Node, plan_group
 
@@ -217,28 +220,58 @@ def _inheritance(state: MemberState, held: MemberOperation | None) -> Inheritanc
                               placement=state.recorded.get(source.key) if source is not None else None)
 
 
-def _report(cluster: str, held: MemberOperation | None, *, status: str, reason: str, message: str, warning: bool,
-            at_ms: int) -> list[Decision]:
-    """The operation's condition, and an Event when the condition changes."""
+def _report(cluster: str, state: MemberState, key: str, held: MemberOperation | None, *, reason: str, message: str,
+            warning: bool, at_ms: int) -> list[Decision]:
+    """An inheritance outcome on the operation: an Event when it differs from the last one reported there
+    (``MemberState.outcomes``), and the condition — only where Fluid's schema lets tether write it
+    (``core.placement.operation_status``); otherwise it waits in the world for Fluid's status to appear."""
     if held is None:
         return []
-    ref = ObjectRef(api_version=held.api_version, kind=held.kind, name=held.name, namespace=held.namespace,
-                    uid=held.uid)
-    observed = held.condition
-    if observed is not None and (observed.status, observed.reason, observed.message) == (status, reason, message):
-        return []
-    condition = Condition(type=CONDITION_TYPE, status=status, reason=reason, message=message,
-                          last_transition_time=rfc3339(at_ms))
+    ref = _operation_ref(held)
+    outcome = outcome_condition(reason=reason, message=message, at=rfc3339(at_ms))
+    last = state.outcomes.get(key)
     why = f"{cluster}: {held.kind} {held.namespace}/{held.name}: {reason}: {message}"
-    return [_decision(SetMemberCondition(cluster=cluster, target=ref, condition=condition), why),
-            _decision(EmitMemberEvent(cluster=cluster, involved=ref, event_type="Warning" if warning else "Normal",
-                                      reason=reason, message=message), why)]
+    out = []
+    if same_outcome(last, outcome):
+        assert last is not None
+        outcome = last  # reported already: its condition keeps the time it was decided at
+    else:
+        deferred = "" if held.accepts_conditions else (" (Fluid has not written the operation's status yet: the "
+                                                       "condition follows once it has)")
+        out.append(_decision(EmitMemberEvent(cluster=cluster, involved=ref,
+                                             event_type="Warning" if warning else "Normal", reason=reason,
+                                             message=message), why + deferred))
+    out.extend(_condition(cluster, held, outcome, why))
+    return out
+
+
+def _operation_ref(held: MemberOperation) -> ObjectRef:
+    return ObjectRef(api_version=held.api_version, kind=held.kind, name=held.name, namespace=held.namespace,
+                     uid=held.uid)
+
+
+def _condition(cluster: str, held: MemberOperation, outcome: Condition, why: str) -> list[Decision]:
+    """tether's condition on the operation, when it differs from ``outcome`` and Fluid's status takes it."""
+    if not held.accepts_conditions or same_outcome(held.condition, outcome):
+        return []
+    return [_decision(SetMemberCondition(cluster=cluster, target=_operation_ref(held), condition=outcome), why)]
+
+
+def _settle_condition(state: MemberState, cluster: str, key: str) -> list[Decision]:
+    """No pod of the operation is gated any more: its reported outcome is written as soon as Fluid's status takes
+    it, and again if Fluid's controller replaced the conditions (``core.placement.operation_status``)."""
+    held = state.operations.get(key)
+    outcome = state.outcomes.get(key)
+    if held is None or outcome is None:
+        return []
+    return _condition(cluster, held, outcome, f"{cluster}: {held.kind} {held.namespace}/{held.name}: "
+                                              f"{outcome.reason}: {outcome.message} (the outcome reported earlier)")
 
 
 def _decide_operation(state: MemberState, cluster: str, key: str, record: EventRecord) -> list[Decision]:
     gated = [p for p in _operation_pods(state, key) if GATE in p.gates]
     if not gated:
-        return []
+        return _settle_condition(state, cluster, key)
     held = state.operations.get(key)
     result = _inheritance(state, held)
     since = _gated_since(gated, record)
@@ -249,7 +282,7 @@ def _decide_operation(state: MemberState, cluster: str, key: str, record: EventR
                            purpose=WAIT_PURPOSE, subject=subject)
         latest = rfc3339(outcome.until_ms)
         return [_decision(timer, f"{subject}: {outcome.message}; released at the latest at {latest}"),
-                *_report(cluster, held, status="False", reason=outcome.reason, message=outcome.message, warning=False,
+                *_report(cluster, state, key, held, reason=outcome.reason, message=outcome.message, warning=False,
                          at_ms=record.at_ms)]
     assert isinstance(outcome, Release)
     required: tuple[NodeSelectorTerm, ...] = ()
@@ -260,9 +293,8 @@ def _decide_operation(state: MemberState, cluster: str, key: str, record: EventR
     out = [_decision(ReleasePod(cluster=cluster, pod=_ref(pod), gate=GATE, required=required, preferred=preferred,
                                 note=f"{key}: {outcome.reason}"), f"{subject}: {outcome.message}")
            for pod in gated]
-    inherited = isinstance(result, Inject)
-    out += _report(cluster, held, status="True" if inherited else "False", reason=outcome.reason,
-                   message=outcome.message, warning=outcome.warning, at_ms=record.at_ms)
+    out += _report(cluster, state, key, held, reason=outcome.reason, message=outcome.message, warning=outcome.warning,
+                   at_ms=record.at_ms)
     return out
 
 

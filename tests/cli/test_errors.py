@@ -271,3 +271,9 @@ def test_status_where_no_daemon_answers() -> None:
 
 def test_status_of_something_that_is_not_a_daemon(tmp_path: Path) -> None:
     one_line(invoke("status", "--url", "ftp://example"), "--url ftp://example", "expected http://HOST:PORT")
+
+
+def test_a_max_hold_that_is_not_a_duration_is_refused_in_one_line(tmp_path: Path) -> None:
+    one_line(invoke("run", "--max-hold", "ten minutes", "--log", str(tmp_path / "t.db")), "--max-hold",
+             "expected a duration", "'ten minutes'")
+    one_line(invoke("run", "--max-hold", "-1m", "--log", str(tmp_path / "t.db")), "--max-hold")

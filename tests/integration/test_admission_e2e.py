@@ -8,7 +8,11 @@ served on this machine's loopback, must be reachable from the API server (``requ
 * a claim still resolving: its binding is created suspended and scheduled only once the placement is in;
 * a burst of 200 queue-managed bindings across 4 queues: never past a queue's capability at any moment, each queue
   full, no binding held while a strictly younger one of its queue runs (bindings created in the same second are
-  not ordered: one-second creation timestamps, random UIDs), and scheduled by Karmada once resumed.
+  not ordered: one-second creation timestamps, random UIDs), and scheduled by Karmada once resumed;
+* the catalog down (503, then its circuit open): a new binding is held; the catalog back: placed onto the data's
+  cluster, never scheduled elsewhere in between; down past ``--max-hold``: released without the data constraint, with
+  an Event and an annotation saying so, and moved to its data once the catalog is back. ``--diff`` of each log
+  finds nothing to re-decide differently.
 
 The test owns its namespace, its Queues (unique names), its webhook configuration (namespaceSelector on its own
 namespace) and the stack's Clusters; it removes them at the end. Its bindings carry what karmada-scheduler needs to
@@ -44,8 +48,9 @@ from tether.adapters.kubernetes.webhook_certs import CA_FILE, MUTATING_WEBHOOKS,
 from tether.adapters.sandbox.kube_emulator.karmada_scheduler import detector_rewrite
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.daemon import Stack, delete_cluster_scoped, excluded, tether_stack
+from tether.core.decision import RETRY_MAX_MS
 from tether.core.events import BindingAdmissionDecided
-from tether.projections.admission import ADMISSION_ANNOTATION
+from tether.projections.admission import ADMISSION_ANNOTATION, RELEASED_ANNOTATION
 
 pytestmark = pytest.mark.cluster
 
@@ -80,9 +85,11 @@ class History:
 
 @contextlib.asynccontextmanager
 async def admission_stack(env: KubeEnv, tmp: Path, *, managed: bool = False,
-                          options: dict[str, Any] | None = None) -> AsyncIterator[Stack]:
+                          options: dict[str, Any] | None = None,
+                          plugin_options: dict[str, Any] | None = None) -> AsyncIterator[Stack]:
     """A stack with the binding webhook registered and queue admission on; ``options``: more daemon options (the
-    webhook server's self-signed CA is ``tmp/certs`` + ``CA_FILE``, for another webhook to trust)."""
+    webhook server's self-signed CA is ``tmp/certs`` + ``CA_FILE``, for another webhook to trust);
+    ``plugin_options``: more fields of the catalog plugin's entry."""
     env.require_loopback_webhooks()
     await env.register_crds("scheduling.volcano.sh_queues")
     certs = tmp / "certs"
@@ -96,7 +103,7 @@ async def admission_stack(env: KubeEnv, tmp: Path, *, managed: bool = False,
                                        "data": {"queue-managed": f"kinds: [apps/Deployment]\nnamespaces: "
                                                                  f"[{env.namespace}]\n"}},
                           namespace=env.namespace)
-    async with tether_stack(env, daemon_options=options) as stack:
+    async with tether_stack(env, daemon_options=options, plugin_options=plugin_options) as stack:
         assert stack.daemon is not None and stack.daemon.webhook is not None
         name = f"tether-test-rb-{secrets.token_hex(3)}"
         config = {
@@ -341,3 +348,101 @@ async def test_a_burst_of_200_bindings_across_4_queues_respects_order_and_capabi
             for name in queues:
                 with contextlib.suppress(KubeError):
                     await delete_cluster_scoped(stack.kube, QUEUES, name)
+
+
+#: The catalog's own breaker opens after two failed requests and half-opens a second later, as a real outage reads.
+BREAKER = {"circuitBreaker": {"failureThreshold": 2, "resetTimeout": "1s"}}
+#: How long the next lookup retry may take once the catalog is back: the decider's backoff doubles from 5 s up to
+#: RETRY_MAX_MS, and on a loaded machine the outage lasts through more retries than the few seconds it takes alone.
+RETRY_WITHIN = RETRY_MAX_MS / 1000 + 60
+
+
+async def _outage(stack: Stack, table: str) -> None:
+    """The catalog down for every table load; the claim's lookup failed (503, then the circuit open), transient."""
+    stack.catalog.fail_next(1_000_000, status=503)
+    await stack.apply(manifests.claim("clicks", namespace=stack.namespace, table=table, workload="train"))
+    await stack.wait_claim("clicks", reason="LookupFailed")
+
+
+async def _no_differences(stack: Stack) -> None:
+    assert stack.log is not None
+    _, differences = await diff(stack.log)
+    assert [(d.kind, d.causation, d.admission, d.detail) for d in differences] == []
+
+
+async def test_a_catalog_outage_holds_a_new_binding_until_the_data_is_located(karmada_kube: KubeEnv,
+                                                                              tmp_path: Path) -> None:
+    async with admission_stack(karmada_kube, tmp_path, plugin_options=BREAKER) as stack:
+        history = History(stack.kube, stack.namespace)
+        await history.start()
+        try:
+            table = stack.add_table("clicks", "west")
+            await _outage(stack, table)
+            created = await stack.apply(binding(stack, "train-deployment", "train"))
+            assert created["spec"]["suspension"] == {"scheduling": True}
+            hold = created["metadata"]["annotations"][ADMISSION_ANNOTATION]
+            assert f"{stack.namespace}/clicks (LookupFailed); the catalog fails transiently" in hold
+
+            # the decider retries the lookup (5 s later) and it fails again: the binding is still held after that
+            asked = stack.catalog.requests_for(table)
+            await stack.eventually(lambda: asyncio.sleep(0, stack.catalog.requests_for(table) > asked),
+                                   what="the lookup retried", within=30)
+            await stack.wait_claim("clicks", reason="LookupFailed")
+            await stack.wait_idle(within=60)
+            held = await stack.get("ResourceBinding", "train-deployment")
+            assert held is not None and held["spec"]["suspension"] == {"scheduling": True}
+            assert not held["spec"].get("clusters")
+
+            stack.catalog.clear_faults()  # the catalog is back: the next retry locates the data
+            west = stack.clusters["west1"]
+            rb = await stack.wait_scheduled("train-deployment", {west}, within=RETRY_WITHIN)
+            assert ADMISSION_ANNOTATION not in (rb["metadata"].get("annotations") or {})
+            await stack.wait_idle(within=60)
+        finally:
+            await history.stop()
+        seen = history.clusters["train-deployment"]
+        assert any(seen) and all(set(names) <= {west} for names in seen), seen  # never anywhere else
+        assert stack.log is not None
+        trail = await explain(stack.log, f"ResourceBinding/{stack.namespace}/train-deployment")
+        [decided] = [e.event for e in trail.events if isinstance(e.event, BindingAdmissionDecided)
+                     and e.event.operation == "CREATE"]
+        assert decided.suspended and "LookupFailed" in decided.reason
+        await _no_differences(stack)
+
+
+async def test_a_catalog_down_past_max_hold_releases_the_binding_without_the_data_constraint(
+        karmada_kube: KubeEnv, tmp_path: Path) -> None:
+    async with admission_stack(karmada_kube, tmp_path, plugin_options=BREAKER, options={"max_hold": 2.0}) as stack:
+        table = stack.add_table("clicks", "west")
+        await _outage(stack, table)
+        created = await stack.apply(binding(stack, "train-deployment", "train"))
+        assert created["spec"]["suspension"] == {"scheduling": True}
+        assert "held 2s at most" in created["metadata"]["annotations"][ADMISSION_ANNOTATION]
+
+        async def released() -> dict[str, Any] | None:
+            rb = await stack.get("ResourceBinding", "train-deployment")
+            text = ((rb or {}).get("metadata") or {}).get("annotations", {}).get(RELEASED_ANNOTATION)
+            return rb if text and (rb or {}).get("spec", {}).get("clusters") else None
+
+        rb = await stack.eventually(released, what="released at the bound and scheduled", within=60)
+        text = rb["metadata"]["annotations"][RELEASED_ANNOTATION]
+        assert text.startswith(f"released without the data constraint after 2s: claim {stack.namespace}/clicks: "
+                               f"looking up amoro/table/{table} failed: ")
+
+        async def warned() -> list[tuple[str, str]] | None:
+            events = await stack.events_for("train-deployment")
+            return [(e["type"], e["message"]) for e in events if e.get("reason") == "ReleasedWithoutData"] or None
+
+        assert await stack.eventually(warned, what="the ReleasedWithoutData Event") == [("Warning", text)]
+
+        stack.catalog.clear_faults()  # the catalog is back: tether moves the workload to its data
+        west = stack.clusters["west1"]
+        rb = await stack.wait_scheduled("train-deployment", {west}, within=RETRY_WITHIN)
+
+        async def cleared() -> bool:
+            held = await stack.get("ResourceBinding", "train-deployment")
+            return RELEASED_ANNOTATION not in (((held or {}).get("metadata") or {}).get("annotations") or {})
+
+        await stack.eventually(cleared, what="the released annotation gone once the data constraint is in", within=60)
+        await stack.wait_idle(within=60)
+        await _no_differences(stack)

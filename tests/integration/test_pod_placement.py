@@ -28,10 +28,11 @@ from typing import Any
 import pytest
 
 from tether.adapters.kubernetes.client import KubeClient, Resource
-from tether.adapters.kubernetes.members import FLUID, JOBS, NODES, POD_GROUPS, PODS
+from tether.adapters.kubernetes.members import EVENTS, FLUID, JOBS, NODES, POD_GROUPS, PODS
 from tether.adapters.sandbox.kube_emulator import KubeEmulator
 from tether.adapters.sandbox.kube_emulator.testing import KUBECONFIG_ENV, KubeEnv
 from tether.adapters.testing.daemon import eventually, tether_stack
+from tether.adapters.testing.reference import require_reference
 from tether.core.placement.decider import GATE
 
 GODEL_CRDS = ("scheduling.godel.kubewharf.io_podgroups",)
@@ -45,7 +46,7 @@ NS = "ml"
 
 @contextlib.asynccontextmanager
 async def member(name: str, tmp: str, *, racks: int = 4, per_rack: int = 4,
-                 crds: tuple[str, ...] = CRDS) -> AsyncIterator[tuple[KubeEmulator, KubeClient, str]]:
+                 crds: tuple[str | Path, ...] = CRDS) -> AsyncIterator[tuple[KubeEmulator, KubeClient, str]]:
     """An emulated member: racks of nodes, the binder on, and the optional APIs of ``crds`` (Godel's and Fluid's:
     a member may lack either, tests/integration/test_optional_sources.py)."""
     async with KubeEmulator(binder=True, crds=crds) as emulator:
@@ -172,6 +173,9 @@ async def test_a_data_process_follows_its_data_load(kube: KubeEnv, emulator_only
                 "spec": {"dataset": {"name": "d", "namespace": NS}, "processor": {"script": {"image": "x"}},
                          "runAfter": {"kind": "DataLoad", "name": "load", "affinityStrategy": {"policy": policy}}}},
                 namespace=NS)
+            # Fluid's controller has reconciled it (its status, which tether's condition needs: operation_status)
+            await m1.patch(process_res, "proc", {"status": {"phase": "Pending", "duration": "Unfinished",
+                                                            "conditions": []}}, namespace=NS, subresource="status")
             await m1.create(JOBS, _job("proc-job", "DataProcess", "proc", process["metadata"]["uid"]), namespace=NS)
             await m1.create(PODS, gated_pod("proc-pod", owner_job="proc-job"), namespace=NS)
             await m1.patch(load_res, "load", {"status": {"phase": "Complete"}}, namespace=NS, subresource="status")
@@ -193,6 +197,80 @@ def _job(name: str, kind: str, owner: str, uid: str) -> dict[str, Any]:
             {"apiVersion": "data.fluid.io/v1alpha1", "kind": kind, "name": owner, "uid": uid}]},
         "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}
 
+
+
+async def test_fluids_own_schema_gets_the_outcome_as_an_event_then_the_condition_once_fluid_wrote_its_status(
+        kube: KubeEnv, emulator_only: None) -> None:
+    """Fluid's real CRDs (``../shared/reference/fluid``) in the member: their status schema refuses a status without
+    ``phase`` and ``duration`` (``422``, as a real server with Fluid's CRDs did). A DataProcess no Fluid controller
+    has reconciled gets the inheritance as an Event, and the condition once Fluid writes its status — next to
+    Fluid's conditions, its phase and duration untouched — and again after Fluid rebuilds its conditions; the
+    API refuses nothing tether writes."""
+    from tether.adapters.cli.replay.trail import explain
+    from tether.core.events import CommandFailed
+
+    fluid = require_reference("fluid")
+    crds = ("scheduling.godel.kubewharf.io_podgroups", *sorted(fluid.glob("data.fluid.io_*.yaml")))
+    with tempfile.TemporaryDirectory() as tmp:
+        async with member("m1", tmp, crds=crds) as (_, m1, config1), \
+                tether_stack(kube, daemon_options={"members": {"m1": config1}}) as stack:
+            load_res, process_res = FLUID[0], FLUID[2]
+            load = await m1.create(load_res, {"apiVersion": load_res.api_version, "kind": "DataLoad", "metadata": {
+                "name": "load", "namespace": NS}, "spec": {"dataset": {"name": "d", "namespace": NS}}}, namespace=NS)
+            await m1.create(JOBS, _job("load-job", "DataLoad", "load", load["metadata"]["uid"]), namespace=NS)
+            target = "m1-r2-n1"
+            await m1.create(PODS, {**gated_pod("load-pod", owner_job="load-job"), "spec": {
+                "nodeName": target, "containers": [{"name": "c", "image": "x"}]}}, namespace=NS)
+            await m1.patch(PODS, "load-pod", {"status": {"phase": "Succeeded"}}, namespace=NS, subresource="status")
+            process = await m1.create(process_res, {
+                "apiVersion": process_res.api_version, "kind": "DataProcess",
+                "metadata": {"name": "proc", "namespace": NS},
+                "spec": {"dataset": {"name": "d", "namespace": NS, "mountPath": "/data"},
+                         "processor": {"script": {"image": "x", "source": "true"}},
+                         "runAfter": {"kind": "DataLoad", "name": "load", "affinityStrategy": {"policy": "Require"}}}},
+                namespace=NS)
+            await m1.create(JOBS, _job("proc-job", "DataProcess", "proc", process["metadata"]["uid"]), namespace=NS)
+            await m1.create(PODS, gated_pod("proc-pod", owner_job="proc-job"), namespace=NS)
+            await m1.patch(load_res, "load", {"status": {"phase": "Complete", "duration": "5s", "conditions": []}},
+                           namespace=NS, subresource="status")
+            assert await eventually(lambda: _all_bound(m1, "proc-pod"), "proc-pod bound", within=20) == {
+                "proc-pod": target}
+
+            async def reported() -> list[dict[str, Any]] | None:
+                events, _ = await m1.list(EVENTS, namespace=NS)
+                found = [e for e in events if (e.get("involvedObject") or {}).get("name") == "proc"
+                         and e.get("reason") == "AffinityInherited"]
+                return found or None
+
+            assert "inherited from DataLoad/ml/load" in (await eventually(reported, "the Event", within=20))[0][
+                "message"]
+            await stack.wait_idle()
+            assert "status" not in await m1.get(process_res, "proc", namespace=NS)  # nothing Fluid would refuse
+
+            async def conditions(*types: str) -> dict[str, Any] | None:
+                op = await m1.get(process_res, "proc", namespace=NS)
+                held = {c["type"]: c for c in (op.get("status") or {}).get("conditions") or []}
+                return op if all(t in held for t in types) else None
+
+            fluids = {"type": "Processing", "status": "True", "reason": "Fluid", "message": "Fluid's own",
+                      "lastTransitionTime": "2026-01-01T00:00:00Z"}
+            await m1.patch(process_res, "proc", {"status": {"phase": "Executing", "duration": "Unfinished",
+                                                            "conditions": [fluids]}}, namespace=NS,
+                           subresource="status")  # Fluid's controller reconciles it
+            op = await eventually(lambda: conditions("Processing", "AffinityInherited"), "the condition", within=20)
+            assert (op["status"]["phase"], op["status"]["duration"]) == ("Executing", "Unfinished")
+            assert [c["status"] for c in op["status"]["conditions"]] == ["True", "True"]
+            complete = {**fluids, "type": "Complete", "reason": "Done"}
+            await m1.patch(process_res, "proc", {"status": {"phase": "Complete", "duration": "12s",
+                                                            "conditions": [complete]}}, namespace=NS,
+                           subresource="status")  # Fluid rebuilds its conditions without tether's
+            op = await eventually(lambda: conditions("Complete", "AffinityInherited"), "the condition again",
+                                  within=20)
+            assert (op["status"]["phase"], op["status"]["duration"]) == ("Complete", "12s")
+            await stack.wait_idle()
+            assert stack.log is not None
+            trail = await explain(stack.log, f"m1:DataProcess/{NS}/proc")
+            assert [e.event for e in trail.events if isinstance(e.event, CommandFailed)] == []
 
 
 async def test_explain_shows_why_a_pod_went_where_it_did(kube: KubeEnv, emulator_only: None) -> None:

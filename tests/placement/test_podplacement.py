@@ -7,8 +7,9 @@ from typing import Any
 import msgspec
 
 from tether.core.commands import EmitMemberEvent, ReleasePod, SetMemberCondition, StartTimer
-from tether.core.envelope import CommandRecord, EventRecord
+from tether.core.envelope import CommandRecord, EventRecord, rfc3339
 from tether.core.events import (
+    CommandSucceeded,
     Event,
     ListsStarted,
     MemberDisconnected,
@@ -76,13 +77,19 @@ def pod_group(name: str, *, min_member: int, required: list[str], preferred: lis
                 "preferred": [{"topologyKey": k} for k in preferred]}}}}
 
 
-def operation(kind: str, name: str, *, phase: str = "", run_after: dict[str, Any] | None = None) -> dict[str, Any]:
+def operation(kind: str, name: str, *, phase: str = "", run_after: dict[str, Any] | None = None,
+              fluid_status: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A Fluid operation; ``fluid_status``: the conditions of a status Fluid's controller wrote (with its phase and
+    duration), None: a status as bare as ``phase`` makes it (none at all without one)."""
     spec: dict[str, Any] = {"dataset": {"name": "d", "namespace": "ml"}}
     if run_after is not None:
         spec["runAfter"] = run_after
+    status: dict[str, Any] = {"phase": phase} if phase else {}
+    if fluid_status is not None:
+        status = {"phase": phase or "Pending", "duration": "Unfinished", "conditions": fluid_status}
     return {"apiVersion": "data.fluid.io/v1alpha1", "kind": kind,
             "metadata": {"name": name, "namespace": "ml", "uid": f"uid-{name}", "resourceVersion": str(next(_rv))},
-            "spec": spec, "status": {"phase": phase} if phase else {}}
+            "spec": spec, "status": status}
 
 
 def job(name: str, owner_kind: str, owner: str) -> dict[str, Any]:
@@ -151,13 +158,14 @@ def test_invalid_pod_group_keeps_its_pods_gated_with_an_event() -> None:
     assert [c.command.reason for c in out if isinstance(c.command, EmitMemberEvent)] == ["InvalidPodGroup"]
 
 
-def _dataflow(feed: Feed, policy: str) -> list[CommandRecord]:
+def _dataflow(feed: Feed, policy: str, *, fluid_status: list[dict[str, Any]] | None = ()) -> list[CommandRecord]:
     racks(feed, "m1")
     feed.observe("m1", operation("DataLoad", "load", phase="Executing"))
     feed.observe("m1", job("load-job", "DataLoad", "load"))
     feed.observe("m1", pod("load-pod", job="load-job", gated=False, node_name="m1-n2", phase="Succeeded"))
     feed.observe("m1", operation("DataProcess", "proc", run_after={
-        "kind": "DataLoad", "name": "load", "affinityStrategy": {"policy": policy}}))
+        "kind": "DataLoad", "name": "load", "affinityStrategy": {"policy": policy}},
+        fluid_status=list(fluid_status) if fluid_status is not None else None))
     feed.observe("m1", job("proc-job", "DataProcess", "proc"))
     held = feed.observe("m1", pod("proc-pod", job="proc-job"))
     assert releases(held) == {}  # the predecessor is not Complete yet: held, with a timer and a condition
@@ -171,6 +179,68 @@ def test_require_pins_the_successor_to_the_predecessors_node() -> None:
     assert release.required[0].match_expressions[0].values == ("m1-n2",) and not release.preferred
     conditions = [c.command.condition for c in out if isinstance(c.command, SetMemberCondition)]
     assert [(c.status, c.reason) for c in conditions] == [("True", "AffinityInherited")]
+
+
+PROC = "DataProcess/ml/proc"
+FLUIDS = {"type": "Fluid", "status": "True", "reason": "R", "message": "Fluid's own"}
+
+
+def conditions_of(out: list[CommandRecord]) -> list[Any]:
+    return [c.command.condition for c in out if isinstance(c.command, SetMemberCondition)]
+
+
+def test_without_fluids_status_the_outcome_is_an_event_and_the_condition_follows_the_status() -> None:
+    feed = Feed()
+    out = _dataflow(feed, "Require", fluid_status=None)  # no Fluid controller has written proc's status
+    assert set(releases(out)) == {"proc-pod"} and conditions_of(out) == []  # Fluid's schema would refuse it
+    events = [c for c in out if isinstance(c.command, EmitMemberEvent)]
+    assert [(e.command.reason, e.command.event_type) for e in events] == [("AffinityInherited", "Normal")]
+    assert "has not written the operation's status yet" in events[0].reason
+    decided_at = feed.at
+    kept = feed.world.members.clusters["m1"].outcomes[PROC]
+    assert (kept.status, kept.reason) == ("True", "AffinityInherited")  # on tether's side, until it can be written
+    # a minute later Fluid's controller writes the status: the condition follows, as decided then, next to Fluid's
+    feed.at += 60_000
+    written = conditions_of(feed.observe("m1", operation("DataProcess", "proc", fluid_status=[FLUIDS], run_after={
+        "kind": "DataLoad", "name": "load", "affinityStrategy": {"policy": "Require"}})))
+    assert [(c.status, c.reason) for c in written] == [("True", "AffinityInherited")]
+    assert written[0].last_transition_time == rfc3339(decided_at)
+    assert not any(isinstance(c.command, EmitMemberEvent) for c in feed.observe("m1", pod("proc-pod", job="proc-job",
+                                                                                        gated=False)))
+
+
+def test_a_condition_replaced_by_fluids_controller_is_written_again_once() -> None:
+    feed = Feed()
+    run_after = {"kind": "DataLoad", "name": "load", "affinityStrategy": {"policy": "Require"}}
+    out = _dataflow(feed, "Require", fluid_status=[FLUIDS])
+    [condition] = conditions_of(out)
+    [write] = [c for c in out if isinstance(c.command, SetMemberCondition)]
+    ours = {"type": condition.type, "status": condition.status, "reason": condition.reason,
+            "message": condition.message, "lastTransitionTime": condition.last_transition_time}
+    written = trim(operation("DataProcess", "proc", fluid_status=[FLUIDS, ours], run_after=run_after))
+    assert feed.send(CommandSucceeded(command_id=write.id, command="set_member_condition", target=write.key,
+                                      result=written)) == []  # in place: nothing more to do
+    complete = {"type": "Complete", "status": "True", "reason": "Done", "message": ""}
+    again = feed.observe("m1", operation("DataProcess", "proc", phase="Complete", fluid_status=[complete],
+                                         run_after=run_after))  # Fluid rebuilt its conditions without ours
+    assert conditions_of(again) == [condition]
+    assert not any(isinstance(c.command, EmitMemberEvent) for c in again)  # the outcome did not change: no Event
+    assert conditions_of(feed.observe("m1", operation("DataProcess", "proc", phase="Complete",
+                                                      fluid_status=[complete, ours], run_after=run_after))) == []
+
+
+def test_a_held_operation_is_reported_once_while_it_waits() -> None:
+    feed = Feed()
+    racks(feed, "m1")
+    feed.observe("m1", operation("DataLoad", "load", phase="Executing"))
+    feed.observe("m1", operation("DataProcess", "proc", run_after={
+        "kind": "DataLoad", "name": "load", "affinityStrategy": {"policy": "Require"}}))
+    feed.observe("m1", job("proc-job", "DataProcess", "proc"))
+    first = feed.observe("m1", pod("proc-0", job="proc-job"))
+    second = feed.observe("m1", pod("proc-1", job="proc-job"))
+    assert [c.command.reason for c in first if isinstance(c.command, EmitMemberEvent)] == [
+        "WaitingForPrecedingOperation"]
+    assert [c for c in second if isinstance(c.command, EmitMemberEvent)] == []
 
 
 def test_prefer_prefers_the_predecessors_node() -> None:

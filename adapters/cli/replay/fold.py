@@ -155,7 +155,7 @@ async def replay(log: EventLog, *, until_offset: int | None = None, until_ms: in
                     bulk.fold(chunk, caused)  # type: ignore[arg-type]
                     for late in caused.values():  # caused by an event before this chunk (out of order)
                         for command in late:
-                            note_issued(world, command.command, command.id)
+                            note_issued(world, command.command, command.id, at_ms=command.at_ms)
                 count += chunk.decoded
                 if chunk.rows:
                     last = chunk.last_offset

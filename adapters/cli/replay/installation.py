@@ -12,6 +12,10 @@ default names of a log written under others would fold no mapping at all: ``--ex
 * else the one observed ConfigMap whose data reads as such: plugin entries that parse (the plugin ConfigMap), or
   the ``volcano-scheduler.conf`` / ``queue-managed`` keys (the admission ConfigMap). Two candidates, or none,
   leave the default (the answer then says "no plugin … in ConfigMap/<default>", which names what to pass).
+
+Logs written since the daemon records its settings (:class:`~tether.core.events.SettingsApplied`, appended with its
+first lists) say it themselves: the fold applies the recorded names from that event on, whatever was inferred or
+given here — which then only matters for the events before it (a log written by an older daemon).
 """
 
 from __future__ import annotations

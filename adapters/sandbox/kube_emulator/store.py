@@ -249,7 +249,9 @@ class Store:
             strategy.prepare(self, rt, obj, old, subresource)
         causes: list[schema.Cause] = []
         if not rt.builtin:
-            obj, causes = schema.validate_and_default(obj, rt.schema(version) or rt.schema(rt.storage_version))
+            validate = schema.validate_status_and_default if subresource == "status" and rt.status_subresource \
+                else schema.validate_and_default  # (a status write is validated against the status schema only)
+            obj, causes = validate(obj, rt.schema(version) or rt.schema(rt.storage_version))
         meta = obj.get("metadata") or {}
         for field in ("labels", "annotations"):
             for k, v in (meta.get(field) or {}).items():
