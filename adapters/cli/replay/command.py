@@ -187,8 +187,9 @@ async def run_replay(options: Options, out: Console) -> int:
             out.print(f"saved snapshot at offset {result.last_offset}")
         if options.show_diff:
             if newer:
-                out.print(Text(f"{len(newer)} Event(s) on bindings that this tether decides were not recorded: the "
-                               "log was written before tether decided them (not a difference)", style="yellow"))
+                out.print(Text(f"{len(newer)} decision(s) this tether makes were not recorded (Events on bindings, "
+                               "timers bounding a hold for data): the log was written before tether decided them "
+                               "(not a difference)", style="yellow"))
             print_differences(differences, out)
             kinds = {k: sum(1 for d in differences if d.kind == k) for k in ("missing", "extra", "changed")}
             if differences:

@@ -6,9 +6,11 @@ the recorded commands, event by event (a command's causation is the position of 
 command type and target, different content). Reasons are wording and are not compared. The binding webhook's
 recorded decisions are re-derived too, each from the world as it was when it was decided (:func:`_admission_decisions`).
 
-A log written before tether decided Kubernetes Events on bindings' transitions (``core.admission.binding_events``)
-records none: those this version derives are set aside (``newer``) and counted apart, not reported as missing. A
-log that records any was written by a version that decides them: there, one missing is a difference.
+Some decisions are newer than some logs: Kubernetes Events on bindings' transitions (``core.admission.binding_events``)
+and the timer bounding a hold for data (``core.admission.data_hold``, ``--max-hold``). A log that records none of a
+kind was written before tether decided that kind: those this version derives are set aside (``newer``) and counted
+apart, not reported as missing. A log that records any was written by a version that decides them: there, one
+missing is a difference.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from rich.text import Text
 from tether.adapters.cli.render import line, type_name
 from tether.adapters.log import EventLog, aclosing_iter, scan
 from tether.core.admission.binding_events import TRANSITION_REASONS
+from tether.core.admission.data_hold import HOLD_PURPOSE
 from tether.core.admission.webhook_decision import decide_binding_admission
-from tether.core.commands import EmitKubernetesEvent
+from tether.core.commands import EmitKubernetesEvent, StartTimer
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import BindingAdmissionDecided
 from tether.core.kube import object_dict
@@ -89,22 +92,32 @@ def _binding_transition_event(command: CommandRecord | None) -> bool:
         and c.reason in TRANSITION_REASONS
 
 
+def _hold_timer(command: CommandRecord | None) -> bool:
+    c = command.command if command is not None else None
+    return isinstance(c, StartTimer) and c.purpose == HOLD_PURPOSE
+
+
+#: Kinds of decision a log may predate (module doc): a log that records none of a kind did not decide it yet.
+NEWER_KINDS = (_binding_transition_event, _hold_timer)
+
+
 async def diff(log: EventLog, *, until_offset: int | None = None, until_ms: int | None = None,
                use_snapshot: bool = True, on_progress: Progressed | None = None, settings: Settings | None = None,
                newer: list[Difference] | None = None) -> tuple[ReplayResult, list[Difference]]:
     """Re-derive the commands of every event in range and compare with the recorded ones. When the log records no
-    Event on a binding's transition, it was written before tether decided them: the ones derived now are moved
-    to ``newer`` (when given) instead of being differences (module doc)."""
+    decision of one of the :data:`NEWER_KINDS`, it was written before tether decided them: the ones derived now are
+    moved to ``newer`` (when given) instead of being differences (module doc)."""
     begin = await start_of(log, use_snapshot=use_snapshot, until_offset=until_offset, until_ms=until_ms,
                            settings=settings)
     start = begin[1]
     recorded: dict[str, list[CommandRecord]] = defaultdict(list)
-    records_binding_events = False
+    unrecorded = set(NEWER_KINDS)  # the kinds of newer decision this log has not recorded (yet)
     async with aclosing_iter(scan(log, "commands")) as chunks:
         async for chunk in chunks:
             for command in chunk:
                 recorded[command.causation].append(command)  # type: ignore[arg-type]
-                records_binding_events = records_binding_events or _binding_transition_event(command)
+                if unrecorded:
+                    unrecorded -= {kind for kind in unrecorded if kind(command)}  # type: ignore[arg-type]
     differences: list[Difference] = []
     admissions = await _admission_decisions(log, until_offset=until_offset)
 
@@ -127,8 +140,8 @@ async def diff(log: EventLog, *, until_offset: int | None = None, until_ms: int 
         if offset is None or offset <= result.last_offset or (until_offset is None and until_ms is None):
             differences += [Difference(kind="extra", causation=cause, recorded=c,
                                        detail="its causing event was not replayed") for c in commands]
-    if not records_binding_events:
-        later = [d for d in differences if d.kind == "missing" and _binding_transition_event(d.replayed)]
+    if unrecorded:
+        later = [d for d in differences if d.kind == "missing" and any(kind(d.replayed) for kind in unrecorded)]
         if later:
             set_aside = {id(d) for d in later}
             differences = [d for d in differences if id(d) not in set_aside]
