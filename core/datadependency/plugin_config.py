@@ -125,8 +125,8 @@ def _str(d: dict[str, Any], name: str, field: str, default: str = "") -> str:
     value = d.get(name, default)
     if value is None:
         return default
-    if not isinstance(value, str):
-        raise ValueError(f"{field}.{name}: expected a string, got {value!r}")
+    if not isinstance(value, str):  # (the type only: the field may be a password given as a number)
+        raise ValueError(f"{field}.{name}: expected a string, got {type(value).__name__}")
     return value
 
 
@@ -158,6 +158,8 @@ def parse_plugin(key: str, text: str) -> PluginConfig:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise ValueError("not valid JSON: nested too deeply") from None
     doc = _obj(doc, "plugin")
     system = _str(doc, "system", "plugin") or key
     endpoint = _obj(doc.get("endpoint"), "endpoint")
@@ -245,10 +247,19 @@ def parse_plugin(key: str, text: str) -> PluginConfig:
 def _declared_system(text: str) -> str:
     try:
         doc = json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return ""
     system = doc.get("system") if isinstance(doc, dict) else None
     return system if isinstance(system, str) else ""
+
+
+#: An error lands on every claim of its system (a condition, an Event): one line, and short.
+_MAX_ERROR = 300
+
+
+def _one_line(message: str) -> str:
+    message = " ".join(message.split())
+    return message if len(message) <= _MAX_ERROR else message[: _MAX_ERROR - 1] + "…"
 
 
 def parse_plugin_configmap(data: dict[str, str]) -> PluginSet:
@@ -259,13 +270,14 @@ def parse_plugin_configmap(data: dict[str, str]) -> PluginSet:
         try:
             plugin = parse_plugin(key, data[key])
         except ValueError as exc:
-            errors[key] = str(exc)
+            errors[key] = message = _one_line(str(exc))
             system = _declared_system(data[key])
             if system and system != key:  # claims name the system, not the key: say it under both
-                errors.setdefault(system, f"(ConfigMap key {key!r}) {exc}")
+                errors.setdefault(system, _one_line(f"(ConfigMap key {key!r}) {message}"))
             continue
         if plugin.system in plugins:
-            errors[key] = f"system {plugin.system!r} is already configured by key {plugins[plugin.system].key!r}"
+            errors[key] = _one_line(f"system {plugin.system!r} is already configured by key "
+                                    f"{plugins[plugin.system].key!r}")
             continue
         plugins[plugin.system] = plugin
     return PluginSet(plugins=plugins, errors=errors)
