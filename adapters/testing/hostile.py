@@ -106,5 +106,7 @@ def bent(draw: st.DrawFn, base: Any, *, max_changes: int = 3, keep: tuple[tuple[
 
 
 def nested(depth: int) -> bytes:
-    """A JSON document nested ``depth`` levels deep (arrays inside objects inside arrays …)."""
-    return b'{"a":[' * depth + b"0" + b"]}" * depth
+    """A JSON document nested exactly ``depth`` levels deep (arrays inside objects inside arrays …)."""
+    opening = [b"[" if level % 2 == 0 else b'{"a":' for level in range(depth)]
+    closing = [b"]" if level % 2 == 0 else b"}" for level in reversed(range(depth))]
+    return b"".join(opening) + b"0" + b"".join(closing)
