@@ -32,11 +32,12 @@ F = TypeVar("F", bound=Callable[..., object])
 
 def configure_logging(level: str, *, json_logs: bool) -> None:
     """structlog → JSON lines (for log pipelines) or a readable console renderer (for people)."""
-    renderer: structlog.types.Processor = (
-        structlog.processors.JSONRenderer() if json_logs else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()))
+    renderers: list[structlog.types.Processor] = (  # (JSON needs the traceback as text; the console renders its own)
+        [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()] if json_logs
+        else [structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())])
     structlog.configure(
         processors=[structlog.contextvars.merge_contextvars, structlog.processors.add_log_level,
-                    structlog.processors.TimeStamper(fmt="iso", utc=True), renderer],
+                    structlog.processors.TimeStamper(fmt="iso", utc=True), *renderers],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper(), logging.INFO)),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
     )

@@ -98,7 +98,10 @@ class Endpoints:
     async def table_moved(self, request: web.Request) -> web.Response:
         if not self.push_token:
             return web.json_response({"error": "push notifications are disabled (no --push-token)"}, status=404)
-        supplied = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        scheme, _, supplied = request.headers.get("Authorization", "").strip().partition(" ")
+        if scheme.lower() != "bearer":  # (RFC 6750: "Bearer <token>"; a bare token is no credential)
+            supplied = ""
+        supplied = supplied.strip()
         # constant time: how long a wrong token takes to refuse says nothing about how much of it was right
         # (surrogateescape: a header's undecodable bytes, kept by aiohttp as surrogates, compare as those bytes)
         if not hmac.compare_digest(supplied.encode("utf-8", "surrogateescape"), self.push_token.encode()):
