@@ -1,7 +1,8 @@
 """Secrets never leave where they came from: a daemon run with a push token and member credentials, with errors,
 then every output of it searched for them.
 
-The run: the push endpoint over HTTPS with a token; a member joined by a kubeconfig holding a bearer token; three
+The run: the push endpoint over HTTPS with a token; a catalog that wants a bearer token, which the plugin ConfigMap
+names by file (``tokenFile``: a mounted Secret); a member joined by a kubeconfig holding a bearer token; three
 Karmada Clusters whose ``secretRef`` Secrets hold a token for an endpoint that refuses connections, a token that is
 not text, and no token at all; pushes with no, a wrong and the right token; a claim bound and one whose table does
 not exist (an Event). Then the outputs — every log line (structlog as ``tether run`` renders it, at debug, and the
@@ -19,6 +20,7 @@ import asyncio
 import base64
 import contextlib
 import io
+import json
 import logging
 import secrets
 import ssl
@@ -33,7 +35,7 @@ import yaml
 
 from tether.adapters.cli.run import configure_logging
 from tether.adapters.kubernetes import manifests
-from tether.adapters.kubernetes.client import CLUSTERS, EVENTS, KubeClient
+from tether.adapters.kubernetes.client import CLUSTERS, CONFIGMAPS, EVENTS, KubeClient
 from tether.adapters.kubernetes.members import SECRETS
 from tether.adapters.kubernetes.webhook_certs import ensure_self_signed
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
@@ -42,7 +44,8 @@ from tether.adapters.testing.daemon import CRDS, Stack, eventually, tether_stack
 PUSH_TOKEN = f"push-{secrets.token_hex(16)}"
 MEMBER_TOKEN = f"member-{secrets.token_hex(16)}"
 CLUSTER_TOKEN = f"cluster-{secrets.token_hex(16)}"
-SECRETS_OF_THE_RUN = (PUSH_TOKEN, MEMBER_TOKEN, CLUSTER_TOKEN)
+CATALOG_TOKEN = f"catalog-{secrets.token_hex(16)}"
+SECRETS_OF_THE_RUN = (PUSH_TOKEN, MEMBER_TOKEN, CLUSTER_TOKEN, CATALOG_TOKEN)
 
 
 def forms(secret: str) -> list[bytes]:
@@ -105,6 +108,27 @@ async def karmada_members(kube: KubeClient, namespace: str, suffix: str) -> dict
     return names
 
 
+async def catalog_token_by_file(stack: Stack, path: Path) -> None:
+    """The catalog wants a bearer token from now on; the plugin ConfigMap names the file that holds it."""
+    await asyncio.to_thread(path.write_text, CATALOG_TOKEN + "\n")
+    stack.catalog.require_auth("bearer", token=CATALOG_TOKEN)
+    namespace, name = stack.plugin_configmap.split("/")
+    configmap = await stack.kube.get(CONFIGMAPS, name, namespace=namespace)
+    assert configmap is not None
+    entry = json.loads(configmap["data"]["amoro"])
+    entry["endpoint"]["auth"] = {"type": "bearer", "tokenFile": str(path)}
+    configmap["data"]["amoro"] = json.dumps(entry)
+    await stack.kube.replace(CONFIGMAPS, name, configmap, namespace=namespace)
+    assert stack.daemon is not None
+    daemon = stack.daemon
+
+    async def configured() -> bool:
+        plugin = daemon.world.plugins.plugins.get("amoro")
+        return plugin is not None and plugin.auth.token_file == str(path)
+
+    await eventually(configured, "the plugin naming its token file")
+
+
 async def get(http: aiohttp.ClientSession, stack: Stack, path: str, context: ssl.SSLContext) -> str:
     assert stack.daemon is not None and stack.daemon.endpoints is not None
     async with http.get(f"https://127.0.0.1:{stack.daemon.endpoints.port}{path}", ssl=context) as response:
@@ -139,6 +163,7 @@ async def test_no_secret_appears_in_any_output_of_a_run(kube: KubeEnv, tmp_path:
                     aiohttp.ClientSession() as http:
                 daemon = stack.daemon
                 assert daemon is not None and daemon.members is not None
+                await catalog_token_by_file(stack, tmp_path / "catalog-token")
                 table = stack.add_table("kept", "east")
                 await stack.apply(manifests.claim("kept", namespace=stack.namespace, table=table))
                 await stack.apply(manifests.claim("lost", namespace=stack.namespace, table=stack.table("nowhere")))
