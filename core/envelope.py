@@ -86,6 +86,16 @@ def upcast(stream: str, raw: dict[str, Any], *, current: int) -> dict[str, Any]:
 
 
 def _decode(data: bytes | str, decoder: msgspec.json.Decoder[Any], stream: str, current: int, cls: type[Any]) -> Any:
+    """Decode a record; a JSON document nested deeper than the decoder can recurse is a ``ValueError`` like any
+    other bad record (the readers dead-letter it), never a ``RecursionError`` that would stop them."""
+    try:
+        return _decode_record(data, decoder, stream, current, cls)
+    except RecursionError:
+        raise ValueError(f"{stream} record nested too deeply to decode") from None
+
+
+def _decode_record(data: bytes | str, decoder: msgspec.json.Decoder[Any], stream: str, current: int,
+                   cls: type[Any]) -> Any:
     """Decode a record straight into its struct; a record of an older schema goes through the upcasters."""
     try:
         record = decoder.decode(data)

@@ -174,8 +174,12 @@ def trim(raw: dict[str, Any]) -> KubeObject:
     Raises ``msgspec.ValidationError`` when the object is not shaped like a Kubernetes object; callers
     turn that into a dead-letter record rather than crashing.
     """
+    if not isinstance(raw, dict):
+        raise msgspec.ValidationError(f"Expected `object`, got `{type(raw).__name__}`")
     meta = raw.get("metadata") or {}
-    annotations = meta.get("annotations") or {}
+    annotations = meta.get("annotations") or {} if isinstance(meta, dict) else {}
+    if not isinstance(meta, dict) or not isinstance(annotations, dict):
+        raise msgspec.ValidationError("Expected `object` for `$.metadata` and `$.metadata.annotations`")
     if LAST_APPLIED in annotations:
         annotations = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
     trimmed = {

@@ -38,7 +38,12 @@ from typing import Any
 import msgspec
 import yaml
 
-from tether.core.admission.config import DEFAULT_ADMISSION_CONFIG, AdmissionConfigError, parse_admission_config
+from tether.core.admission.config import (
+    DEFAULT_ADMISSION_CONFIG,
+    AdmissionConfigError,
+    load_yaml,
+    parse_admission_config,
+)
 from tether.core.admission.data_hold import DEFAULT_MAX_HOLD_MS
 from tether.core.admission.model import AdmissionConfig, ClusterCapacity, Queue
 from tether.core.admission.objects import queue_from_object, workload_queue_name
@@ -240,11 +245,13 @@ def cluster_capacities(state: AdmissionState) -> dict[str, ClusterCapacity]:
 
 def parse_managed(raw: str) -> QueueManaged:
     """``queue-managed`` key of the admission ConfigMap: ``{kinds: [apps/Deployment], namespaces: [...]}``."""
-    document = yaml.safe_load(raw) or {}
+    document = load_yaml(raw, what="queue-managed: ") or {}
     if not isinstance(document, dict) or set(document) - {"kinds", "namespaces"}:
         raise AdmissionConfigError("queue-managed: expected {kinds: [group/Kind, ...], namespaces: [...]}")
     kinds, namespaces = document.get("kinds") or [], document.get("namespaces") or []
-    if not all(isinstance(k, str) and "/" in k for k in kinds) or not all(isinstance(n, str) for n in namespaces):
+    if not (isinstance(kinds, list) and isinstance(namespaces, list) and all(isinstance(k, str) and "/" in k
+                                                                           for k in kinds)
+            and all(isinstance(n, str) for n in namespaces)):
         raise AdmissionConfigError("queue-managed: kinds are group/Kind strings (apps/Deployment), namespaces strings")
     return QueueManaged(kinds=tuple(sorted(kinds)), namespaces=tuple(sorted(namespaces)))
 

@@ -24,6 +24,10 @@ Design choices and their trade-offs:
 * **OAuth2 tokens are cached** until shortly before ``expires_in`` (10 % of the lifetime, at most 60 s,
   early) and fetched under a lock so that a burst of lookups costs one token request. A 401 on a cached token
   invalidates it and the request is repeated once with a fresh one: servers revoke tokens before expiry.
+* **Secrets by reference** (``tokenFile``, ``passwordEnv`` …, ``core/datadependency/plugin_config.py``) are read
+  when a request is built: a rotated Secret is used from the next request on. A file is re-read only when its
+  modification time changes. One that cannot be read, or an environment variable that is not set, fails the
+  request as retryable (the mount may still be coming), naming the file or the variable — never the secret.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import asyncio
 import base64
 import email.utils
 import json
+import os
 import random as _random
 import ssl
 import time
@@ -205,23 +210,46 @@ class Authenticator:
         self._token: str | None = None
         self._expires_at = 0.0
         self._lock = asyncio.Lock()
+        self._files: dict[str, tuple[float, str]] = {}  # path → (mtime, content) of secrets given by file
         self.token_requests = 0  # observable for tests and metrics
 
     @property
     def kind(self) -> str:
         return self._auth.type
 
+    def _secret(self, inline: str, file: str, env: str, *, name: str) -> str:
+        """A secret given inline, by file or by environment variable (module doc)."""
+        if env:
+            value = os.environ.get(env)
+            if value is None:
+                raise CatalogHttpError(f"endpoint.auth.{name}Env: ${env} is not set", retryable=True)
+            return value.strip()
+        if not file:
+            return inline
+        try:
+            mtime = os.stat(file).st_mtime
+            held = self._files.get(file)
+            if held is None or held[0] != mtime:
+                with open(file, encoding="utf-8") as f:  # (a few bytes, and only when it changed)
+                    held = self._files[file] = (mtime, f.read().strip())
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+            raise CatalogHttpError(f"endpoint.auth.{name}File {file}: cannot read it ({why})", retryable=True) from None
+        return held[1]
+
     async def headers(self, session: aiohttp.ClientSession, *, ssl_ctx: Any) -> dict[str, str]:
         a = self._auth
         match a.type:
             case "basic":
-                raw = f"{a.username}:{a.password}".encode()
+                password = self._secret(a.password, a.password_file, a.password_env, name="password")
+                raw = f"{a.username}:{password}".encode()
                 return {"Authorization": "Basic " + base64.b64encode(raw).decode()}
             case "bearer":
-                return {"Authorization": f"Bearer {a.token}"}
+                return {"Authorization": f"Bearer {self._secret(a.token, a.token_file, a.token_env, name='token')}"}
             case "apikey":
                 header = a.header or a.extra.get("header") or "X-API-Key"
-                return {header: a.token or a.extra.get("key", "")}
+                token = self._secret(a.token, a.token_file, a.token_env, name="token")
+                return {header: token or a.extra.get("key", "")}
             case "oauth2":
                 return {"Authorization": f"Bearer {await self._oauth2_token(session, ssl_ctx=ssl_ctx)}"}
         return {}
@@ -238,7 +266,8 @@ class Authenticator:
             if self._token is not None and self._clock() < self._expires_at:
                 return self._token
             a = self._auth
-            form = {"grant_type": "client_credentials", "client_id": a.client_id, "client_secret": a.client_secret}
+            secret = self._secret(a.client_secret, a.client_secret_file, a.client_secret_env, name="clientSecret")
+            form = {"grant_type": "client_credentials", "client_id": a.client_id, "client_secret": secret}
             if a.scope:
                 form["scope"] = a.scope
             self.token_requests += 1

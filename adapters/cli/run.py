@@ -33,11 +33,12 @@ F = TypeVar("F", bound=Callable[..., object])
 
 def configure_logging(level: str, *, json_logs: bool) -> None:
     """structlog → JSON lines (for log pipelines) or a readable console renderer (for people)."""
-    renderer: structlog.types.Processor = (
-        structlog.processors.JSONRenderer() if json_logs else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()))
+    renderers: list[structlog.types.Processor] = (  # (JSON needs the traceback as text; the console renders its own)
+        [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()] if json_logs
+        else [structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())])
     structlog.configure(
         processors=[structlog.contextvars.merge_contextvars, structlog.processors.add_log_level,
-                    structlog.processors.TimeStamper(fmt="iso", utc=True), renderer],
+                    structlog.processors.TimeStamper(fmt="iso", utc=True), *renderers],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper(), logging.INFO)),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
     )
@@ -112,7 +113,12 @@ def parse_members(values: tuple[str, ...]) -> dict[str, str]:
               help="NAMESPACE/NAME of the data-source plugin ConfigMap (Volcano Global's format).")
 @click.option("--watch-namespace", default="", help="Only watch claims and bindings in this namespace.")
 @click.option("--http-port", default=8080, show_default=True, type=int,
-              help="Port of /healthz, /readyz, /metrics and the push endpoint.")
+              help="Port of /healthz, /readyz, /metrics, /status and the push endpoint (HTTPS with --http-tls-cert).")
+@click.option("--http-tls-cert", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Serve --http-port over HTTPS with this certificate (PEM; re-read when it changes). With "
+                   "--http-tls-key; the webhook's tls.crt/tls.key may be reused.")
+@click.option("--http-tls-key", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="The private key of --http-tls-cert (PEM).")
 @click.option("--push-token-file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="File holding the bearer token of POST /v1/notifications/table-moved (or set "
                    "TETHER_PUSH_TOKEN; the endpoint is disabled without either).")
@@ -157,7 +163,8 @@ def parse_members(values: tuple[str, ...]) -> dict[str, str]:
 @log_level_option("info")
 @click.option("--json-logs/--console-logs", default=True, show_default=True)
 def run_cmd(log_url: str, kubeconfig: str | None, context: str | None, in_cluster: bool, plugin_configmap: str,
-            watch_namespace: str, http_port: int, push_token_file: str | None, leader_elect: bool,
+            watch_namespace: str, http_port: int, http_tls_cert: str | None, http_tls_key: str | None,
+            push_token_file: str | None, leader_elect: bool,
             lease_namespace: str, lease_duration: float,
             refresh_interval: float | None, members: tuple[str, ...], members_from_karmada: bool, pod_webhook: bool,
             admission: bool, admission_configmap: str, admission_volcano_jobs: bool, max_hold: float,
@@ -172,8 +179,12 @@ def run_cmd(log_url: str, kubeconfig: str | None, context: str | None, in_cluste
     configure_logging(log_level, json_logs=json_logs)
     kubeconfigs = parse_members(members)
     token = push_token(push_token_file)
+    if (http_tls_cert is None) != (http_tls_key is None):
+        raise click.BadParameter("give both --http-tls-cert and --http-tls-key, or neither",
+                                 param_hint="--http-tls-cert/--http-tls-key")
     cfg = DaemonConfig(log_url=log_url, kubeconfig=kubeconfig, context=context, in_cluster=in_cluster,
                        plugin_configmap=plugin_configmap, watch_namespace=watch_namespace, http_port=http_port,
+                       http_tls_cert=http_tls_cert or "", http_tls_key=http_tls_key or "",
                        push_token=token, leader_elect=leader_elect, lease_namespace=lease_namespace,
                        lease_duration=lease_duration, renew_deadline=lease_duration * 2 / 3,
                        retry_period=lease_duration * 2 / 15,

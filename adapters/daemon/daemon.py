@@ -122,6 +122,8 @@ class DaemonConfig:
     watch_namespace: str = ""
     http_host: str = "0.0.0.0"
     http_port: int = 8080
+    http_tls_cert: str = ""  # with http_tls_key: the endpoints (push, metrics, status, probes) over HTTPS
+    http_tls_key: str = ""
     push_token: str = ""
     leader_elect: bool = False
     lease_namespace: str = "tether-system"
@@ -357,6 +359,12 @@ class Daemon:
         try:
             self._log = self._log or await preflight.event_log(self.cfg.log_url)
             await preflight.require_served(kube, server=str(api.configuration.host))
+            http_tls = (preflight.serving_certificate(self.cfg.http_tls_cert, self.cfg.http_tls_key,
+                                                      flags="--http-tls-cert/--http-tls-key")
+                        if self.cfg.http_tls_cert else None)
+            if self.cfg.serves_webhooks and not self.cfg.webhook_self_signed:
+                certs = Path(self.cfg.webhook_cert_dir)
+                preflight.serving_certificate(str(certs / CERT_FILE), str(certs / KEY_FILE), flags="--webhook-cert-dir")
         except BaseException:
             if owns_log and self._log is not None:
                 await self._log.close()
@@ -404,7 +412,7 @@ class Daemon:
         ]
         self.endpoints = Endpoints(metrics=self.metrics, ready=self.ready, on_table_moved=self._on_table_moved,
                                    push_token=self.cfg.push_token, host=self.cfg.http_host, port=self.cfg.http_port,
-                                   status=self.status)
+                                   status=self.status, tls=http_tls)
         await self.endpoints.start()
         if self.cfg.serves_webhooks:  # up at once: a replica that is not current answers 503 (failurePolicy applies)
             await self._start_webhook(kube)

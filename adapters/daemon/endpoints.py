@@ -12,8 +12,14 @@
   names the data source like a claim does: ``{"system", "dataSourceType" (default "table"), "dataSourceName",
   "attributes"?}``. tether does not trust the body for the location: it re-resolves the table through the
   catalog and appends the answer with ``trigger: push`` — the catalog stays the single source of truth, and a
-  replay shows exactly what the catalog said. Answers 202 with the location found, 400 for a bad body, 401
-  without the token.
+  replay shows exactly what the catalog said. Answers 202 with the location found, 400 for a bad body (not JSON,
+  nested deeper than ``MAX_JSON_DEPTH``, a field of the wrong type, a name a claim could not carry either), 401
+  without the token (compared in constant time), 413 for a body over :data:`MAX_PUSH_BYTES`.
+
+**Bounds.** Every request body is bounded (aiohttp's ``client_max_size``: 413 beyond it): the only endpoint that
+reads one is the push endpoint, whose body is a few hundred bytes. **TLS**: with ``tls`` (a certificate and key
+file) the endpoints are served over HTTPS, the certificate re-read when its files change, as the webhooks'
+(``adapters/kubernetes/webhook.py``); the push token then never crosses the network in clear text.
 """
 
 from __future__ import annotations
@@ -26,8 +32,13 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tether.adapters.daemon.metrics import Metrics
+from tether.adapters.kubernetes.webhook import decode_bounded
+from tether.adapters.kubernetes.webhook_certs import ServingCertificate
 from tether.core.events import DataLocationResolved, Event
-from tether.core.identity import DataIdentity, make_identity
+from tether.core.identity import DataIdentity, identity_problem, make_identity
+
+#: The largest body the endpoints read (bytes): a push notification is a few hundred.
+MAX_PUSH_BYTES = 64 * 1024
 
 
 class Endpoints:
@@ -35,6 +46,7 @@ class Endpoints:
         self, *, metrics: Metrics, ready: Callable[[], tuple[bool, str]],
         on_table_moved: Callable[[DataIdentity], Awaitable[Event]] | None = None, push_token: str = "",
         host: str = "0.0.0.0", port: int = 8080, status: Callable[[], Awaitable[dict[str, Any]]] | None = None,
+        tls: ServingCertificate | None = None,
     ) -> None:
         self.metrics = metrics
         self.ready = ready
@@ -43,8 +55,10 @@ class Endpoints:
         self.push_token = push_token
         self.host = host
         self.port = port
+        self.tls = tls
         self._runner: web.AppRunner | None = None
-        self.app = web.Application()
+        self.app = web.Application(client_max_size=MAX_PUSH_BYTES,
+                                   middlewares=[self._reload_certificate] if tls is not None else [])
         self.app.add_routes([
             web.get("/healthz", self.healthz),
             web.get("/readyz", self.readyz),
@@ -52,6 +66,18 @@ class Endpoints:
             web.get("/status", self.status_handler),
             web.post("/v1/notifications/table-moved", self.table_moved),
         ])
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls is not None else "http"
+
+    @web.middleware
+    async def _reload_certificate(self, request: web.Request,
+                                  handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                                  ) -> web.StreamResponse:
+        assert self.tls is not None
+        self.tls.maybe_reload()
+        return await handler(request)
 
     async def healthz(self, request: web.Request) -> web.Response:
         return web.Response(text="ok\n")
@@ -72,25 +98,35 @@ class Endpoints:
     async def table_moved(self, request: web.Request) -> web.Response:
         if not self.push_token:
             return web.json_response({"error": "push notifications are disabled (no --push-token)"}, status=404)
-        supplied = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-        if not hmac.compare_digest(supplied.encode(), self.push_token.encode()):
+        scheme, _, supplied = request.headers.get("Authorization", "").strip().partition(" ")
+        if scheme.lower() != "bearer":  # (RFC 6750: "Bearer <token>"; a bare token is no credential)
+            supplied = ""
+        supplied = supplied.strip()
+        # constant time: how long a wrong token takes to refuse says nothing about how much of it was right
+        # (surrogateescape: a header's undecodable bytes, kept by aiohttp as surrogates, compare as those bytes)
+        if not hmac.compare_digest(supplied.encode("utf-8", "surrogateescape"), self.push_token.encode()):
             return web.json_response({"error": "a valid bearer token is required"}, status=401)
         try:
-            body: Any = await request.json()
-        except ValueError:
-            return web.json_response({"error": "body must be JSON"}, status=400)
+            body: Any = decode_bounded(await request.read())
+        except web.HTTPRequestEntityTooLarge:
+            return web.json_response({"error": f"the body is at most {MAX_PUSH_BYTES} bytes"}, status=413)
+        except ValueError as exc:
+            return web.json_response({"error": f"body must be JSON: {exc}"[:300]}, status=400)
         if not isinstance(body, dict):
             return web.json_response({"error": "body must be a JSON object"}, status=400)
         system, name = body.get("system"), body.get("dataSourceName")
         type_ = body.get("dataSourceType", "table")
         attributes = body.get("attributes") or {}
         if not (isinstance(system, str) and system and isinstance(name, str) and name and isinstance(type_, str)
-                and isinstance(attributes, dict)):
+                and isinstance(attributes, dict) and all(isinstance(v, str) for v in attributes.values())):
             return web.json_response(
                 {"error": "expected {system, dataSourceName, dataSourceType?, attributes?} as strings"}, status=400)
+        identity = make_identity(system, type_, name, attributes)
+        problem = identity_problem(identity)
+        if problem:
+            return web.json_response({"error": problem[:300]}, status=400)
         assert self.on_table_moved is not None
-        outcome = await self.on_table_moved(make_identity(system, type_, name, {str(k): str(v)
-                                                                                 for k, v in attributes.items()}))
+        outcome = await self.on_table_moved(identity)
         answer: dict[str, Any] = {"outcome": type(outcome).__name__}
         if isinstance(outcome, DataLocationResolved):
             answer["location"] = outcome.location
@@ -99,7 +135,8 @@ class Endpoints:
     async def start(self) -> None:
         self._runner = web.AppRunner(self.app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
+        site = web.TCPSite(self._runner, self.host, self.port,
+                           ssl_context=self.tls.context() if self.tls is not None else None)
         await site.start()
         sockets = getattr(site._server, "sockets", None) or []
         if sockets:

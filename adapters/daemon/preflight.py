@@ -14,6 +14,9 @@ In order:
    nothing — silently. The resources a deployment may lack (Volcano's Queues and Jobs, PriorityClasses) are not
    required: their sources list them as absent (``WatchSource.absent_ok``).
 
+4. **certificates** — the TLS certificate and key of the endpoints (``--http-tls-cert``/``--http-tls-key``) and
+   of the webhook server (``--webhook-cert-dir``, unless self-signed) load and match.
+
 A failure of the API server during the run is not a startup error: watches retry with backoff. Only the first
 contact is checked, where a wrong address or missing CRDs are far likelier than an outage — and where a
 controller that cannot discover its resources conventionally exits (a supervisor restarts it).
@@ -21,10 +24,13 @@ controller that cannot discover its resources conventionally exits (a supervisor
 
 from __future__ import annotations
 
+import ssl
+
 from kubernetes_asyncio import client
 
 from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, CLUSTERS, DATASOURCES, KubeClient, KubeError, Resource
 from tether.adapters.kubernetes.kubeconfig import KubeconfigError, load_in_cluster, load_kubeconfig
+from tether.adapters.kubernetes.webhook_certs import ServingCertificate
 from tether.adapters.log import EventLog
 from tether.adapters.log.url import LogUnreachable, open_log
 
@@ -91,3 +97,13 @@ async def require_served(kube: KubeClient, *, server: str) -> None:
     raise StartupError(f"the API server at {server} does not serve {_names(missing)}: install the missing CRDs "
                        "(tether's: kubectl apply -k ops/crds; Karmada's come with Karmada), or point --kubeconfig "
                        "at the Karmada API server")
+
+
+def serving_certificate(cert_file: str, key_file: str, *, flags: str) -> ServingCertificate:
+    """The certificate of a TLS port, loaded once to check it (module doc, 4); ``flags`` names where it came from."""
+    certificate = ServingCertificate(cert_file, key_file)
+    try:
+        certificate.context()
+    except (OSError, ssl.SSLError) as exc:
+        raise StartupError(f"{flags}: cannot load the TLS certificate {cert_file} and key {key_file} ({exc})") from exc
+    return certificate

@@ -335,9 +335,17 @@ class MemberClusters:
             if held.fingerprint == fingerprint:
                 return
             await self.leave(name, reason="credentials changed")
+        try:
+            token = base64.b64decode(data["token"], validate=True).decode().strip()
+        except (ValueError, TypeError):  # not base64, or not text: said without a byte of it (it is a secret)
+            token = ""
+        if not token:
+            log.warning("member cluster secret's token is unreadable (not base64-encoded text)", cluster=name,
+                        secret=secret_ref.get("name"))
+            return
         configuration = client.Configuration()
         configuration.host = endpoint
-        configuration.api_key = {"authorization": base64.b64decode(data["token"]).decode()}
+        configuration.api_key = {"authorization": token}
         configuration.api_key_prefix = {"authorization": "Bearer"}
         if spec.get("insecureSkipTLSVerification"):
             configuration.verify_ssl = False

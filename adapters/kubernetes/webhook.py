@@ -22,7 +22,12 @@ request costs a JSON decode, that function and a JSON encode.
 * **TLS** from a certificate and key file (a Secret mounted by cert-manager, or written by
   :mod:`.webhook_certs`), re-read when the files change: certificates rotate without a restart. New handshakes
   use the new certificate; connections already open keep theirs until they close.
-* **Bad requests** (not an AdmissionReview, no ``request.uid``) get a 400 with a one-line reason. A handler that
+* **Bad requests** get a one-line reason and never reach a handler: a body over :data:`MAX_REVIEW_BYTES` a 413;
+  one that is not an ``admission.k8s.io/v1`` ``AdmissionReview`` (not JSON, truncated, wrong types, another
+  kind or version, no ``request.uid``), or nested deeper than :data:`MAX_JSON_DEPTH`, a 400. The depth bound
+  keeps the decoder's recursion well inside Python's, and a recorded object inside what every log reader can
+  decode again. Kubernetes sends a webhook only objects it has stored — a few MiB at most, and a pod or a
+  ResourceBinding is nested some ten levels deep — so both bounds leave every real request alone. A handler that
   raises is logged with the object's key and answered 500: like tether being down, it is a failure of the call,
   and the webhook's ``failurePolicy`` decides for every failure alike, so one policy says what a workload risks.
 
@@ -33,8 +38,6 @@ from __future__ import annotations
 
 import base64
 import inspect
-import os
-import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
@@ -43,6 +46,8 @@ from typing import Any, Protocol
 import msgspec
 import structlog
 from aiohttp import web
+
+from .webhook_certs import ServingCertificate
 
 log = structlog.get_logger("tether.webhook")
 
@@ -94,6 +99,45 @@ Observe = Callable[[str, str, float], None]
 _review_decoder = msgspec.json.Decoder(_Review)
 _encoder = msgspec.json.Encoder()
 
+#: The largest AdmissionReview accepted (bytes). The API server stores objects of at most ~1.5 MiB (etcd's
+#: request limit), and a review carries the object and the old object.
+MAX_REVIEW_BYTES = 8 * 1024 * 1024
+#: How deeply a JSON body may nest (objects and arrays) on every endpoint tether serves.
+MAX_JSON_DEPTH = 100
+
+
+def nested_deeper_than(value: object, limit: int) -> bool:
+    """Whether ``value`` (decoded JSON) nests objects and arrays more than ``limit`` levels deep. Iterative: a
+    check of recursion must not recurse."""
+    pending: list[tuple[object, int]] = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def decode_bounded(body: bytes, *, limit: int = MAX_JSON_DEPTH, decoder: msgspec.json.Decoder[Any] | None = None
+                   ) -> Any:
+    """``body`` decoded (by ``decoder``, else to plain JSON values); raises ``ValueError`` with a one-line reason
+    when it is not JSON, does not fit the decoder's type, or nests deeper than ``limit``. Counting the brackets is
+    a bound of the depth done in C, so only a body with more than ``limit`` of them is walked."""
+    try:
+        value = decoder.decode(body) if decoder is not None else msgspec.json.decode(body)
+    except RecursionError:
+        raise ValueError(f"JSON nested deeper than {limit} levels") from None
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ValueError(str(exc)) from None
+    if body.count(b"[") + body.count(b"{") > limit:
+        plain = msgspec.to_builtins(value) if decoder is not None else value
+        if nested_deeper_than(plain, limit):
+            raise ValueError(f"JSON nested deeper than {limit} levels")
+    return value
+
 
 def review_response(uid: str, answer: WebhookAnswer) -> dict[str, Any]:
     """The AdmissionReview the API server expects back for ``answer``."""
@@ -123,52 +167,36 @@ class WebhookServer:
                  serving: Callable[[], tuple[bool, str]], host: str = "0.0.0.0", port: int = 9443,
                  observe: Observe | None = None, reload_interval: float = 30.0) -> None:
         self.handlers = dict(handlers)
-        self.cert_file = cert_file
-        self.key_file = key_file
+        self.tls = ServingCertificate(cert_file, key_file, reload_interval=reload_interval)
         self.serving = serving
         self.host = host
         self.port = port
         self.observe = observe
-        self.reload_interval = reload_interval
         self._runner: web.AppRunner | None = None
-        self._ssl: ssl.SSLContext | None = None
-        self._loaded: tuple[float, float] = (0.0, 0.0)
-        self._checked = 0.0
 
     # --- TLS -------------------------------------------------------------------------------------------------
 
-    def _mtimes(self) -> tuple[float, float]:
-        return os.stat(self.cert_file).st_mtime, os.stat(self.key_file).st_mtime
+    @property
+    def cert_file(self) -> str:
+        return self.tls.cert_file
 
-    def _load(self) -> ssl.SSLContext:
-        if self._ssl is None:
-            self._ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            self._ssl.minimum_version = ssl.TLSVersion.TLSv1_2
-        self._ssl.load_cert_chain(self.cert_file, self.key_file)  # replaces the chain for new handshakes
-        self._loaded = self._mtimes()
-        return self._ssl
+    @property
+    def key_file(self) -> str:
+        return self.tls.key_file
 
     def reload_if_changed(self) -> bool:
         """Re-read the certificate when its files changed (cert-manager rotated them); True when it did."""
-        try:
-            if self._mtimes() == self._loaded:
-                return False
-            self._load()
-        except (OSError, ssl.SSLError) as exc:  # a half-written rotation: keep serving the old chain, retry later
-            log.warning("could not reload the webhook certificate; keeping the current one", error=str(exc))
-            return False
-        log.info("reloaded the webhook certificate", cert=self.cert_file)
-        return True
+        return self.tls.reload_if_changed()
 
     # --- HTTP ------------------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        app = web.Application(client_max_size=8 * 1024 * 1024)
+        app = web.Application(client_max_size=MAX_REVIEW_BYTES)
         for path in self.handlers:
             app.router.add_post(path, self._handle)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self._load())
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.tls.context())
         await site.start()
         server = site._server  # the bound port, when 0 was asked for
         sockets = getattr(server, "sockets", None) or ()
@@ -185,17 +213,24 @@ class WebhookServer:
     async def _handle(self, request: web.Request) -> web.Response:
         started = time.perf_counter()
         path = request.match_info.route.resource.canonical if request.match_info.route.resource else request.path
-        if started - self._checked > self.reload_interval:
-            self._checked = started
-            self.reload_if_changed()
+        self.tls.maybe_reload()
         try:
-            review = _review_decoder.decode(await request.read())
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return self._done(path, "bad-request", started, web.Response(
+                status=413, text=f"an AdmissionReview is at most {MAX_REVIEW_BYTES} bytes"))
+        try:
+            review: _Review = decode_bounded(body, decoder=_review_decoder)
+        except ValueError as exc:
             return self._done(path, "bad-request", started,
                               web.Response(status=400, text=f"not an admission.k8s.io/v1 AdmissionReview: {exc}"))
         if review.request is None:
             return self._done(path, "bad-request", started,
                               web.Response(status=400, text="AdmissionReview without a request"))
+        if (review.api_version, review.kind) != (ADMISSION_API_VERSION, "AdmissionReview") or not review.request.uid:
+            what = f"{review.api_version or '(no apiVersion)'} {review.kind or '(no kind)'}"
+            return self._done(path, "bad-request", started, web.Response(
+                status=400, text=f"expected an admission.k8s.io/v1 AdmissionReview with a request.uid, got {what}"))
         current, why = self.serving()
         if not current:  # the API server applies the webhook's failurePolicy
             return self._done(path, "not-serving", started, web.Response(status=503, text=why))

@@ -13,6 +13,10 @@ configuration, for the name ``<service>.<namespace>.svc``. Two ways to get there
 
 Keys are ECDSA P-256 (small, fast handshakes); the serving certificate lives a year and is renewed at start when
 less than 30 days are left.
+
+:class:`ServingCertificate` is the server side of every TLS port tether opens — the webhook server and, with
+``--http-tls-cert``/``--http-tls-key``, the daemon's endpoints: one context from a certificate and key file, TLS
+1.2 at least, re-read when the files change (cert-manager rotating a mounted Secret) without a restart.
 """
 
 from __future__ import annotations
@@ -20,16 +24,22 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import ipaddress
+import os
+import ssl
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import structlog
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from .client import KubeClient, KubeError, Resource
+
+log = structlog.get_logger("tether.tls")
 
 MUTATING_WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
                              "MutatingWebhookConfiguration", False)
@@ -130,3 +140,53 @@ async def inject_ca_bundle(kube: KubeClient, configuration: str, ca_pem: bytes, 
             if exc.status != 409:
                 raise
     raise RuntimeError(f"could not set the caBundle of {configuration!r}: kept conflicting")
+
+
+class ServingCertificate:
+    """A server's TLS context from ``cert_file`` and ``key_file``, re-read when they change (module doc).
+
+    :meth:`context` loads them (an ``OSError`` or ``ssl.SSLError`` when they are missing or do not match: the
+    caller's start fails with it); :meth:`maybe_reload` — called on requests, at most every ``reload_interval``
+    seconds — re-reads them when their modification times changed. New handshakes use the new chain; open
+    connections keep theirs until they close. A half-written rotation keeps the current chain and is retried."""
+
+    def __init__(self, cert_file: str, key_file: str, *, reload_interval: float = 30.0) -> None:
+        self.cert_file = cert_file
+        self.key_file = key_file
+        self.reload_interval = reload_interval
+        self._ssl: ssl.SSLContext | None = None
+        self._loaded: tuple[float, float] = (0.0, 0.0)
+        self._checked = 0.0
+
+    def _mtimes(self) -> tuple[float, float]:
+        return os.stat(self.cert_file).st_mtime, os.stat(self.key_file).st_mtime
+
+    def context(self) -> ssl.SSLContext:
+        """The context, loading the files the first time."""
+        if self._ssl is None:
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.minimum_version = ssl.TLSVersion.TLSv1_2
+            context.load_cert_chain(self.cert_file, self.key_file)
+            self._ssl, self._loaded = context, self._mtimes()
+        return self._ssl
+
+    def reload_if_changed(self) -> bool:
+        """Re-read the certificate when its files changed; True when it did."""
+        try:
+            if self._ssl is None or self._mtimes() == self._loaded:
+                return False
+            self._ssl.load_cert_chain(self.cert_file, self.key_file)  # replaces the chain for new handshakes
+            self._loaded = self._mtimes()
+        except (OSError, ssl.SSLError) as exc:  # a half-written rotation: keep serving the old chain, retry later
+            log.warning("could not reload the certificate; keeping the current one", cert=self.cert_file,
+                        error=str(exc))
+            return False
+        log.info("reloaded the certificate", cert=self.cert_file)
+        return True
+
+    def maybe_reload(self) -> None:
+        """:meth:`reload_if_changed`, at most every ``reload_interval`` seconds (cheap on every request)."""
+        now = time.monotonic()
+        if now - self._checked > self.reload_interval:
+            self._checked = now
+            self.reload_if_changed()

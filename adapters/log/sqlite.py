@@ -532,9 +532,10 @@ class SqliteLog:
         return Snapshot(name=name, position=position, state=bytes(row[1]), at_ms=int(row[2]))
 
     async def dead_letters(self) -> list[DeadLetter]:
-        rows = await self._query(
-            "SELECT stream, offset, reason, coalesce(body, ''), at_ms FROM dead_letters ORDER BY stream, offset")
-        return [DeadLetter(s, int(o), r, b, int(t)) for s, o, r, b, t in rows]
+        rows = await self._query(  # (the body as bytes: a corrupt record need not even be UTF-8)
+            "SELECT stream, offset, reason, CAST(coalesce(body, '') AS BLOB), at_ms FROM dead_letters "
+            "ORDER BY stream, offset")
+        return [DeadLetter(s, int(o), r, bytes(b).decode("utf-8", "replace"), int(t)) for s, o, r, b, t in rows]
 
     async def _decode_rows(self, stream: Stream, rows: list[Any]) -> list[Record]:
         """Decode ``(offset, body)`` rows; corrupt ones are dead-lettered or raise (``on_corrupt``)."""

@@ -6,7 +6,8 @@ and runs a :class:`Daemon` on an embedded SQLite log in a temporary directory. E
 on exit. Works on the emulator and, with ``TETHER_TEST_KUBECONFIG``, on a real cluster.
 
 With ``daemon_process=True`` the daemon is its own process instead of a task on the caller's event loop, as
-``tether run`` is in production: ``python -m tether.adapters.testing.daemon CONFIG`` runs ``Daemon(cfg).run()``
+``tether run`` is in production: ``python -m tether.adapters.testing.daemon`` (its configuration in
+``$TETHER_TEST_DAEMON_CONFIG``) runs ``Daemon(cfg).run()``
 exactly as ``tether run`` does (its own kubeconfig client, its own log connection), plus a control channel on
 its stdin/stdout that only answers "ready" and "idle" (for the caller's setup; nothing else runs on it).
 """
@@ -64,6 +65,10 @@ async def eventually(probe: Callable[[], Awaitable[Any]], what: str = "condition
 _ROOT = Path(__file__).resolve().parents[1]  # the checkout (tether/ is a symlink farm onto it)
 
 
+#: How :class:`DaemonProcess` hands its child the configuration.
+CONFIG_ENV = "TETHER_TEST_DAEMON_CONFIG"
+
+
 class DaemonProcess:
     """A daemon in a child process (``python -m tether.adapters.testing.daemon``): see the module doc."""
 
@@ -76,8 +81,9 @@ class DaemonProcess:
         env = dict(os.environ)
         if (_ROOT / "tether").is_dir():  # a checkout: the child imports this one, not whatever tether is installed
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tether.adapters.testing.daemon", json.dumps(dataclasses.asdict(cfg)),
+        env[CONFIG_ENV] = json.dumps(dataclasses.asdict(cfg))  # not argv: the push token is in it, and every user
+        proc = await asyncio.create_subprocess_exec(  # of the host reads a process's command line
+            sys.executable, "-m", "tether.adapters.testing.daemon",
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self = cls(proc)
         try:
@@ -471,5 +477,5 @@ async def _release(kube: KubeClient, res: Any, obj: dict[str, Any], *, namespace
                          namespace=namespace)
 
 
-if __name__ == "__main__":  # the daemon process of DaemonProcess: ``python -m tether.adapters.testing.daemon CFG``
-    sys.exit(asyncio.run(_serve_daemon(DaemonConfig(**json.loads(sys.argv[1])))))
+if __name__ == "__main__":  # the daemon process of DaemonProcess: ``python -m tether.adapters.testing.daemon``
+    sys.exit(asyncio.run(_serve_daemon(DaemonConfig(**json.loads(os.environ.pop(CONFIG_ENV))))))

@@ -4,14 +4,30 @@ A Volcano configuration is accepted as it is: plugins that act on pods and nodes
 schedulers do that) are listed as ignored rather than refused, and the switches tether has no use for are
 skipped. Anything else unknown — an action, a plugin, an option, an argument or its type — is refused with the
 tier and plugin named, so that a typo never silently changes who is admitted.
+
+The text is someone else's, so the YAML is read defensively (:func:`load_yaml`): no aliases (``*name``: a few
+lines of them expand into billions of elements for whoever walks the result — a ``repr`` in an error message, an
+encoder), no longer than :data:`MAX_YAML_CHARS` and nested no deeper than :data:`MAX_YAML_DEPTH` (the fold parses
+it on the decider's path, and PyYAML is slow: some 20k lines a second, and seconds over a thousand nested ``[``,
+so the brackets are counted before its scanner sees them), and every error one line of bounded length, as it ends
+up in a log line and the daemon's status.
 """
 
 from __future__ import annotations
+
+import itertools
+import re
+import reprlib
 
 import yaml
 
 from .model import AdmissionConfig, PluginOption, Tier
 from .plugins import PLUGINS
+
+_MAX_ERROR = 400
+_brief = reprlib.Repr()  # a value in an error message, in brief (Python 3.11's Repr takes no arguments)
+_brief.maxlevel, _brief.maxdict, _brief.maxlist, _brief.maxstring, _brief.maxother = 3, 4, 4, 40, 40
+_show = _brief.repr
 
 
 class AdmissionConfigError(ValueError):
@@ -20,9 +36,58 @@ class AdmissionConfigError(ValueError):
     def __init__(self, message: str, *, tier: int | None = None, plugin: str | None = None) -> None:
         where = " ".join(part for part in (f"tier {tier}" if tier else "", f"plugin {plugin!r}" if plugin else "")
                          if part)
-        super().__init__(f"admission config: {where + ': ' if where else ''}{message}")
+        text = " ".join(f"admission config: {where + ': ' if where else ''}{message}".split())
+        super().__init__(text if len(text) <= _MAX_ERROR else text[: _MAX_ERROR - 1] + "…")
         self.tier = tier
         self.plugin = plugin
+
+
+#: How deeply the YAML of a configuration may nest (Volcano's needs four levels), and how long it may be (a
+#: volcano-scheduler.conf is a few hundred characters, a queue-managed list of namespaces a few thousand).
+MAX_YAML_DEPTH = 32
+MAX_YAML_CHARS = 32 * 1024
+_NOT_A_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+class _DefensiveLoader(yaml.SafeLoader):
+    """``yaml.safe_load`` that refuses aliases and nesting deeper than :data:`MAX_YAML_DEPTH` (module doc)."""
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.composer.ComposerError(None, None, "YAML aliases (*name) are not accepted",
+                                              self.peek_event().start_mark)  # type: ignore[no-untyped-call]
+        if self._depth >= MAX_YAML_DEPTH:
+            raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_YAML_DEPTH} levels",
+                                              self.peek_event().start_mark)  # type: ignore[no-untyped-call]
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _flow_depth(text: str) -> int:
+    """An upper bound of how deeply ``[...]`` and ``{...}`` nest in ``text`` (brackets inside quotes count too)."""
+    if text.count("[") + text.count("{") <= MAX_YAML_DEPTH:
+        return 0
+    brackets = _NOT_A_BRACKET.sub("", text)
+    return max(itertools.accumulate(1 if c in "[{" else -1 for c in brackets), default=0)
+
+
+def load_yaml(text: str, *, what: str = "") -> object:
+    """A YAML document, read defensively (module doc); raises :class:`AdmissionConfigError` saying why not."""
+    if len(text) > MAX_YAML_CHARS:  # PyYAML reads some 20k lines a second: a megabyte would stall the decider
+        raise AdmissionConfigError(f"{what}longer than {MAX_YAML_CHARS} characters")
+    if _flow_depth(text) > MAX_YAML_DEPTH:  # before PyYAML's scanner, which is quadratic in a flow's depth
+        raise AdmissionConfigError(f"{what}not YAML: nested deeper than {MAX_YAML_DEPTH} levels")
+    try:
+        return yaml.load(text, Loader=_DefensiveLoader)  # a SafeLoader: constructs plain data only
+    except yaml.YAMLError as error:
+        raise AdmissionConfigError(f"{what}not YAML: {error}") from None
+    except RecursionError:
+        raise AdmissionConfigError(f"{what}not YAML: nested too deeply") from None
 
 
 #: Volcano's actions. tether's admission is ``enqueue``; placing (``allocate``) is karmada-scheduler's, and
@@ -52,13 +117,10 @@ tiers:
 
 def parse_admission_config(text: str) -> AdmissionConfig:
     """Parse a ``volcano-scheduler.conf`` document; raises :class:`AdmissionConfigError` naming what is wrong."""
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise AdmissionConfigError(f"not YAML: {error}") from None
+    document = load_yaml(text)
     if not isinstance(document, dict):
         raise AdmissionConfigError("expected a mapping with 'actions' and 'tiers'")
-    unknown = sorted(set(document) - {"actions", "tiers", "configurations", "metrics"})
+    unknown = sorted(map(str, set(document) - {"actions", "tiers", "configurations", "metrics"}))
     if unknown:
         raise AdmissionConfigError(f"unknown keys {unknown}")
     raw_actions = document.get("actions", "enqueue")
@@ -67,7 +129,7 @@ def parse_admission_config(text: str) -> AdmissionConfig:
     elif isinstance(raw_actions, list) and all(isinstance(a, str) for a in raw_actions):
         actions = tuple(a.strip() for a in raw_actions)
     else:
-        raise AdmissionConfigError(f"actions: expected a comma-separated string, got {raw_actions!r}")
+        raise AdmissionConfigError(f"actions: expected a comma-separated string, got {_show(raw_actions)}")
     for action in actions:
         if action not in KNOWN_ACTIONS:
             raise AdmissionConfigError(f"unknown action {action!r} (known: {', '.join(sorted(KNOWN_ACTIONS))})")
@@ -86,7 +148,7 @@ def parse_admission_config(text: str) -> AdmissionConfig:
         for raw in raw_tier["plugins"]:
             name = raw.get("name") if isinstance(raw, dict) else None
             if not isinstance(name, str) or not name:
-                raise AdmissionConfigError(f"a plugin needs a name, got {raw!r}", tier=number)
+                raise AdmissionConfigError(f"a plugin needs a name, got {_show(raw)}", tier=number)
             if name in seen:
                 raise AdmissionConfigError("configured twice", tier=number, plugin=name)
             seen.add(name)
@@ -101,21 +163,23 @@ def parse_admission_config(text: str) -> AdmissionConfig:
             for key, value in raw.items():
                 if key in ("name", "arguments"):
                     continue
-                if not key.startswith("enable") or not isinstance(value, bool):
-                    raise AdmissionConfigError(f"unknown option {key}: {value!r}", tier=number, plugin=name)
+                if not isinstance(key, str) or not key.startswith("enable") or not isinstance(value, bool):
+                    raise AdmissionConfigError(f"unknown option {_show(key)}: {_show(value)}", tier=number,
+                                               plugin=name)
                 if key in _SWITCHES:  # other Volcano switches (enablePreemptable, ...) have no meaning here
                     switches[_SWITCHES[key]] = value
             arguments = raw.get("arguments") or {}
             if not isinstance(arguments, dict):
-                raise AdmissionConfigError(f"arguments: expected a mapping, got {arguments!r}", tier=number,
+                raise AdmissionConfigError(f"arguments: expected a mapping, got {_show(arguments)}", tier=number,
                                            plugin=name)
             for key, value in arguments.items():
                 expected = plugin.arguments.get(key)
                 if expected is None:
                     known = ", ".join(sorted(plugin.arguments)) or "none"
-                    raise AdmissionConfigError(f"unknown argument {key!r} (known: {known})", tier=number, plugin=name)
+                    raise AdmissionConfigError(f"unknown argument {_show(key)} (known: {known})", tier=number,
+                                               plugin=name)
                 if type(value) is not expected:
-                    raise AdmissionConfigError(f"argument {key}: expected {expected.__name__}, got {value!r}",
+                    raise AdmissionConfigError(f"argument {key}: expected {expected.__name__}, got {_show(value)}",
                                                tier=number, plugin=name)
             options.append(PluginOption(name=name, arguments=dict(arguments), **switches))
         if not options and not ignored:
@@ -128,5 +192,6 @@ DEFAULT_ADMISSION_CONFIG = parse_admission_config(DEFAULT_ADMISSION_CONFIG_YAML)
 
 
 __all__ = [
-    "DEFAULT_ADMISSION_CONFIG", "DEFAULT_ADMISSION_CONFIG_YAML", "AdmissionConfigError", "parse_admission_config",
+    "DEFAULT_ADMISSION_CONFIG", "DEFAULT_ADMISSION_CONFIG_YAML", "AdmissionConfigError", "load_yaml",
+    "parse_admission_config",
 ]

@@ -19,6 +19,12 @@ oauth2`` with ``tokenUrl``/``clientId``/``clientSecret``/``scope``, ``concurrenc
 ``{failureThreshold, resetTimeout}``, ``refreshInterval`` (the migration poll) and ``reclaimPolicy`` (for the
 DataSources this plugin's lookups create).
 
+**Secrets by reference.** Volcano Global's format puts ``password``, ``token`` and ``clientSecret`` in the
+ConfigMap itself — readable by whoever may read ConfigMaps, and recorded in tether's event log with every
+observation of it. tether also takes each by reference: ``passwordFile``/``passwordEnv``, ``tokenFile``/
+``tokenEnv``, ``clientSecretFile``/``clientSecretEnv`` name a file (a mounted Secret) or an environment variable of
+the daemon, read when a request is sent; only the name is in the ConfigMap and the log. One source per secret.
+
 Parsing is pure and total: a malformed plugin entry does not spoil the others, it is reported in
 :attr:`PluginSet.errors` under its key and every claim of that system gets a condition saying so.
 """
@@ -59,6 +65,33 @@ class AuthConfig(msgspec.Struct, frozen=True, omit_defaults=True):
     client_secret: str = ""
     scope: str = ""
     extra: dict[str, str] = {}
+    # where a secret is, instead of the secret (module doc): a file (a mounted Secret) or an environment variable,
+    # read by the catalog adapter when it sends a request — the ConfigMap, and so the log, never holds it
+    password_file: str = ""
+    password_env: str = ""
+    token_file: str = ""
+    token_env: str = ""
+    client_secret_file: str = ""
+    client_secret_env: str = ""
+
+
+#: The secrets of ``endpoint.auth`` that may be given by reference: field → (its File key, its Env key).
+SECRET_REFERENCES = {"password": ("passwordFile", "passwordEnv"), "token": ("tokenFile", "tokenEnv"),
+                     "clientSecret": ("clientSecretFile", "clientSecretEnv")}
+
+
+def _secret_references(auth_raw: dict[str, Any]) -> dict[str, str]:
+    """The ``*File``/``*Env`` keys of ``endpoint.auth`` as AuthConfig fields; at most one source per secret."""
+    out: dict[str, str] = {}
+    for field, keys in SECRET_REFERENCES.items():
+        given = [k for k in (field, *keys) if auth_raw.get(k) not in (None, "")]
+        if len(given) > 1:
+            raise ValueError(f"endpoint.auth: give one of {', '.join(given)}, not several")
+        for key in keys:
+            value = _str(auth_raw, key, "endpoint.auth")
+            if value:
+                out[re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()] = value
+    return out
 
 
 class TlsConfig(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -125,8 +158,8 @@ def _str(d: dict[str, Any], name: str, field: str, default: str = "") -> str:
     value = d.get(name, default)
     if value is None:
         return default
-    if not isinstance(value, str):
-        raise ValueError(f"{field}.{name}: expected a string, got {value!r}")
+    if not isinstance(value, str):  # (the type only: the field may be a password given as a number)
+        raise ValueError(f"{field}.{name}: expected a string, got {type(value).__name__}")
     return value
 
 
@@ -158,6 +191,8 @@ def parse_plugin(key: str, text: str) -> PluginConfig:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise ValueError("not valid JSON: nested too deeply") from None
     doc = _obj(doc, "plugin")
     system = _str(doc, "system", "plugin") or key
     endpoint = _obj(doc.get("endpoint"), "endpoint")
@@ -177,6 +212,7 @@ def parse_plugin(key: str, text: str) -> PluginConfig:
         client_secret=_str(auth_raw, "clientSecret", "endpoint.auth"),
         scope=_str(auth_raw, "scope", "endpoint.auth"),
         extra={str(k): str(v) for k, v in extra.items()},
+        **_secret_references(auth_raw),
     )
     tls_raw = _obj(endpoint.get("tls"), "endpoint.tls")
     tls = TlsConfig(
@@ -245,10 +281,19 @@ def parse_plugin(key: str, text: str) -> PluginConfig:
 def _declared_system(text: str) -> str:
     try:
         doc = json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return ""
     system = doc.get("system") if isinstance(doc, dict) else None
     return system if isinstance(system, str) else ""
+
+
+#: An error lands on every claim of its system (a condition, an Event): one line, and short.
+_MAX_ERROR = 300
+
+
+def _one_line(message: str) -> str:
+    message = " ".join(message.split())
+    return message if len(message) <= _MAX_ERROR else message[: _MAX_ERROR - 1] + "…"
 
 
 def parse_plugin_configmap(data: dict[str, str]) -> PluginSet:
@@ -259,13 +304,14 @@ def parse_plugin_configmap(data: dict[str, str]) -> PluginSet:
         try:
             plugin = parse_plugin(key, data[key])
         except ValueError as exc:
-            errors[key] = str(exc)
+            errors[key] = message = _one_line(str(exc))
             system = _declared_system(data[key])
             if system and system != key:  # claims name the system, not the key: say it under both
-                errors.setdefault(system, f"(ConfigMap key {key!r}) {exc}")
+                errors.setdefault(system, _one_line(f"(ConfigMap key {key!r}) {message}"))
             continue
         if plugin.system in plugins:
-            errors[key] = f"system {plugin.system!r} is already configured by key {plugins[plugin.system].key!r}"
+            errors[key] = _one_line(f"system {plugin.system!r} is already configured by key "
+                                    f"{plugins[plugin.system].key!r}")
             continue
         plugins[plugin.system] = plugin
     return PluginSet(plugins=plugins, errors=errors)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 
 import pytest
@@ -154,3 +155,51 @@ async def test_tls_client_certificate(tls_sandbox, ca, tmp_path, make_plugin, fa
     no_cert = await resolve_once(make_plugin(cat.url, tls={"caFile": str(ca_file)}, retry={"maxRetries": 0}),
                                  fake_time)
     assert isinstance(no_cert, DataLocationLookupFailed)
+
+
+# --- secrets by reference (tokenFile, passwordEnv, clientSecretFile …) ------------------------------------------
+
+
+async def test_a_token_file_is_read_per_request_and_a_rotation_is_used_at_once(sandbox, make_plugin, fake_time,
+                                                                                tmp_path):
+    token = tmp_path / "token"
+    token.write_text("first-token\n")
+    sandbox.require_auth("bearer", token="first-token")
+    plugin = make_plugin(sandbox.url, auth={"type": "bearer", "tokenFile": str(token)})
+    assert plugin.auth.token == "" and plugin.auth.token_file == str(token)  # the ConfigMap holds the path only
+    r = AmoroResolver(plugin, **fake_time.options())
+    try:
+        assert isinstance(await r.resolve(ORDERS), DataLocationResolved)
+        sandbox.require_auth("bearer", token="second-token")
+        token.write_text("second-token\n")  # the mounted Secret rotated
+        os.utime(token, (1, 1))  # (a new modification time, however fast the clock of the file system)
+        assert isinstance(await r.resolve(ORDERS), DataLocationResolved)
+        token.unlink()
+        gone = await r.resolve(ORDERS)
+        assert isinstance(gone, DataLocationLookupFailed) and gone.retryable
+        assert f"endpoint.auth.tokenFile {token}: cannot read it" in gone.message
+    finally:
+        await r.aclose()
+
+
+async def test_secrets_from_the_environment(sandbox, make_plugin, fake_time, monkeypatch):
+    monkeypatch.setenv("CATALOG_PASSWORD", "p4ss")
+    sandbox.require_auth("basic", username="u", password="p4ss")
+    good = make_plugin(sandbox.url, auth={"type": "basic", "username": "u", "passwordEnv": "CATALOG_PASSWORD"})
+    assert isinstance(await resolve_once(good, fake_time), DataLocationResolved)
+    unset = make_plugin(sandbox.url, auth={"type": "basic", "username": "u", "passwordEnv": "NOT_SET_ANYWHERE"})
+    failed = await resolve_once(unset, fake_time)
+    assert isinstance(failed, DataLocationLookupFailed) and "$NOT_SET_ANYWHERE is not set" in failed.message
+
+
+async def test_an_oauth2_client_secret_from_a_file(sandbox, make_plugin, fake_time, tmp_path):
+    (tmp_path / "secret").write_text("s3cret")
+    sandbox.require_auth("oauth2", client_id="tether", client_secret="s3cret")
+    auth = {key: value for key, value in oauth2(sandbox.url).items() if key != "clientSecret"}
+    plugin = make_plugin(sandbox.url, auth={**auth, "clientSecretFile": str(tmp_path / "secret")})
+    assert isinstance(await resolve_once(plugin, fake_time), DataLocationResolved)
+
+
+def test_one_source_per_secret(make_plugin):
+    with pytest.raises(ValueError, match="give one of token, tokenEnv, not several"):
+        make_plugin("http://x", auth={"type": "bearer", "token": "t", "tokenEnv": "T"})

@@ -462,6 +462,53 @@ def test_call_sites_table_matches_the_code() -> None:
         ("executor.py", verb, "EVENTS") for verb in ("create", "get", "patch")} and "_count_repeat" in executor
 
 
+PRODUCT_ROOMS = ("kubernetes", "daemon", "cli", "catalog", "log")
+
+
+def resource_constants() -> set[str]:
+    """The names bound to a ``Resource(...)`` anywhere in the product (``CLAIMS``, ``PODS``, ``SECRETS`` …)."""
+    names: set[str] = set()
+    for room in PRODUCT_ROOMS:
+        for path in sorted((ROOT / "adapters" / room).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
+                        and ast.unparse(node.value.func) == "Resource":
+                    names |= {ast.unparse(target) for target in node.targets}
+    return names
+
+
+def test_no_api_call_escapes_the_scan() -> None:
+    """:func:`code_call_sites` reads calls on receivers named ``*kube``/``*karmada`` in adapters/kubernetes/: here
+    every call of a client verb on a Resource, by any receiver, anywhere in the product, must be one it read — so
+    a call through another name or from another folder cannot be granted by nobody or slip past the spot checks."""
+    constants = resource_constants() | {"res", "self.resource"}
+    assert {"CLAIMS", "PODS", "SECRETS", "LEASES", "MUTATING_WEBHOOKS"} <= constants
+    scanned = code_call_sites() | code_call_sites(plane="member")
+    calls: set[tuple[str, ...]] = set()
+    for room in PRODUCT_ROOMS:
+        for path in sorted((ROOT / "adapters" / room).rglob("*.py")):
+            if path.name == "client.py" and room == "kubernetes":
+                continue  # the client itself: the verbs are defined there
+            for node in ast.walk(ast.parse(path.read_text())):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and node.func.attr in _METHODS and node.args and ast.unparse(node.args[0]) in constants):
+                    key: tuple[str, ...] = (path.name, node.func.attr, ast.unparse(node.args[0]))
+                    sub = next((kw for kw in node.keywords if kw.arg == "subresource"), None)
+                    calls.add(key + ((ast.literal_eval(sub.value),) if sub is not None else ()))
+    assert calls == scanned, f"calls the RBAC scan does not see: {sorted(calls - scanned)}"
+
+
+def test_member_watch_sources_are_the_member_resources() -> None:
+    """member_required_permissions() grants list/watch on MEMBER_RESOURCES: members.py must watch exactly those."""
+    tree = ast.parse((ROOT / "adapters" / "kubernetes" / "members.py").read_text())
+    comprehensions = [n for n in ast.walk(tree) if isinstance(n, ast.ListComp)
+                      and isinstance(n.elt, ast.Call) and ast.unparse(n.elt.func) == "WatchSource"]
+    assert [(ast.unparse(c.elt.args[2]), ast.unparse(c.generators[0].iter)) for c in comprehensions] == [
+        ("res", "MEMBER_RESOURCES")]
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == "WatchSource"]
+    assert len(calls) == 1
+
+
 def member_required_permissions() -> set[tuple[str, str, str]]:
     from tether.adapters.kubernetes.members import MEMBER_RESOURCES
 

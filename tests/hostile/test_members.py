@@ -1,0 +1,87 @@
+"""Hostile member objects: Godel PodGroups, Fluid data operations, their Jobs, pods and nodes, folded through
+``projections/members.py`` and decided by the placement decider (``core.pipeline.step``).
+
+A PodGroup that does not parse keeps its pods gated and says why (``InvalidPodGroup``); a Fluid operation that
+does not parse releases its pods unchanged with a warning — never an exception, whatever the object. Commands
+the decider issues must survive the log.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from hypothesis import event, given
+from hypothesis import strategies as st
+
+from tether.adapters.testing.fake_cluster import Harness
+from tether.adapters.testing.hostile import bent, fuzz_settings
+from tether.core.commands import EmitMemberEvent, ReleasePod
+from tether.core.envelope import CommandRecord, decode_command, encode
+from tether.core.events import ObjectDeleted, ObjectObserved
+from tether.core.kube import trim
+
+from .worlds import DATA_LOAD, DATA_PROCESS, JOB, MEMBER, POD_GROUP, member_objects, pod, world
+
+
+def observe(h: Harness, raw: dict[str, Any], *, deleted: bool = False) -> list[CommandRecord] | None:
+    """Fold ``raw`` as the member's watch would; None when the watch would skip it (not shaped like an object)."""
+    try:
+        obj = trim(raw)
+    except msgspec.ValidationError:
+        return None
+    commands = h.feed(ObjectDeleted(obj=obj, cluster=MEMBER) if deleted else ObjectObserved(obj=obj, cluster=MEMBER))
+    for command in commands:  # what is issued can be logged and read back
+        assert decode_command(encode(command)) == command
+    return commands
+
+
+KEEP = (("kind",), ("apiVersion",), ("metadata",))  # the API server guarantees these (the last test bends them)
+
+
+@fuzz_settings()
+@given(group=bent(POD_GROUP, max_changes=3, keep=KEEP))
+def test_a_hostile_pod_group_keeps_its_pods_gated_and_says_why(group: dict[str, Any]) -> None:
+    h = world()
+    if observe(h, group) is None:
+        return
+    state = h.world.members.clusters[MEMBER]
+    parsed = state.groups[trim(group).key]
+    event("invalid" if parsed.error else "valid")
+    out = observe(h, pod("g-1", group="g")) or []
+    released = {c.command.pod.name for c in out if isinstance(c.command, ReleasePod)}
+    if parsed.error:
+        assert not released & {"g-0", "g-1"}
+        assert "InvalidPodGroup" in {c.command.reason for c in out if isinstance(c.command, EmitMemberEvent)} | {
+            c.command.reason for c in h.commands if isinstance(c.command, EmitMemberEvent)}
+    assert observe(h, group, deleted=True) is not None
+
+
+@fuzz_settings()
+@given(operation=st.sampled_from([DATA_LOAD, DATA_PROCESS]).flatmap(lambda o: bent(o, max_changes=3, keep=KEEP)))
+def test_a_hostile_fluid_operation_never_raises_and_a_bad_one_releases_with_a_warning(
+        operation: dict[str, Any]) -> None:
+    h = world()
+    out = observe(h, operation)
+    if out is None:
+        return
+    state = h.world.members.clusters[MEMBER]
+    parsed = state.operations[trim(operation).key]
+    event(f"{operation['kind']} {'invalid' if parsed.error else 'valid'}")
+    out += observe(h, pod("proc-1", job="proc-job")) or []
+    if parsed.error and operation["kind"] == "DataProcess":  # its pods go unchanged, with a warning (once)
+        assert {"proc-0", "proc-1"} <= {c.command.pod.name for c in out if isinstance(c.command, ReleasePod)}
+        assert any(isinstance(c.command, EmitMemberEvent) and c.command.event_type == "Warning" for c in out)
+    assert observe(h, operation, deleted=True) is not None
+
+
+@fuzz_settings()
+@given(index=st.integers(0, len(member_objects()) - 1), data=st.data())
+def test_any_hostile_member_object_is_folded_without_an_exception(index: int, data: st.DataObject) -> None:
+    """Nodes, Jobs and pods too (their quantities, owner references, gates and annotations)."""
+    original = member_objects()[index]
+    raw = data.draw(bent(original, max_changes=4, keep=(("kind",), ("apiVersion",))))
+    h = world()
+    observe(h, raw)
+    observe(h, JOB)
+    observe(h, raw, deleted=True)
