@@ -13,7 +13,7 @@
   use and appends an answer only when a location changed — the "compute follows data" trigger for catalogs
   that cannot notify (Amoro cannot);
 * HTTP endpoints (health, readiness, metrics, status, pushed table-moved notifications), and a reporter that sets the
-  gauges describing the world once a second (claims by phase, timers, lists outstanding, watch errors, lag);
+  gauges describing the world once a second (``adapters/daemon/reporting.py``);
 * member clusters (``--member``, ``--members-from-karmada``): their watch sources and executor
   (``adapters/kubernetes/members.py``);
 * **one webhook server** (HTTPS, one port, one certificate directory) for every webhook tether serves: the
@@ -62,6 +62,7 @@ from tether.adapters.catalog.registry import ResolverSet
 from tether.adapters.daemon import preflight
 from tether.adapters.daemon.endpoints import Endpoints
 from tether.adapters.daemon.metrics import Metrics
+from tether.adapters.daemon.reporting import StateReporter
 from tether.adapters.daemon.runtime import Runtime
 from tether.adapters.daemon.status import daemon_status
 from tether.adapters.daemon.timers import TimerService
@@ -173,7 +174,7 @@ class Daemon:
         self._api_client = api_client
         self._log = log_
         self._resolver_options = resolver_options or {}
-        self.metrics = Metrics()
+        self.metrics = Metrics(admission=cfg.admission)
         self.runtime: Runtime | None = None
         self.sources: list[WatchSource] = []
         self.resolvers: ResolverSet | None = None
@@ -266,39 +267,6 @@ class Daemon:
             except (LookupError, KubeError, RuntimeError) as exc:  # served anyway: the configuration may come later
                 log.warning("could not inject the webhook's caBundle", configuration=cfg.webhook_configuration,
                             error=str(exc)[:200])
-
-    async def _admission_metrics(self) -> None:
-        """Held/admitted bindings per queue, and whether the admission ConfigMap was accepted, from the world, every
-        second (read only). A refused ConfigMap is logged once per distinct error, with its key."""
-        assert self.runtime is not None
-        await self.runtime.recovered.wait()
-        seen: set[tuple[str, str]] = set()
-        reported_error = ""
-        while True:
-            state = self.runtime.world.admission
-            if state.config_error != reported_error:
-                reported_error = state.config_error
-                if reported_error:
-                    log.warning("admission configuration refused; the previous one stays in force",
-                                configmap=self.cfg.admission_configmap, error=reported_error)
-                else:
-                    log.info("admission configuration accepted", configmap=self.cfg.admission_configmap)
-            self.metrics.admission_config_valid.set(0 if state.config_error else 1)
-            counts: dict[tuple[str, str], int] = {}
-            for key, binding in state.bindings.items():
-                if not state.managed.manages(binding.workload_kind, binding.ref.namespace):
-                    continue
-                workload = state.workloads.get(binding.workload)
-                queue = workload.queue if workload is not None else "default"
-                held = binding.suspended and key not in state.admitted
-                counts[(queue, "held" if held else "admitted")] = counts.get((queue, "held" if held else "admitted"),
-                                                                             0) + 1
-            for labels in seen - set(counts):
-                self.metrics.admission_bindings.labels(*labels).set(0)
-            for labels, count in counts.items():
-                self.metrics.admission_bindings.labels(*labels).set(count)
-            seen |= set(counts)
-            await asyncio.sleep(1.0)
 
     async def _on_table_moved(self, identity: DataIdentity) -> Event:
         assert self.resolvers is not None and self._log is not None
@@ -420,12 +388,19 @@ class Daemon:
                 await self._wait_any(self.leader.is_leader.wait(), stop)
                 if stop is not None and stop.is_set():
                     return 0
-                self.metrics.leader.set(1)
+            self.metrics.leader.set(1)  # the Lease holder, or the only replica there is: this one acts
             await self.initial_lists()
             await self.members.start()  # each member lists and watches on its own (adapters/kubernetes/members.py)
-            extra = [self._admission_metrics()] if self.cfg.admission else []
+            members = self.members
+
+            def sources() -> list[WatchSource]:  # the control plane's, and each connected member's
+                return [*self.sources, *(s for m in list(members.members.values()) for s in m.sources)]
+
+            reporter = StateReporter(metrics=self.metrics, runtime=self.runtime, sources=sources,
+                                     log_=self._log, admission_configmap=self.cfg.admission_configmap)
+            extra = [reporter.run_admission()] if self.cfg.admission else []
             tasks.append(asyncio.create_task(self.runtime.run(*(s.run() for s in self.sources),
-                                                              self.poll_locations(), self.report_state(), *extra),
+                                                              self.poll_locations(), reporter.run(), *extra),
                                              name="runtime"))
             self.started.set()
             log.info("tether running", log=self.cfg.log_url, http_port=self.endpoints.port)
@@ -455,8 +430,8 @@ class Daemon:
                     await self.runtime.save_position()
                 except Exception as exc:
                     log.warning("could not commit the decider's position on shutdown", error=repr(exc)[:200])
-            if self.leader is not None:  # after the loops stopped: nothing acts once the standby may lead
-                self.metrics.leader.set(0)
+            self.metrics.leader.set(0)  # after the loops stopped: this replica no longer acts
+            if self.leader is not None:  # nothing acts once the standby may lead
                 await self.leader.release()
             if self.runtime is not None and self.runtime.recovered.is_set():
                 try:
@@ -476,36 +451,6 @@ class Daemon:
                 await api.close()
             log.info("tether stopped", exit_code=exit_code)
         return exit_code
-
-    async def report_state(self, *, interval: float = 1.0) -> None:
-        """Set the gauges that describe the world and the loops, once per ``interval`` (module doc): claims by
-        phase, armed timers, lists outstanding, watch errors, and each consumer's lag behind its stream's end.
-        Counting claims is O(claims), hence a periodic task rather than a step of the decision path."""
-        assert self.runtime is not None and self._log is not None
-        metrics, runtime, log_ = self.metrics, self.runtime, self._log
-        await runtime.recovered.wait()
-        while True:
-            world = runtime.world
-            phases: dict[str, int] = {"Bound": 0, "Pending": 0}
-            for claim in list(world.claims.values()):
-                phase = claim.phase or "Pending"
-                phases[phase] = phases.get(phase, 0) + 1
-            for phase, count in phases.items():
-                metrics.claims.labels(phase).set(count)
-            metrics.timers.set(len(world.timers))
-            metrics.lists_pending.set(len(world.lists_pending))
-            members = self.members.members.values() if self.members is not None else ()
-            for source in [*self.sources, *(s for m in list(members) for s in m.sources)]:
-                metrics.watch_errors.labels(source.name).set(source.errors)
-                if source.absent_ok:
-                    metrics.watch_absent.labels(source.name).set(1 if source.absent else 0)
-            try:
-                for stream, consumer in (("events", "decider"), ("commands", "executor")):
-                    end, done = await log_.end(stream), await log_.position(stream, consumer=consumer)
-                    metrics.lag.labels(consumer).set(sum(max(0, o - done.get(p, 0)) for p, o in end.items()))
-            except Exception as exc:  # a log hiccup costs one reading of the lag, nothing else
-                log.debug("could not read the consumers' lag", error=repr(exc)[:200])
-            await asyncio.sleep(interval)
 
     def _admission_sources(self, kube: KubeClient) -> list[WatchSource]:
         """What queue admission reads (``--admission``): Queues, PriorityClasses, the workloads whose queue names
