@@ -80,21 +80,26 @@ class Metrics:
                                registry=r)
 
 
-def metric_names() -> dict[str, str]:
-    """Every series name tether can export → its type (counter, gauge, histogram), with admission on.
+def series() -> dict[str, tuple[str, frozenset[str]]]:
+    """Every series name tether can export (with admission on) → its type and its labels.
 
-    A histogram ``h`` exports ``h_bucket``, ``h_sum`` and ``h_count``; a counter ``c_total`` also ``c_created``."""
-    names: dict[str, str] = {}
-    for family in Metrics(admission=True).registry.collect():
-        if family.type == "histogram":
-            for suffix in ("_bucket", "_sum", "_count", "_created"):
-                names[family.name + suffix] = "histogram"
-        elif family.type == "counter":
-            names[family.name + "_total"] = "counter"
-            names[family.name + "_created"] = "counter"
+    A histogram ``h`` exports ``h_bucket`` (labels plus ``le``), ``h_sum`` and ``h_count``; a counter ``c`` exports
+    ``c_total``; both also ``…_created`` (the time the series began)."""
+    out: dict[str, tuple[str, frozenset[str]]] = {}
+    for metric in vars(Metrics(admission=True)).values():
+        if not isinstance(metric, Counter | Gauge | Histogram):
+            continue
+        name, labels = metric._name, frozenset(metric._labelnames)  # (prometheus-client's own attributes)
+        if isinstance(metric, Histogram):
+            out[f"{name}_bucket"] = ("histogram", labels | {"le"})
+            for suffix in ("_sum", "_count", "_created"):
+                out[name + suffix] = ("histogram", labels)
+        elif isinstance(metric, Counter):
+            out[f"{name}_total"] = out[f"{name}_created"] = ("counter", labels)
         else:
-            names[family.name] = family.type
-    return names
+            out[name] = ("gauge", labels)
+    return out
 
 
-METRIC_NAMES = metric_names()
+SERIES = series()
+METRIC_NAMES = {name: kind for name, (kind, _) in SERIES.items()}
