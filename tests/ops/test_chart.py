@@ -49,12 +49,7 @@ def _load_renderer() -> ModuleType:
 
 chart = _load_renderer()
 
-SAMPLE_PLUGIN = {"system": "amoro", "endpoint": {"url": "http://amoro.amoro.svc:1630", "port": 1630,
-                                                  "auth": {"type": "none"}},
-                 "locationMapping": {"s3://warehouse-east/": ["member1", "member2"]},
-                 "retryConfig": {"maxRetries": 3, "initialBackoff": "1s", "maxBackoff": "30s",
-                                 "backoffMultiplier": 2.0, "timeout": "30s"},
-                 "refreshInterval": "5m"}
+SAMPLE_PLUGIN = chart.EXAMPLE_PLUGIN
 
 #: Every feature on (the RBAC test in test_manifests.py renders this one too).
 EVERYTHING: dict[str, Any] = {
@@ -437,6 +432,9 @@ def test_impossible_values_are_refused_with_what_to_change(values: dict[str, Any
 def test_ops_deploy_is_the_charts_default_rendering() -> None:
     result = subprocess.run([sys.executable, str(RENDER), "--check"], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
+    [example] = [d for d in yaml.safe_load_all((chart.DEPLOY / "plugin-configmap.yaml").read_text()) if d]
+    parsed = parse_plugin_configmap(example["data"])
+    assert not parsed.errors and set(parsed.plugins) == {"amoro"}
 
 
 def test_the_chart_carries_the_generated_crds() -> None:
