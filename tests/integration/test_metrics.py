@@ -214,6 +214,8 @@ def check_every_metric(running: Samples, stopped: Samples, truth: dict[str, Coun
     absent_ok = {s.name for s in daemon.sources if s.absent_ok}
     assert absent_ok and set(by(running, "tether_watch_resource_absent", "resource")) == {(n,) for n in absent_ok}
     expect("tether_watch_resource_absent", {}, "resource")
+    # one writer: nothing of tether's changed by anyone else (the webhook's and Karmada's writes are not competing)
+    expect("tether_competing_writes_total", {}, "kind", samples=stopped)
     # the test process's daemon does not freeze its heap (tether_stack): nothing frozen, and it says so
     expect("tether_gc_frozen_objects", {})
 

@@ -386,7 +386,7 @@ def test_non_default_values_change_what_they_say() -> None:
     objects = host_objects("kafka-single-selfsigned")
     sts = one(objects, "StatefulSet", "tether")
     args = sts["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--log=kafka://kafka.kafka.svc:9092/tether" in args and "--leader-elect" not in args
+    assert "--log=kafka://kafka.kafka.svc:9092/tether" in args and "--no-leader-elect" in args
     assert "--webhook-self-signed" in args and "--webhook-inject-ca" not in args
     assert "volumeClaimTemplates" not in sts["spec"]
     assert not [o for o in objects if o["kind"] in ("Certificate", "Issuer", "PodDisruptionBudget")]
