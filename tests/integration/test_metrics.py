@@ -33,6 +33,7 @@ from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import DEPLOYMENTS, QUEUES, KubeError
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.daemon import Stack
+from tether.core.admission.data_hold import HOLD_PURPOSE
 from tether.core.commands import command_name
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import (
@@ -153,7 +154,7 @@ async def test_every_metric_tells_the_truth_after_a_scenario(karmada_kube: KubeE
 
             running = await stack.eventually(settled, within=30, what="the scenario settled in the gauges")
             assert stack.daemon is not None
-            timers = {t.purpose for t in stack.daemon.world.timers.values()}
+            timers = [t.purpose for t in stack.daemon.world.timers.values()]
             # the catalog answers at last; once the daemon is idle and then stopped, the counters are final and the
             # log is complete up to the decider's committed position
             stack.catalog.release_delays()
@@ -169,7 +170,7 @@ async def test_every_metric_tells_the_truth_after_a_scenario(karmada_kube: KubeE
 
 
 def check_every_metric(running: Samples, stopped: Samples, truth: dict[str, Counter[Any]], stack: Stack, *,
-                       queue: str, timers: set[str]) -> None:
+                       queue: str, timers: list[str]) -> None:
     """``running``: a scrape once the scenario settled; ``stopped``: the registry after the daemon stopped (the
     counters final, the log complete)."""
     daemon = stack.daemon
@@ -193,9 +194,9 @@ def check_every_metric(running: Samples, stopped: Samples, truth: dict[str, Coun
     expect("tether_bindings_held", {("queue",): 1, ("data",): 1}, "reason")  # late-deployment; train-job
     expect("tether_lookups_in_flight", {(): 1})  # clicks, unanswered
     expect("tether_lists_pending", {})
-    # armed timers: the admission cycle (a binding waits in its queue), and nothing else
-    expect("tether_timers_pending", {(): 1})
-    assert timers == {"admission-cycle"}
+    # armed timers: the admission cycle (a binding waits in its queue) and the bound of train-job's data hold
+    expect("tether_timers_pending", {(): 2})
+    assert sorted(timers) == sorted(["admission-cycle", HOLD_PURPOSE])
     expect("tether_admission_bindings", {(queue, "admitted"): 1, (queue, "held"): 1}, "queue", "state")
     expect("tether_admission_config_valid", {(): 1})
     # the loops: the decider caught up; the executor's committed position waits behind the lookup in flight (the

@@ -54,7 +54,7 @@ SAMPLE_PLUGIN = chart.EXAMPLE_PLUGIN
 #: Every feature on (the RBAC test in test_manifests.py renders this one too).
 EVERYTHING: dict[str, Any] = {
     "push": {"enabled": True},
-    "webhooks": {"binding": {"enabled": True}, "pod": {"enabled": True},
+    "webhooks": {"binding": {"enabled": True, "maxHold": "5m"}, "pod": {"enabled": True},
                  "service": {"type": "LoadBalancer"},
                  "certificates": {"certManager": {"dnsNames": ["tether.example.com"]}}},
     "admission": {"enabled": True, "volcanoJobs": True},
@@ -359,7 +359,7 @@ def test_everything_on_wires_each_feature() -> None:
     for flag in ("--binding-webhook", "--pod-webhook", "--admission", "--admission-volcano-jobs",
                  "--members-from-karmada", "--member=member1=/etc/tether/members/member1/kubeconfig",
                  "--webhook-inject-ca", "--leader-service=tether-push", "--leader-service=tether-webhook",
-                 "--watch-namespace=ml", "--refresh-interval=60", "--console-logs"):
+                 "--watch-namespace=ml", "--refresh-interval=60", "--console-logs", "--max-hold=5m"):
         assert flag in args, flag
     certificate = one(objects, "Certificate", "tether-webhook")
     assert "tether-webhook.tether-system.svc" in certificate["spec"]["dnsNames"]
