@@ -40,6 +40,8 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
     ("TETHER_PUSH_TOKEN", "bearer token of the push endpoint (tether run; or --push-token-file)"),
     ("TETHER_STATUS_URL", "the daemon tether status asks (--url)"),
     ("POD_NAME", "this replica's identity in leader election (tether run; default: host name and pid)"),
+    ("POD_IP, POD_NAMESPACE", "the address the leader publishes and the namespace of the Services it publishes it "
+     "for (tether run --leader-service)"),
     ("KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT", "the API server of tether run --in-cluster (set by "
      "Kubernetes in every pod)"),
 )

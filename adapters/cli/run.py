@@ -156,10 +156,17 @@ def parse_members(values: tuple[str, ...]) -> dict[str, str]:
               help="Directory with the webhook server's tls.crt and tls.key (re-read when they rotate).")
 @click.option("--webhook-self-signed", is_flag=True,
               help="Make a CA and serving certificate in --webhook-cert-dir and inject the caBundle.")
+@click.option("--webhook-inject-ca", is_flag=True,
+              help="Copy ca.crt from --webhook-cert-dir into the caBundle of --webhook-configuration once leading "
+                   "(cert-manager in another cluster than the API server, whose CA injector cannot reach it).")
 @click.option("--webhook-service", default="tether-webhook", show_default=True,
               help="The webhook's Service (the self-signed certificate's name is SERVICE.NAMESPACE.svc).")
 @click.option("--webhook-configuration", default="tether-resourcebindings", show_default=True,
               help="The MutatingWebhookConfiguration whose caBundle --webhook-self-signed fills.")
+@click.option("--leader-service", "leader_services", multiple=True, metavar="NAME",
+              help="A Service without selector that must reach the leader only (push, webhooks): the leader writes "
+                   "its EndpointSlice in the pod's namespace (POD_IP, POD_NAMESPACE from the downward API; "
+                   "repeatable).")
 @log_level_option("info")
 @click.option("--json-logs/--console-logs", default=True, show_default=True)
 def run_cmd(log_url: str, kubeconfig: str | None, context: str | None, in_cluster: bool, plugin_configmap: str,
@@ -170,18 +177,23 @@ def run_cmd(log_url: str, kubeconfig: str | None, context: str | None, in_cluste
             admission: bool, admission_configmap: str, admission_volcano_jobs: bool, max_hold: float,
             binding_webhook: bool,
             webhook_port: int,
-            webhook_cert_dir: str, webhook_self_signed: bool, webhook_service: str, webhook_configuration: str,
-            log_level: str, json_logs: bool) -> None:
+            webhook_cert_dir: str, webhook_self_signed: bool, webhook_inject_ca: bool, webhook_service: str,
+            webhook_configuration: str, leader_services: tuple[str, ...], log_level: str, json_logs: bool) -> None:
     """Run the daemon: watch, decide, apply — until SIGTERM/SIGINT.
 
     Environment: KUBECONFIG (--kubeconfig), TETHER_LOG (--log), TETHER_PUSH_TOKEN (the push token, or
-    --push-token-file), POD_NAME (this replica's identity in leader election)."""
+    --push-token-file), POD_NAME (this replica's identity in leader election),
+    POD_IP and POD_NAMESPACE (--leader-service)."""
     configure_logging(log_level, json_logs=json_logs)
     kubeconfigs = parse_members(members)
     token = push_token(push_token_file)
     if (http_tls_cert is None) != (http_tls_key is None):
         raise click.BadParameter("give both --http-tls-cert and --http-tls-key, or neither",
                                  param_hint="--http-tls-cert/--http-tls-key")
+    pod_ip, pod_namespace = os.environ.get("POD_IP", ""), os.environ.get("POD_NAMESPACE", "")
+    if leader_services and not (pod_ip and pod_namespace):
+        raise click.UsageError("--leader-service needs the pod's address and namespace in POD_IP and POD_NAMESPACE "
+                               "(the downward API: status.podIP, metadata.namespace)")
     cfg = DaemonConfig(log_url=log_url, kubeconfig=kubeconfig, context=context, in_cluster=in_cluster,
                        plugin_configmap=plugin_configmap, watch_namespace=watch_namespace, http_port=http_port,
                        http_tls_cert=http_tls_cert or "", http_tls_key=http_tls_key or "",
@@ -194,8 +206,10 @@ def run_cmd(log_url: str, kubeconfig: str | None, context: str | None, in_cluste
                        admission_volcano_jobs=admission_volcano_jobs, max_hold=max_hold,
                        binding_webhook=binding_webhook,
                        webhook_port=webhook_port, webhook_cert_dir=webhook_cert_dir,
-                       webhook_self_signed=webhook_self_signed, webhook_service=webhook_service,
+                       webhook_self_signed=webhook_self_signed, webhook_inject_ca=webhook_inject_ca,
+                       webhook_service=webhook_service,
                        webhook_namespace=lease_namespace, webhook_configuration=webhook_configuration,
+                       leader_services=list(leader_services), pod_ip=pod_ip, pod_namespace=pod_namespace,
                        identity=os.environ.get("POD_NAME") or DaemonConfig().identity)
 
     async def main() -> int:

@@ -13,7 +13,7 @@
   use and appends an answer only when a location changed — the "compute follows data" trigger for catalogs
   that cannot notify (Amoro cannot);
 * HTTP endpoints (health, readiness, metrics, status, pushed table-moved notifications), and a reporter that sets the
-  gauges describing the world once a second (claims by phase, timers, lists outstanding, watch errors, lag);
+  gauges describing the world once a second (``adapters/daemon/reporting.py``);
 * member clusters (``--member``, ``--members-from-karmada``): their watch sources and executor
   (``adapters/kubernetes/members.py``);
 * **one webhook server** (HTTPS, one port, one certificate directory) for every webhook tether serves: the
@@ -29,7 +29,11 @@
   ready on ``/readyz`` and drops out of the webhook Service's endpoints; a standby serving none is ready, as
   a healthy replica that merely does not lead (``ready``);
 * optional leader election: a standby replica waits; the leader runs everything; losing the Lease stops the
-  daemon (exit code 1) so that the supervisor restarts it as a standby.
+  daemon (exit code 1) so that the supervisor restarts it as a standby;
+* **or the leader publishes its own address** (``--leader-service``): the Services that must reach the leader
+  (push, webhooks) have no selector, and the leader writes their EndpointSlices
+  (``adapters/kubernetes/leader_endpoints.py``). Then a standby stays ready, webhooks or not — the Helm chart's
+  way, which keeps StatefulSet rollouts and PodDisruptionBudgets working.
 
 **The startup heap is frozen** (``freeze_heap``, on by default): once the world is recovered, everything alive —
 the modules (kubernetes-asyncio's generated models alone are most of ~80k objects) and the recovered world — is
@@ -62,6 +66,7 @@ from tether.adapters.catalog.registry import ResolverSet
 from tether.adapters.daemon import preflight
 from tether.adapters.daemon.endpoints import Endpoints
 from tether.adapters.daemon.metrics import Metrics
+from tether.adapters.daemon.reporting import StateReporter
 from tether.adapters.daemon.runtime import Runtime
 from tether.adapters.daemon.status import daemon_status
 from tether.adapters.daemon.timers import TimerService
@@ -84,13 +89,16 @@ from tether.adapters.kubernetes.competing import EVENT_MESSAGE as COMPETING_MESS
 from tether.adapters.kubernetes.competing import EVENT_REASON as COMPETING_REASON
 from tether.adapters.kubernetes.competing import CompetingWrites
 from tether.adapters.kubernetes.executor import KubeExecutor, ObjectCache
+from tether.adapters.kubernetes.kubeconfig import KubeconfigError, load_in_cluster
 from tether.adapters.kubernetes.leader import LeaderElector
+from tether.adapters.kubernetes.leader_endpoints import LeaderEndpoints
 from tether.adapters.kubernetes.members import MemberClusters, MemberExecutor
 from tether.adapters.kubernetes.pod_webhook import PATH as POD_PATH
 from tether.adapters.kubernetes.pod_webhook import PodWebhook
 from tether.adapters.kubernetes.watch import WatchSource
 from tether.adapters.kubernetes.webhook import WebhookHandler, WebhookServer
 from tether.adapters.kubernetes.webhook_certs import (
+    CA_FILE,
     CERT_FILE,
     KEY_FILE,
     ensure_self_signed,
@@ -157,10 +165,16 @@ class DaemonConfig:
     webhook_host: str = "0.0.0.0"
     webhook_cert_dir: str = DEFAULT_WEBHOOK_CERT_DIR  # tls.crt/tls.key (cert-manager's Secret, or self-signed)
     webhook_self_signed: bool = False  # make the certificates in webhook_cert_dir and inject the caBundle
+    webhook_inject_ca: bool = False  # inject webhook_cert_dir/ca.crt (cert-manager in another cluster than the API's)
     webhook_service: str = "tether-webhook"
     webhook_namespace: str = "tether-system"
     webhook_configuration: str = "tether-resourcebindings"  # the MutatingWebhookConfiguration (caBundle)
     webhook_extra_names: list[str] = field(default_factory=list)  # more names for the self-signed certificate
+    # leader-only Services (adapters/kubernetes/leader_endpoints.py): their EndpointSlices name the leader's pod, in
+    # the cluster tether runs in (the pod's service account); pod_ip/pod_namespace/identity come from the downward API
+    leader_services: list[str] = field(default_factory=list)
+    pod_ip: str = ""
+    pod_namespace: str = ""
 
     @property
     def serves_webhooks(self) -> bool:
@@ -170,12 +184,19 @@ class DaemonConfig:
 class Daemon:
     def __init__(self, cfg: DaemonConfig, *, api_client: client.ApiClient | None = None,
                  log_: EventLog | None = None, resolver_options: dict[str, Any] | None = None,
-                 member_clients: dict[str, client.ApiClient] | None = None) -> None:
+                 member_clients: dict[str, client.ApiClient] | None = None,
+                 host_api_client: client.ApiClient | None = None) -> None:
+        """``host_api_client``: the cluster tether runs in, for ``leader_services`` (default: the pod's service
+        account); ``api_client``: Karmada's API server."""
         self.cfg = cfg
+        self._host_api_client = host_api_client
+        self._owned_host_client: client.ApiClient | None = None
+        self.leader_endpoints: LeaderEndpoints | None = None
+        self._webhook_ca = b""
         self._api_client = api_client
         self._log = log_
         self._resolver_options = resolver_options or {}
-        self.metrics = Metrics()
+        self.metrics = Metrics(admission=cfg.admission)
         self.runtime: Runtime | None = None
         self.sources: list[WatchSource] = []
         self.resolvers: ResolverSet | None = None
@@ -207,7 +228,7 @@ class Daemon:
         not, so that the webhook Service's endpoints are the leader only (module doc)."""
         if self.leader is not None and not self.leader.is_leader.is_set():
             problem = f"; {self.leader.problem}" if self.leader.problem else ""
-            if self.cfg.serves_webhooks:
+            if self.cfg.serves_webhooks and not self.cfg.leader_services:
                 return False, f"standby (not the leader): its webhooks would only answer 503{problem}"
             return True, f"standby (not the leader){problem}"
         if self.runtime is None or not self.runtime.recovered.is_set():
@@ -262,45 +283,25 @@ class Daemon:
             host=cfg.webhook_host, port=cfg.webhook_port,
             observe=lambda path, outcome, seconds: metrics.webhook_latency.labels(path, outcome).observe(seconds))
         await self.webhook.start()
-        if ca and cfg.binding_webhook:  # (the members' configurations live in the members: their caBundle is manual)
+        if cfg.webhook_inject_ca and not cfg.webhook_self_signed:  # cert-manager's Secret, its CA beside the cert
             try:
-                await inject_ca_bundle(kube, cfg.webhook_configuration, ca)
-            except (LookupError, KubeError, RuntimeError) as exc:  # served anyway: the configuration may come later
-                log.warning("could not inject the webhook's caBundle", configuration=cfg.webhook_configuration,
-                            error=str(exc)[:200])
+                ca = (Path(cfg.webhook_cert_dir) / CA_FILE).read_bytes()
+            except OSError as exc:
+                log.warning("no CA to inject into the webhook configuration", file=str(exc))
+        self._webhook_ca = ca
 
-    async def _admission_metrics(self) -> None:
-        """Held/admitted bindings per queue, and whether the admission ConfigMap was accepted, from the world, every
-        second (read only). A refused ConfigMap is logged once per distinct error, with its key."""
-        assert self.runtime is not None
-        await self.runtime.recovered.wait()
-        seen: set[tuple[str, str]] = set()
-        reported_error = ""
-        while True:
-            state = self.runtime.world.admission
-            if state.config_error != reported_error:
-                reported_error = state.config_error
-                if reported_error:
-                    log.warning("admission configuration refused; the previous one stays in force",
-                                configmap=self.cfg.admission_configmap, error=reported_error)
-                else:
-                    log.info("admission configuration accepted", configmap=self.cfg.admission_configmap)
-            self.metrics.admission_config_valid.set(0 if state.config_error else 1)
-            counts: dict[tuple[str, str], int] = {}
-            for key, binding in state.bindings.items():
-                if not state.managed.manages(binding.workload_kind, binding.ref.namespace):
-                    continue
-                workload = state.workloads.get(binding.workload)
-                queue = workload.queue if workload is not None else "default"
-                held = binding.suspended and key not in state.admitted
-                counts[(queue, "held" if held else "admitted")] = counts.get((queue, "held" if held else "admitted"),
-                                                                             0) + 1
-            for labels in seen - set(counts):
-                self.metrics.admission_bindings.labels(*labels).set(0)
-            for labels, count in counts.items():
-                self.metrics.admission_bindings.labels(*labels).set(count)
-            seen |= set(counts)
-            await asyncio.sleep(1.0)
+    async def _inject_webhook_ca(self, kube: KubeClient) -> None:
+        """The leader's CA into the binding webhook configuration's caBundle, once it leads: with self-signed
+        certificates each replica has its own CA (unless they share the directory), and only the leader serves.
+        (The members' pod webhook configurations live in the members: their caBundle is set by hand.)"""
+        cfg = self.cfg
+        if not (self._webhook_ca and cfg.binding_webhook):
+            return
+        try:
+            await inject_ca_bundle(kube, cfg.webhook_configuration, self._webhook_ca)
+        except (LookupError, KubeError, RuntimeError) as exc:  # served anyway: the configuration may come later
+            log.warning("could not inject the webhook's caBundle", configuration=cfg.webhook_configuration,
+                        error=str(exc)[:200])
 
     async def _on_table_moved(self, identity: DataIdentity) -> Event:
         assert self.resolvers is not None and self._log is not None
@@ -428,16 +429,26 @@ class Daemon:
                 await self._wait_any(self.leader.is_leader.wait(), stop)
                 if stop is not None and stop.is_set():
                     return 0
-                self.metrics.leader.set(1)
+            self.metrics.leader.set(1)  # the Lease holder, or the only replica there is: this one acts
+            if self.cfg.leader_services:
+                tasks.append(asyncio.create_task(self._publish_leader_endpoints(), name="leader-endpoints"))
+            await self._inject_webhook_ca(kube)
             await self.initial_lists()
             await self.members.start()  # each member lists and watches on its own (adapters/kubernetes/members.py)
-            extra = [self._admission_metrics()] if self.cfg.admission else []
+            members = self.members
+
+            def sources() -> list[WatchSource]:  # the control plane's, and each connected member's
+                return [*self.sources, *(s for m in list(members.members.values()) for s in m.sources)]
+
+            reporter = StateReporter(metrics=self.metrics, runtime=self.runtime, sources=sources,
+                                     log_=self._log, admission_configmap=self.cfg.admission_configmap)
+            extra = [reporter.run_admission()] if self.cfg.admission else []
             tasks.append(asyncio.create_task(self.runtime.run(*(s.run() for s in self.sources),
-                                                              self.poll_locations(), self.report_state(), *extra),
+                                                              self.poll_locations(), reporter.run(), *extra),
                                              name="runtime"))
             self.started.set()
             log.info("tether running", log=self.cfg.log_url, http_port=self.endpoints.port)
-            waiters = [t for t in tasks]
+            waiters = [t for t in tasks if t.get_name() != "leader-endpoints"]  # (it ends once written)
             if self.cfg.freeze_heap:  # (not a waiter: it ends at once, the daemon does not)
                 tasks.append(asyncio.create_task(self._freeze_heap_once_recovered(), name="freeze-heap"))
             if stop is not None:
@@ -463,8 +474,10 @@ class Daemon:
                     await self.runtime.save_position()
                 except Exception as exc:
                     log.warning("could not commit the decider's position on shutdown", error=repr(exc)[:200])
-            if self.leader is not None:  # after the loops stopped: nothing acts once the standby may lead
-                self.metrics.leader.set(0)
+            self.metrics.leader.set(0)  # after the loops stopped: this replica no longer acts
+            if self.leader_endpoints is not None:  # before the Lease goes: the successor's address is not touched
+                await self.leader_endpoints.withdraw()
+            if self.leader is not None:  # nothing acts once the standby may lead
                 await self.leader.release()
             if self.runtime is not None and self.runtime.recovered.is_set():
                 try:
@@ -482,38 +495,10 @@ class Daemon:
                 await self._log.close()
             if owns_client:
                 await api.close()
+            if self._owned_host_client is not None:
+                await self._owned_host_client.close()
             log.info("tether stopped", exit_code=exit_code)
         return exit_code
-
-    async def report_state(self, *, interval: float = 1.0) -> None:
-        """Set the gauges that describe the world and the loops, once per ``interval`` (module doc): claims by
-        phase, armed timers, lists outstanding, watch errors, and each consumer's lag behind its stream's end.
-        Counting claims is O(claims), hence a periodic task rather than a step of the decision path."""
-        assert self.runtime is not None and self._log is not None
-        metrics, runtime, log_ = self.metrics, self.runtime, self._log
-        await runtime.recovered.wait()
-        while True:
-            world = runtime.world
-            phases: dict[str, int] = {"Bound": 0, "Pending": 0}
-            for claim in list(world.claims.values()):
-                phase = claim.phase or "Pending"
-                phases[phase] = phases.get(phase, 0) + 1
-            for phase, count in phases.items():
-                metrics.claims.labels(phase).set(count)
-            metrics.timers.set(len(world.timers))
-            metrics.lists_pending.set(len(world.lists_pending))
-            members = self.members.members.values() if self.members is not None else ()
-            for source in [*self.sources, *(s for m in list(members) for s in m.sources)]:
-                metrics.watch_errors.labels(source.name).set(source.errors)
-                if source.absent_ok:
-                    metrics.watch_absent.labels(source.name).set(1 if source.absent else 0)
-            try:
-                for stream, consumer in (("events", "decider"), ("commands", "executor")):
-                    end, done = await log_.end(stream), await log_.position(stream, consumer=consumer)
-                    metrics.lag.labels(consumer).set(sum(max(0, o - done.get(p, 0)) for p, o in end.items()))
-            except Exception as exc:  # a log hiccup costs one reading of the lag, nothing else
-                log.debug("could not read the consumers' lag", error=repr(exc)[:200])
-            await asyncio.sleep(interval)
 
     def _admission_sources(self, kube: KubeClient) -> list[WatchSource]:
         """What queue admission reads (``--admission``): Queues, PriorityClasses, the workloads whose queue names
@@ -545,6 +530,40 @@ class Daemon:
             sources.append(WatchSource(kube, self._log, VOLCANO_JOBS, namespace=ns, absent_ok=True,
                                        absent_retry=retry, api_groups=groups))
         return sources
+
+    async def _publish_leader_endpoints(self) -> None:
+        """This replica's address in the leader-only Services' EndpointSlices, retried until written (module doc).
+        Until then the push endpoint and the webhooks are unreachable — said once, loudly, with the reason."""
+        cfg = self.cfg
+        assert self.endpoints is not None
+        ports = {"http": self.endpoints.port}
+        if self.webhook is not None:
+            ports["webhook"] = self.webhook.port
+        if self._host_api_client is None:
+            configuration = client.Configuration()
+            try:
+                load_in_cluster(configuration)
+            except KubeconfigError as exc:
+                log.error("cannot publish the leader's address: the push endpoint and the webhooks are unreachable",
+                          services=cfg.leader_services, error=f"--leader-service: {exc}")
+                return
+            self._host_api_client = self._owned_host_client = client.ApiClient(configuration)
+        endpoints = LeaderEndpoints(KubeClient(self._host_api_client), namespace=cfg.pod_namespace,
+                                    services=cfg.leader_services, address=cfg.pod_ip, ports=ports,
+                                    pod_name=cfg.identity)
+        warned = False
+        while True:
+            try:
+                await endpoints.publish()
+                self.leader_endpoints = endpoints
+                return
+            except KubeError as exc:
+                if not warned:
+                    log.error("cannot publish the leader's address: the push endpoint and the webhooks are "
+                              "unreachable until it is", services=cfg.leader_services, status=exc.status,
+                              error=exc.message[:200])
+                    warned = True
+            await asyncio.sleep(2.0)
 
     async def _freeze_heap_once_recovered(self) -> None:
         """Collect, then freeze everything alive, once the world is recovered (module doc)."""

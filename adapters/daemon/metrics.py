@@ -2,6 +2,18 @@
 
 One registry per runtime (not the global default), so tests and the demo can run several daemons in one
 process without their counters mixing.
+
+**Every number means what it says**, so that a dashboard or an alert never has to know tether's configuration:
+
+* ``tether_leader`` is 1 on the replica that acts — the Lease holder, or the only replica when leader election is
+  off — and 0 on a standby (and once a replica stops acting);
+* a gauge that only means something with a feature on is not exported with the feature off: with admission off
+  there is no ``tether_admission_config_valid`` (a 0 would read "configuration refused");
+* counters are Counters, named ``*_total`` (prometheus-client appends the suffix); what is a count of something
+  that exists now (claims by phase, DataSources, bindings) is a Gauge.
+
+:data:`METRIC_NAMES` lists every series name tether can export (with admission on): the dashboard and the alert
+rules in ``ops/monitoring`` are checked against it (``tests/ops/test_monitoring.py``).
 """
 
 from __future__ import annotations
@@ -10,7 +22,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, *, admission: bool = True) -> None:
+        """``admission``: register the gauges that only exist with queue admission on (``--admission``)."""
         self.registry = CollectorRegistry()
         r = self.registry
         self.events = Counter("tether_events_total", "Events folded by the decider", ["type"], registry=r)
@@ -27,21 +40,32 @@ class Metrics:
         self.lag = Gauge("tether_consumer_lag_records", "Records not yet processed", ["consumer"], registry=r)
         self.events_per_second = Gauge("tether_events_per_second", "Events folded per second (last 10 s)",
                                        registry=r)
-        self.leader = Gauge("tether_leader", "1 while this replica is the leader", registry=r)
-        self.watch_errors = Gauge("tether_watch_errors", "Watch errors since start", ["resource"], registry=r)
+        self.leader = Gauge("tether_leader", "1 while this replica acts: the Lease holder, or the only replica "
+                            "when leader election is off; 0 on a standby", registry=r)
+        self.watch_errors = Counter("tether_watch_errors_total", "Watch and list failures (each is retried with "
+                                    "backoff)", ["resource"], registry=r)
         self.watch_absent = Gauge(
             "tether_watch_resource_absent", "1 while an optional resource is not served (its CRD is not installed): "
             "listed as empty, asked for again periodically", ["resource"], registry=r)
         self.claims = Gauge("tether_claims", "DataSourceClaims by phase", ["phase"], registry=r)
+        self.datasources = Gauge("tether_datasources", "DataSources by state: located (a location is known), "
+                                 "unlocated, deleting", ["state"], registry=r)
+        self.bindings = Gauge("tether_bindings", "ResourceBindings observed", registry=r)
+        self.bindings_injected = Gauge("tether_bindings_injected", "ResourceBindings carrying tether's cluster "
+                                       "exclusions (its data placement)", registry=r)
+        self.bindings_held = Gauge("tether_bindings_held", "ResourceBindings tether holds suspended, by reason: "
+                                   "data (a claim still resolving), queue (queue admission)", ["reason"], registry=r)
+        self.lookups_in_flight = Gauge("tether_lookups_in_flight", "Catalog lookups asked and not answered yet",
+                                       registry=r)
         self.timers = Gauge("tether_timers_pending", "Armed timers", registry=r)
         self.lists_pending = Gauge(
             "tether_lists_pending", "Watch lists started and not ended: while above 0 nothing is decided", registry=r)
         self.admission_bindings = Gauge("tether_admission_bindings", "Queue-managed bindings by queue and state "
                                         "(held: suspended, waiting; admitted)", ["queue", "state"], registry=r)
-        self.admission_config_valid = Gauge(
+        self.admission_config_valid: Gauge | None = Gauge(
             "tether_admission_config_valid",
-            "0 while the admission ConfigMap is refused (the previous configuration stays in force), else 1",
-            registry=r)
+            "0 while the admission ConfigMap is refused (the previous configuration stays in force), else 1; "
+            "exported only with admission on", registry=r) if admission else None
         self.admission_cycle = Histogram("tether_admission_cycle_seconds", "One admission cycle (decider step)",
                                          buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0), registry=r)
         self.webhook_latency = Histogram(
@@ -54,3 +78,28 @@ class Metrics:
         self.gc_frozen = Gauge("tether_gc_frozen_objects",
                                "Objects moved out of the cyclic GC's reach at startup (DaemonConfig.freeze_heap)",
                                registry=r)
+
+
+def series() -> dict[str, tuple[str, frozenset[str]]]:
+    """Every series name tether can export (with admission on) → its type and its labels.
+
+    A histogram ``h`` exports ``h_bucket`` (labels plus ``le``), ``h_sum`` and ``h_count``; a counter ``c`` exports
+    ``c_total``; both also ``…_created`` (the time the series began)."""
+    out: dict[str, tuple[str, frozenset[str]]] = {}
+    for metric in vars(Metrics(admission=True)).values():
+        if not isinstance(metric, Counter | Gauge | Histogram):
+            continue
+        name, labels = metric._name, frozenset(metric._labelnames)  # (prometheus-client's own attributes)
+        if isinstance(metric, Histogram):
+            out[f"{name}_bucket"] = ("histogram", labels | {"le"})
+            for suffix in ("_sum", "_count", "_created"):
+                out[name + suffix] = ("histogram", labels)
+        elif isinstance(metric, Counter):
+            out[f"{name}_total"] = out[f"{name}_created"] = ("counter", labels)
+        else:
+            out[name] = ("gauge", labels)
+    return out
+
+
+SERIES = series()
+METRIC_NAMES = {name: kind for name, (kind, _) in SERIES.items()}

@@ -70,7 +70,7 @@ def _admission(daemon: Daemon) -> dict[str, Any]:
     for name, observed in sorted(state.queues.items()):
         queues[name] = {"name": name, "open": observed.queue.open, "weight": observed.queue.weight,
                         "problem": observed.problem, "held": [], "admitted": []}
-    # held/admitted as tether_admission_bindings counts them (adapters/daemon/daemon.py, _admission_metrics)
+    # held/admitted as tether_admission_bindings counts them (adapters/daemon/reporting.py, run_admission)
     for key, binding in sorted(state.bindings.items()):
         if not state.managed.manages(binding.workload_kind, binding.ref.namespace):
             continue

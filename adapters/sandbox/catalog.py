@@ -254,6 +254,11 @@ class SandboxCatalog:
     def delay_next(self, n: int, seconds: float, *, table: str | None = None, probability: float = 1.0) -> Fault:
         return self.inject(Fault("delay", n, seconds=seconds, table=table, probability=probability))
 
+    def release_delays(self) -> None:
+        """Answer every request a ``delay`` fault is holding now (as if its delay were over)."""
+        self._stopping.set()  # wakes the waiting faults; cleared at once, so later delays delay again
+        self._stopping.clear()
+
     def malformed_next(self, n: int = 1, *, body: str | None = None, table: str | None = None) -> Fault:
         fault = Fault("malformed", n, table=table)
         if body is not None:

@@ -349,7 +349,9 @@ async def spawn_daemon(cfg: DaemonConfig, env: KubeEnv, log: SqliteLog, *,
                        resolver_options: dict[str, Any] | None = None
                        ) -> tuple[Daemon, asyncio.Event, asyncio.Task[int]]:
     """Run a :class:`Daemon` in a task; returns it with its stop event and task (started, not yet ready)."""
-    daemon = Daemon(cfg, api_client=env.api_client, log_=log, resolver_options=resolver_options)
+    # (the cluster tether runs in, for leader_services, is the test's API server too)
+    daemon = Daemon(cfg, api_client=env.api_client, log_=log, resolver_options=resolver_options,
+                    host_api_client=env.api_client)
     stop = asyncio.Event()
     task = asyncio.create_task(daemon.run(stop=stop))
     deadline = time.monotonic() + 10

@@ -51,7 +51,7 @@ async def test_health_ready_metrics_and_push_auth(kube: KubeEnv) -> None:
 
         text = await stack.eventually(reported, what="the claims gauge")
         assert "tether_lists_pending 0.0" in text
-        assert 'tether_watch_errors{resource="datasourceclaims@' in text
+        assert 'tether_watch_errors_total{resource="datasourceclaims@' in text
         assert 'tether_consumer_lag_records{consumer="decider"}' in text
         body = {"system": "amoro", "dataSourceName": table}
         assert (await push(stack, body, token=None))[0] == 401

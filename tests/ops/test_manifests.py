@@ -1,4 +1,4 @@
-"""ops/: the deploy manifests parse and hang together, the CRDs are structural, and RBAC is exactly what the code uses.
+"""ops/: the manifests parse, the CRDs are structural, and RBAC is exactly what the code uses.
 
 The RBAC check is two tables kept next to each other on purpose:
 
@@ -6,8 +6,10 @@ The RBAC check is two tables kept next to each other on purpose:
   ``adapters/kubernetes/*.py`` and the watch sources in ``adapters/daemon/daemon.py``), with the (resource, verb) pairs
   each one needs. A new call site that is not in the table fails :func:`test_call_sites_table_matches_the_code`:
   whoever adds a call decides its permission here.
-* the ClusterRole/Roles in ``ops/deploy/rbac.yaml`` must grant exactly the union of those, nothing more (no ``*``,
-  no ``update`` on claims, …) and nothing less.
+* the ClusterRole/Roles the Helm chart (``ops/chart``, rendered with every feature on) puts on Karmada's API server
+  must grant exactly the union of those, nothing more (no ``*``, no ``update`` on claims, …) and nothing less; the
+  Role it makes in the host cluster exactly what :data:`HOST_CALL_SITES` needs; ``ops/members/rbac.yaml`` exactly
+  what :data:`MEMBER_CALL_SITES` needs.
 """
 
 from __future__ import annotations
@@ -23,11 +25,11 @@ import yaml
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import CLAIMS, KubeClient
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.core.datadependency.plugin_config import parse_plugin_configmap
+
+from .test_chart import EVERYTHING, chart, host_objects
 
 ROOT = Path(__file__).resolve().parents[2]
 OPS = ROOT / "ops"
-DEPLOY = OPS / "deploy"
 CRDS = OPS / "crds"
 TETHER_CRDS = sorted(CRDS.glob("datadependency.volcano.sh_*.yaml"))
 ALL_CRDS = sorted(p for p in CRDS.rglob("*.yaml") if p.name != "kustomization.yaml")
@@ -38,70 +40,29 @@ def docs(path: Path) -> list[dict[str, Any]]:
         return [d for d in yaml.safe_load_all(f) if d is not None]
 
 
-def deploy_objects() -> list[dict[str, Any]]:
-    return [d for p in sorted(DEPLOY.glob("*.yaml")) if p.name != "kustomization.yaml" for d in docs(p)]
-
-
-def one(kind: str, name: str) -> dict[str, Any]:
-    hits = [d for d in deploy_objects() if d["kind"] == kind and d["metadata"]["name"] == name]
-    assert len(hits) == 1, f"expected one {kind}/{name} in ops/deploy, found {len(hits)}"
-    return hits[0]
+def karmada_objects() -> list[dict[str, Any]]:
+    """What the chart puts on Karmada's API server with every feature on."""
+    return chart.karmada_objects(EVERYTHING)
 
 
 # --------------------------------------------------------------------------------------------- parsing, kustomize
 
 
-@pytest.mark.parametrize("path", sorted(OPS.rglob("*.yaml")), ids=lambda p: str(p.relative_to(OPS)))
+#: Not Kubernetes objects: the chart's templates (tests/ops/test_chart.py), the alert rules (test_monitoring.py).
+_NOT_OBJECTS = ("chart", "monitoring")
+
+
+@pytest.mark.parametrize("path", sorted(p for p in OPS.rglob("*.yaml")
+                                        if p.relative_to(OPS).parts[0] not in _NOT_OBJECTS),
+                         ids=lambda p: str(p.relative_to(OPS)))
 def test_every_yaml_file_parses(path: Path) -> None:
     for d in docs(path):
         assert isinstance(d, dict) and d.get("kind"), f"{path}: a document without kind"
 
 
-def test_deploy_objects_are_well_formed() -> None:
-    for d in deploy_objects():
-        assert d.get("apiVersion") and d.get("kind") and d["metadata"].get("name"), d
-        if d["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
-            assert d["metadata"].get("namespace"), f"{d['kind']}/{d['metadata']['name']} has no namespace"
-
-
-def test_kustomizations_list_every_manifest() -> None:
-    k = docs(DEPLOY / "kustomization.yaml")[0]
-    files = {p.name for p in DEPLOY.glob("*.yaml")} - {"kustomization.yaml"}
-    assert set(k["resources"]) == files | {"../crds"}
+def test_the_crd_kustomization_lists_tethers_crds() -> None:
     crds = docs(CRDS / "kustomization.yaml")[0]
     assert sorted(crds["resources"]) == [p.name for p in TETHER_CRDS]
-
-
-def test_plugin_configmap_is_accepted_by_tether() -> None:
-    cm = one("ConfigMap", manifests.PLUGIN_CONFIGMAP)
-    assert cm["metadata"]["namespace"] == manifests.PLUGIN_NAMESPACE
-    parsed = parse_plugin_configmap(cm["data"])
-    assert not parsed.errors, parsed.errors
-    assert set(parsed.plugins) == {"amoro"}
-
-
-def test_deployment_runs_tether_as_documented() -> None:
-    dep = one("Deployment", "tether")
-    spec = dep["spec"]["template"]["spec"]
-    (c,) = spec["containers"]
-    assert dep["spec"]["replicas"] == 2
-    assert c["args"][0] == "run" and "--in-cluster" in c["args"] and "--leader-elect" in c["args"]
-    assert "--log=sqlite:///var/lib/tether/tether.db" in c["args"]
-    assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in c["env"]
-    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    assert c["resources"]["requests"] and c["resources"]["limits"]
-    assert c["securityContext"]["readOnlyRootFilesystem"] is True
-    assert c["securityContext"]["allowPrivilegeEscalation"] is False
-    assert spec["securityContext"]["runAsNonRoot"] is True
-    mounts = {m["mountPath"] for m in c["volumeMounts"]}
-    assert "/var/lib/tether" in mounts  # the log lives on a volume: the root filesystem is read-only
-    assert spec["serviceAccountName"] == one("ServiceAccount", "tether")["metadata"]["name"]
-    annotations = dep["spec"]["template"]["metadata"]["annotations"]
-    assert annotations["prometheus.io/scrape"] == "true" and annotations["prometheus.io/port"] == "8080"
-    svc = one("Service", "tether")
-    assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
-    assert svc["spec"]["ports"][0]["port"] == 8080
 
 
 # ---------------------------------------------------------------------------------------- structural schemas
@@ -388,6 +349,8 @@ NAMESPACED_GRANTS = {
     ("", "secrets"): ("karmada-cluster", None),  # Karmada's cluster-secret namespace (Cluster spec.secretRef)
     ("coordination.k8s.io", "leases"): ("tether-system", None),
 }
+#: Cluster-wide grants limited to objects by name: tether's own webhook configuration (its caBundle).
+NAMED_GRANTS = {("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): ["tether-resourcebindings"]}
 _METHODS = {"get", "list", "watch", "create", "patch", "replace", "delete", "delete_collection"}
 
 #: Member clusters (ops/members/rbac.yaml): the calls members.py makes with a member's client (``self.kube`` of
@@ -407,8 +370,19 @@ MEMBER_INHERITED = {"apply_emit_kubernetes_event": {("", "events", "create"), ("
                                                     ("", "events", "patch")}}
 
 
+#: The cluster tether runs in (the host cluster, the pod's service account): the leader's EndpointSlices
+#: (``--leader-service``), granted by the chart's Role ``tether-leader-endpoints`` in the release namespace.
+HOST_FILES = {"leader_endpoints.py"}
+HOST_CALL_SITES: dict[tuple[str, ...], set[tuple[str, str, str]]] = {
+    ("leader_endpoints.py", "get", "ENDPOINT_SLICES"): {("discovery.k8s.io", "endpointslices", "get")},
+    ("leader_endpoints.py", "create", "ENDPOINT_SLICES"): {("discovery.k8s.io", "endpointslices", "create")},
+    ("leader_endpoints.py", "replace", "ENDPOINT_SLICES"): {("discovery.k8s.io", "endpointslices", "update")},
+}
+
+
 def code_call_sites(*, plane: str = "control") -> set[tuple[str, ...]]:
-    """The API calls in adapters/kubernetes/*.py, of the control plane (Karmada's API server) or of the members."""
+    """The API calls in adapters/kubernetes/*.py, of the control plane (Karmada's API server), of the members, or
+    of the host cluster."""
     found: set[tuple[str, ...]] = set()
     for path in sorted((ROOT / "adapters" / "kubernetes").glob("*.py")):
         if path.name == "client.py":
@@ -419,7 +393,8 @@ def code_call_sites(*, plane: str = "control") -> set[tuple[str, ...]]:
                 continue
             receiver = ast.unparse(node.func.value)
             member = path.name in MEMBER_FILES and not receiver.endswith("karmada")
-            if member != (plane == "member"):
+            where = "member" if member else "host" if path.name in HOST_FILES else "control"
+            if where != plane:
                 continue
             key: tuple[str, ...] = (path.name, node.func.attr, ast.unparse(node.args[0]))
             sub = next((kw for kw in node.keywords if kw.arg == "subresource"), None)
@@ -446,7 +421,8 @@ def required_permissions() -> set[tuple[str, str, str]]:
 def test_call_sites_table_matches_the_code() -> None:
     found = code_call_sites()
     assert found == set(CALL_SITES), (
-        f"new API calls (add them to CALL_SITES and to ops/deploy/rbac.yaml): {sorted(found - set(CALL_SITES))}; "
+        f"new API calls (add them to CALL_SITES and to ops/chart/templates/karmada/_objects.tpl): "
+        f"{sorted(found - set(CALL_SITES))}; "
         f"calls gone from the code: {sorted(set(CALL_SITES) - found)}")
     assert watched_resources() == set(WATCHED)
     members = code_call_sites(plane="member")
@@ -454,6 +430,8 @@ def test_call_sites_table_matches_the_code() -> None:
         f"new member API calls (add them to MEMBER_CALL_SITES and to ops/members/rbac.yaml): "
         f"{sorted(members - set(MEMBER_CALL_SITES))}; calls gone from the code: "
         f"{sorted(set(MEMBER_CALL_SITES) - members)}")
+    host = code_call_sites(plane="host")
+    assert host == set(HOST_CALL_SITES), f"host-cluster API calls changed: {sorted(host ^ set(HOST_CALL_SITES))}"
     source = (ROOT / "adapters" / "kubernetes" / "members.py").read_text()
     executor = (ROOT / "adapters" / "kubernetes" / "executor.py").read_text()
     for method in MEMBER_INHERITED:
@@ -569,7 +547,7 @@ def test_member_webhook_configuration_is_narrow() -> None:
 
 def granted() -> tuple[set[tuple[str, str, str]], list[str]]:
     """(group, resource, verb) granted to tether's ServiceAccount, and problems with where/how it is granted."""
-    objects = deploy_objects()
+    objects = karmada_objects()
     roles = {(d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]): d for d in objects
              if d["kind"] in ("ClusterRole", "Role")}
     out: set[tuple[str, str, str]] = set()
@@ -591,8 +569,10 @@ def granted() -> tuple[set[tuple[str, str, str]], list[str]]:
                 for resource in rule["resources"]:
                     base = resource.split("/")[0]
                     where = NAMESPACED_GRANTS.get((group, base))
-                    if where is None and (binding["kind"] != "ClusterRoleBinding" or rule.get("resourceNames")):
-                        problems.append(f"{group}/{resource} should be granted cluster-wide, without resourceNames")
+                    if where is None and (binding["kind"] != "ClusterRoleBinding"
+                                          or rule.get("resourceNames") != NAMED_GRANTS.get((group, base))):
+                        problems.append(f"{group}/{resource} should be granted cluster-wide, with resourceNames "
+                                        f"{NAMED_GRANTS.get((group, base))}")
                     if where is not None:
                         namespace, names = where
                         if (group, base) == ("", "configmaps") and rule.get("resourceNames") is None:
@@ -611,6 +591,18 @@ def test_rbac_grants_exactly_what_the_code_uses() -> None:
     need = required_permissions()
     assert not need - have, f"missing permissions: {sorted(need - have)}"
     assert not have - need, f"permissions tether never uses: {sorted(have - need)}"
+
+
+def test_host_rbac_grants_exactly_what_the_code_uses() -> None:
+    """In the host cluster tether writes only the leader-only Services' EndpointSlices, by name."""
+    objects = host_objects("everything")
+    roles = [o for o in objects if o["kind"] in ("Role", "ClusterRole")]
+    assert [r["kind"] for r in roles] == ["Role"] and not [o for o in objects if o["kind"] == "ClusterRoleBinding"]
+    have = {(g, r, v) for rule in roles[0]["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+            for v in rule["verbs"]}
+    assert have == set().union(*HOST_CALL_SITES.values())
+    named = {v for rule in roles[0]["rules"] if rule.get("resourceNames") for v in rule["verbs"]}
+    assert named == {"get", "update"}  # only create cannot be limited by name
 
 
 def test_rbac_spot_checks() -> None:

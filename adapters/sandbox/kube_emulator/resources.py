@@ -80,6 +80,8 @@ def builtin_types() -> list[ResourceType]:
                      status_subresource=True, tracks_generation=True),
         ResourceType(group="coordination.k8s.io", versions=["v1"], plural="leases", singular="lease",
                      kind="Lease", namespaced=True),
+        ResourceType(group="discovery.k8s.io", versions=["v1"], plural="endpointslices", singular="endpointslice",
+                     kind="EndpointSlice", namespaced=True),
         ResourceType(group="scheduling.k8s.io", versions=["v1"], plural="priorityclasses", singular="priorityclass",
                      kind="PriorityClass", namespaced=False, short_names=["pc"]),
         ResourceType(group="apps", versions=["v1"], plural="deployments", singular="deployment",

@@ -1,0 +1,96 @@
+"""``--leader-service``: the leader writes its own address into the EndpointSlice of each leader-only Service
+(push, webhooks), a takeover moves it, a graceful stop withdraws it — and a standby stays ready, webhooks or not.
+With self-signed certificates per replica, the webhook configuration's caBundle follows the leader too."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import dataclasses
+import secrets
+from pathlib import Path
+from typing import Any
+
+from tether.adapters.kubernetes.leader_endpoints import ENDPOINT_SLICES, MANAGED_BY, slice_name
+from tether.adapters.kubernetes.webhook_certs import CA_FILE, MUTATING_WEBHOOKS
+from tether.adapters.log.sqlite import SqliteLog
+from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
+from tether.adapters.testing.daemon import Stack, spawn_daemon, tether_stack
+
+from .test_daemon import FAST_LEASE
+
+
+async def addresses(stack: Stack, service: str) -> list[str] | None:
+    found = await stack.kube.get(ENDPOINT_SLICES, slice_name(service), namespace=stack.namespace)
+    if found is None:
+        return None
+    return [a for e in found.get("endpoints") or [] for a in e["addresses"]]
+
+
+async def ca_bundle(stack: Stack, name: str) -> bytes:
+    config = await stack.kube.get(MUTATING_WEBHOOKS, name)
+    assert config is not None
+    return base64.b64decode(config["webhooks"][0]["clientConfig"].get("caBundle") or "")
+
+
+async def test_the_leaders_address_and_ca_follow_the_lease(kube: KubeEnv, tmp_path: Path) -> None:
+    service, config_name = f"tether-push-{secrets.token_hex(3)}", f"tether-test-rb-{secrets.token_hex(3)}"
+    hook: dict[str, Any] = {
+        "name": "resourcebindings.tether.dev", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+        "failurePolicy": "Ignore", "clientConfig": {"url": "https://127.0.0.1:1/mutate/resourcebindings"},
+        "rules": [{"operations": ["CREATE"], "apiGroups": ["work.karmada.io"], "apiVersions": ["v1alpha2"],
+                   "resources": ["resourcebindings"]}],
+        # no namespace carries this label: the API server never calls it (only its caBundle matters here)
+        "namespaceSelector": {"matchLabels": {"tether.dev/test-never": config_name}}}
+    options = FAST_LEASE | {
+        "identity": "first", "leader_services": [service], "pod_ip": "10.0.0.1", "pod_namespace": kube.namespace,
+        "binding_webhook": True, "webhook_port": 0, "webhook_host": "127.0.0.1", "webhook_self_signed": True,
+        "webhook_cert_dir": str(tmp_path / "first"), "webhook_configuration": config_name}
+    async with tether_stack(kube, daemon_options=options) as stack:
+        await stack.kube.create(MUTATING_WEBHOOKS, {"apiVersion": "admissionregistration.k8s.io/v1",
+                                                    "kind": "MutatingWebhookConfiguration",
+                                                    "metadata": {"name": config_name}, "webhooks": [hook]})
+        assert stack.daemon is not None and stack.cfg is not None
+        first = stack.daemon
+        second_log = await SqliteLog.open(str(tmp_path / "second.db"))
+        try:
+            await stack.eventually(lambda: addresses(stack, service), what="the leader's address published")
+            published = await stack.kube.get(ENDPOINT_SLICES, slice_name(service), namespace=stack.namespace)
+            assert published is not None and first.endpoints is not None and first.webhook is not None
+            assert published["metadata"]["labels"] == {"kubernetes.io/service-name": service,
+                                                       "endpointslice.kubernetes.io/managed-by": MANAGED_BY}
+            assert published["addressType"] == "IPv4"
+            assert published["endpoints"] == [{"addresses": ["10.0.0.1"], "conditions": {"ready": True},
+                                               "targetRef": {"kind": "Pod", "name": "first",
+                                                             "namespace": stack.namespace}}]
+            assert {p["name"]: p["port"] for p in published["ports"]} == {
+                "http": first.endpoints.port, "webhook": first.webhook.port}
+
+            # the configuration existed only after the first leader started: a restart of its leadership would
+            # inject; here the second replica's takeover does, with its own CA (its own certificate directory)
+            cfg = dataclasses.replace(stack.cfg, identity="second", pod_ip="10.0.0.2",
+                                      log_url=f"sqlite:///{tmp_path}/second.db",
+                                      webhook_cert_dir=str(tmp_path / "second"))
+            second, stop, task = await spawn_daemon(cfg, stack.env, second_log)
+            try:
+                await stack.eventually(lambda: asyncio.sleep(0, second.webhook is not None), what="standby serving")
+                # a standby serving a webhook stays ready: the Services do not route by readiness
+                assert second.ready() == (True, "standby (not the leader)")
+                assert await addresses(stack, service) == ["10.0.0.1"]
+
+                assert await stack.stop_daemon() == 0  # a rollout: the leader goes, releasing the Lease
+                await asyncio.wait_for(second.started.wait(), 10)
+
+                async def moved() -> bool:
+                    return await addresses(stack, service) == ["10.0.0.2"]
+
+                await stack.eventually(moved, what="the new leader's address")
+                assert await ca_bundle(stack, config_name) == (tmp_path / "second" / CA_FILE).read_bytes()
+                assert (tmp_path / "first" / CA_FILE).read_bytes() != (tmp_path / "second" / CA_FILE).read_bytes()
+            finally:
+                stop.set()
+                assert await asyncio.wait_for(task, 10) == 0
+            assert await addresses(stack, service) == []  # a graceful stop withdraws the address
+        finally:
+            await second_log.close()
+            await stack.kube.delete(MUTATING_WEBHOOKS, config_name)
