@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+import tether.core.decision as decision
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv, kube_environment
 
 EMULATOR_OPTIONS = {"bookmark_interval": 60.0}
@@ -38,3 +39,11 @@ async def karmada_kube() -> AsyncIterator[KubeEnv]:
                                 foreign_objects=True) as env:
         env.require_karmada_scheduler()
         yield env
+
+
+@pytest.fixture
+def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retries of failed commands and lookups back off from 100 ms up to 1 s instead of 5 s up to 5 min (the decider
+    reads the constants at every call of ``backoff_ms``, in-process)."""
+    monkeypatch.setattr(decision, "RETRY_BASE_MS", 100)
+    monkeypatch.setattr(decision, "RETRY_MAX_MS", 1_000)

@@ -23,7 +23,6 @@ from typing import Any
 
 import pytest
 
-import tether.core.decision as decision
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import DATASOURCES
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
@@ -31,12 +30,6 @@ from tether.adapters.testing.daemon import Stack, tether_stack
 from tether.core.events import CommandFailed, ObjectsListed
 
 EXECUTOR_BUDGET = 1 + 5  # requests of one command at most: a first try and 5 re-reads on conflict (3 on errors)
-
-
-@pytest.fixture
-def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(decision, "RETRY_BASE_MS", 100)
-    monkeypatch.setattr(decision, "RETRY_MAX_MS", 1_000)
 
 
 @pytest.fixture

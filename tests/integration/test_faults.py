@@ -14,19 +14,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-import tether.core.decision as decision
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import CLAIMS, DATASOURCES
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.daemon import Stack, claim_condition, tether_stack
 
 from .test_migration import push
-
-
-@pytest.fixture
-def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(decision, "RETRY_BASE_MS", 100)
-    monkeypatch.setattr(decision, "RETRY_MAX_MS", 1_000)
 
 
 @pytest.fixture
