@@ -146,6 +146,11 @@ class DaemonConfig:
     freeze_heap: bool = True  # gc.freeze() once recovered (module doc); off where the process is not the daemon's
     members: dict[str, str] = field(default_factory=dict)  # member cluster name → kubeconfig (pod placement)
     members_from_karmada: bool = False  # also connect every Karmada Cluster with apiEndpoint + secretRef
+    # Only the members' namespaced objects (pods, PodGroups, Jobs, Fluid operations) of this namespace; Nodes stay
+    # cluster-wide. For a daemon confined to one namespace of a shared member — the tests' on a shared cluster,
+    # where another run's daemon must not place this run's pods: pods of other namespaces then count against no
+    # node's allocatable, so only where nothing else lands on the nodes placed on (the tests' tainted Nodes).
+    member_namespace: str = ""
     # queue admission (docs/admission.md): watch Queues, PriorityClasses, workloads and the admission ConfigMap
     admission: bool = False
     admission_configmap: str = "tether-system/tether-admission"
@@ -390,6 +395,7 @@ class Daemon:
 
         member_executor = MemberExecutor()
         self.members = MemberClusters(self._log, member_executor, kubeconfigs=self.cfg.members,
+                                      namespace=self.cfg.member_namespace,
                                       karmada=kube if self.cfg.members_from_karmada else None,
                                       clients=self._member_clients, api_groups=self.cfg.api_groups,
                                       absent_retry=self.cfg.absent_retry)

@@ -21,6 +21,9 @@ lists end and the rest of its pods are placed (a member without Godel still plac
 Fluid still places groups); it is asked for again every ``absent_retry`` seconds and picked up once installed; its
 objects are forgotten when its CRD is deleted.
 
+**One namespace.** With ``DaemonConfig.member_namespace`` the members' namespaced sources (pods, PodGroups, Jobs,
+Fluid operations) watch that namespace only; Nodes are always watched whole.
+
 **Leaving.** A member that leaves has its tasks cancelled and its client closed, and a
 :class:`~tether.core.events.MemberDisconnected` is appended: the world drops what it knew of it.
 
@@ -235,11 +238,13 @@ class MemberClusters:
 
     def __init__(self, log_: EventLog, executor: MemberExecutor, *, kubeconfigs: Mapping[str, str] | None = None,
                  karmada: KubeClient | None = None, clients: Mapping[str, client.ApiClient] | None = None,
-                 api_groups: Mapping[str, str] | None = None, absent_retry: float = 30.0) -> None:
+                 api_groups: Mapping[str, str] | None = None, absent_retry: float = 30.0,
+                 namespace: str = "") -> None:
         self.log = log_
         # what each member watches: the optional APIs (Godel's, Fluid's) may be absent there (module doc)
         self.api_groups = dict(api_groups or {})
         self.absent_retry = absent_retry
+        self.namespace = namespace  # "" all; else the namespaced member sources watch this one (DaemonConfig)
         self.executor = executor
         self.kubeconfigs = dict(kubeconfigs or {})
         self.karmada = karmada
@@ -264,7 +269,8 @@ class MemberClusters:
             kube = KubeClient(api)
             member = _Member(name=name, api=api, origin=origin, fingerprint=fingerprint)
             member.sources = [WatchSource(kube, self.log, res, cluster=name, absent_ok=res.optional,
-                                          absent_retry=self.absent_retry, api_groups=self.api_groups)
+                                          absent_retry=self.absent_retry, api_groups=self.api_groups,
+                                          namespace=self.namespace if res.namespaced else "")
                               for res in MEMBER_RESOURCES]
             self.executor.executors[name] = _MemberKube(kube, cluster=name, component="tether")
             started = ListsStarted(sources=tuple(s.list_source for s in member.sources), cluster=name)

@@ -9,7 +9,9 @@ of both planes, catalog answers, the binding webhook's decisions (CREATE, suspen
 statuses, the pod webhook's answers (gated and not, named and by request uid), releases of pods, PodGroup Events,
 timers. ``--explain`` is asked about each key, and about the workload, whose chain must show both webhooks.
 
-Emulator only, as the pod-webhook tests it builds on: the member's nodes are the test's to create.
+The member is an emulator, or with ``TETHER_TEST_KUBECONFIG`` the real cluster itself — the control plane is then
+its own member, as the workload's namespace is the same on both — with Nodes of the test's own
+(``adapters/testing/member.py``).
 """
 
 from __future__ import annotations
@@ -29,31 +31,28 @@ from tether.adapters.cli.replay.trail import Bounds, index_of
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import DEPLOYMENTS, QUEUES, KubeError
 from tether.adapters.kubernetes.members import POD_GROUPS, PODS
-from tether.adapters.kubernetes.webhook_certs import CA_FILE, MUTATING_WEBHOOKS
+from tether.adapters.kubernetes.webhook_certs import CA_FILE
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.daemon import eventually
+from tether.adapters.testing.member import member
 
 from .test_admission_e2e import admission_stack, binding
-from .test_pod_placement import emulator_only, member
-from .test_pod_webhook import GROUP_ANNOTATION, _listed, new_pod, shipped_webhook
-
-__all__ = ["emulator_only"]  # a fixture, used by name
+from .test_pod_webhook import GROUP_ANNOTATION, _listed, shipped_webhook
 
 
 async def test_explain_answers_every_key_of_a_log_with_both_webhooks_admission_and_pod_placement(
-        karmada_kube: KubeEnv, emulator_only: None, tmp_path: Path) -> None:
+        karmada_kube: KubeEnv, tmp_path: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        async with member("m1", tmp) as (emulator, m1, config1), admission_stack(
-                karmada_kube, tmp_path, managed=True,
-                options={"members": {"m1": config1}, "pod_webhook": True}) as stack:
+        # the member's namespace is the workload's
+        async with member(karmada_kube, "m1", tmp, namespace=karmada_kube.namespace) as m1, admission_stack(
+                karmada_kube, tmp_path, managed=True, options={**m1.daemon_options(), "pod_webhook": True}) as stack:
             ns, daemon = stack.namespace, stack.daemon
+            assert ns == m1.namespace
             assert daemon is not None and daemon.webhook is not None and stack.log is not None
             # the member: the workload's namespace, opted in to pod placement, and the shipped pod webhook
-            await emulator.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {
-                "name": ns, "labels": {"tether.dev/pod-placement": "enabled"}}})
             url = f"https://127.0.0.1:{daemon.webhook.port}/mutate/pods/m1"
-            await m1.create(MUTATING_WEBHOOKS, shipped_webhook(url=url, ca=(tmp_path / "certs" / CA_FILE).read_bytes()))
             await eventually(lambda: _listed(daemon, "m1"), "member m1 listed", within=20)
+            await m1.register_pod_webhook(shipped_webhook(url=url, ca=(tmp_path / "certs" / CA_FILE).read_bytes()))
 
             # the control plane: a queue with room for one binding; two queue-managed workloads, one with a claim
             queue = f"q-{stack.suffix}"
@@ -89,19 +88,18 @@ async def test_explain_answers_every_key_of_a_log_with_both_webhooks_admission_a
                 admitted, held = await stack.eventually(decided, within=30, what="one admitted, one held")
 
                 # the member: a group the webhook gates and the decider places, and a pod it admits unchanged
-                await m1.create(POD_GROUPS, {"apiVersion": POD_GROUPS.api_version, "kind": "PodGroup",
-                                             "metadata": {"name": "etl", "namespace": ns}, "spec": {
-                                                 "minMember": 2, "affinity": {"podGroupAffinity": {
-                                                     "required": [{"topologyKey": "rack"}]}}}}, namespace=ns)
+                await m1.kube.create(POD_GROUPS, {"apiVersion": POD_GROUPS.api_version, "kind": "PodGroup",
+                                                  "metadata": {"name": "etl", "namespace": ns}, "spec": {
+                                                      "minMember": 2, "affinity": {"podGroupAffinity": {
+                                                          "required": [{"topologyKey": m1.rack_key}]}}}},
+                                     namespace=ns)
                 for _ in range(2):
-                    pod = new_pod("etl-", annotations={GROUP_ANNOTATION: "etl"})
-                    pod["metadata"]["namespace"] = ns
-                    await m1.create(PODS, pod, namespace=ns)
-                plain = new_pod("plain-")
-                plain["metadata"]["namespace"] = ns
-                await m1.create(PODS, plain, namespace=ns)
+                    await m1.kube.create(PODS, m1.pod(generate_name="etl-", gated=False,
+                                                      annotations={GROUP_ANNOTATION: "etl"}), namespace=ns)
+                await m1.kube.create(PODS, m1.pod(generate_name="plain-", gated=False), namespace=ns)
+
                 async def group_bound() -> bool:
-                    pods, _ = await m1.list(PODS, namespace=ns)
+                    pods, _ = await m1.kube.list(PODS, namespace=ns)
                     group = [p for p in pods if p["metadata"]["name"].startswith("etl-")]
                     return len(group) == 2 and all((p.get("spec") or {}).get("nodeName") for p in group)
 

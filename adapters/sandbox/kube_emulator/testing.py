@@ -17,7 +17,17 @@ what it leaves and what it takes away:
   ``test.tether.io/`` ones conformance tests use to hold objects) on what the test left there: the daemon that would
   have released them is gone, and a held object keeps the namespace Terminating. Other finalizers are left alone.
 - Cluster-scoped objects are the test's business: name them with :data:`RUN_ID` or another unique suffix and delete
-  them (``tether_stack`` does this for its Clusters and DataSources).
+  them (``tether_stack`` does this for its Clusters and DataSources). ``env.defer(cleanup)`` runs a clean-up when
+  the environment ends, whatever the test did; ``env.create_node()`` uses it for the Nodes it makes.
+- **Pods are deleted with grace period 0** before their namespace. A pod bound to a Node no kubelet serves (the
+  Nodes tests create, :meth:`KubeEnv.create_node`) leaves only by a forced delete; until then it holds its
+  namespace in Terminating.
+
+**Nodes of the test's own.** A real cluster's Nodes are not the test's to label, but a test may add Nodes of its
+own: :meth:`KubeEnv.create_node` makes one with a unique name, the test's labels, a ``NoSchedule`` taint of the
+test's own key (so that nobody else's pod lands there; the test's pods tolerate it, :meth:`KubeEnv.toleration`),
+and a status written through the status subresource — ``Ready`` and allocatable — so that kube-scheduler binds pods
+to it. Without a kubelet such a pod never runs: it is only bound, which is all pod placement needs.
 
 The same clean-up runs on the emulator, so the emulator runs exercise it. ``foreign_objects=True`` seeds the
 emulator with what a real Karmada always has and the test does not own (:class:`ForeignObjects`): a test that
@@ -44,10 +54,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import json
 import os
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,6 +112,10 @@ class KubeEnv:
     _created_namespaces: list[str] = field(default_factory=list)
     # Namespaced custom kinds registered through this environment: (group, version, plural), for the clean-up.
     _custom_kinds: set[tuple[str, str, str]] = field(default_factory=set)
+    # Clean-ups of what the test made outside its namespaces (Nodes, webhook configurations, ...), run last first.
+    _deferred: list[Callable[[], Awaitable[Any]]] = field(default_factory=list)
+    # The NoSchedule taint on the Nodes this environment creates: a key of this environment's own.
+    taint_key: str = field(default_factory=lambda: f"test.tether.io/node-{secrets.token_hex(4)}")
 
     @property
     def is_emulated(self) -> bool:
@@ -149,6 +164,30 @@ class KubeEnv:
             pytest.skip(f"the test serves its webhook on this machine's loopback, which the API server at "
                         f"{self.configuration.host} cannot be assumed to reach (it is not on loopback); set "
                         f"{WEBHOOK_LOOPBACK_ENV}=1 if it can")
+
+    def defer(self, cleanup: Callable[[], Awaitable[Any]]) -> None:
+        """Run ``cleanup`` when the environment ends, however the test ends (module doc): for what a test creates
+        outside its namespaces. Clean-ups run last deferred first, after the test's pods are forced out and before
+        its namespaces go; one that fails does not stop the others."""
+        self._deferred.append(cleanup)
+
+    def toleration(self) -> dict[str, str]:
+        """What a pod needs to land on the Nodes of :meth:`create_node`."""
+        return {"key": self.taint_key, "operator": "Exists", "effect": "NoSchedule"}
+
+    async def create_node(self, name: str, *, labels: dict[str, str] | None = None,
+                          allocatable: dict[str, str] | None = None) -> str:
+        """A Node of the test's own (module doc, :func:`create_test_node`), deleted when the environment ends;
+        ``name`` gets a suffix of this environment's own on a real cluster. Returns its name."""
+        if self.emulator is None:
+            name = f"{name}-{RUN_ID}-{self.taint_key[-8:]}"
+        self.defer(lambda: self._delete_node(name))  # first: a create that fails half-way leaves nothing either
+        await create_test_node(self.core, name, taint_key=self.taint_key, labels=labels, allocatable=allocatable)
+        return name
+
+    async def _delete_node(self, name: str) -> None:
+        with contextlib.suppress(ApiException):
+            await self.core.delete_node(name)
 
     async def create_namespace(self, prefix: str = "tether-test") -> str:
         """Another fresh namespace, deleted on exit."""
@@ -239,13 +278,44 @@ class KubeEnv:
                     if e.status not in (404, 409):  # gone or changed since listed: list again
                         raise
 
+    async def force_delete_pods(self, namespace: str) -> None:
+        """Delete every pod in ``namespace`` with grace period 0: a pod bound to a Node no kubelet serves leaves only
+        so (module doc). A pod already Terminating is shortened to 0 as well."""
+        pods = await self.core.list_namespaced_pod(namespace)
+        for pod in pods.items:
+            with contextlib.suppress(ApiException):
+                await self.core.delete_namespaced_pod(pod.metadata.name, namespace, grace_period_seconds=0)
+
     async def _cleanup(self) -> None:
-        """Release the suite's finalizers in the test's namespaces, then delete the namespaces. CRDs stay."""
-        for ns in [*self._created_namespaces, self.namespace]:
+        """Force the test's pods out, run the deferred clean-ups (last first), release the suite's finalizers in
+        the test's namespaces, then delete the namespaces. CRDs stay."""
+        namespaces = [*self._created_namespaces, self.namespace]
+        for ns in namespaces:
+            with contextlib.suppress(ApiException):
+                await self.force_delete_pods(ns)
+        while self._deferred:
+            with contextlib.suppress(Exception):
+                await self._deferred.pop()()
+        for ns in namespaces:
             with contextlib.suppress(ApiException):
                 await self.release_finalizers(ns)
             with contextlib.suppress(ApiException):
                 await self.core.delete_namespace(ns)
+
+
+async def create_test_node(core: client.CoreV1Api, name: str, *, taint_key: str,
+                           labels: dict[str, str] | None = None, allocatable: dict[str, str] | None = None) -> None:
+    """Create a Node a test owns: labelled ``kubernetes.io/hostname`` with its name (and ``labels``), tainted
+    ``taint_key:NoSchedule``, then — through the status subresource, as a kubelet would — Ready with ``allocatable``
+    (8 CPU, 32Gi, 110 pods unless given), so that a scheduler binds pods that tolerate the taint to it."""
+    resources = allocatable or {"cpu": "8", "memory": "32Gi", "pods": "110"}
+    await core.create_node({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+                            "spec": {"taints": [{"key": taint_key, "value": "", "effect": "NoSchedule"}]}})
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    await core.patch_node_status(name, {"status": {
+        "capacity": resources, "allocatable": resources,
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "a test's node",
+                        "lastHeartbeatTime": now, "lastTransitionTime": now}]}}, _content_type=MERGE)
 
 
 async def _seed_foreign(emulator: KubeEmulator) -> ForeignObjects:
