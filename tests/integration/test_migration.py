@@ -59,13 +59,22 @@ async def test_migration_polled(karmada_kube: KubeEnv) -> None:
 
 
 async def test_migration_within_region_keeps_placement(karmada_kube: KubeEnv) -> None:
-    """A move to another location that maps to the same clusters changes nothing on the binding."""
+    """A move to another location that maps to the same clusters changes nothing tether owns on the binding: its
+    placement, its spec (the generation: no write to the spec, tether's or the scheduler's in answer to one) and
+    tether's annotations. (Not the resourceVersion: a real karmada-scheduler writes the binding's status on its own
+    schedule.)"""
     async with tether_stack(karmada_kube) as stack:
         table, rb = await placed_in_east(stack, "local")
         before = await stack.get("ResourceBinding", rb)
         stack.catalog.move_table(table, f"s3://warehouse-east/{stack.suffix}/local-v2")
-        status, _ = await push(stack, {"system": "amoro", "dataSourceName": table})
-        assert status == 202
+        status, answer = await push(stack, {"system": "amoro", "dataSourceName": table})
+        assert status == 202 and answer["location"] == f"s3://warehouse-east/{stack.suffix}/local-v2"
         await stack.daemon.runtime.wait_idle()  # type: ignore[union-attr]
         after = await stack.get("ResourceBinding", rb)
-        assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+        assert after["spec"]["placement"] == before["spec"]["placement"]
+        assert after["metadata"]["generation"] == before["metadata"]["generation"]
+        assert _tethers(after) == _tethers(before)
+
+
+def _tethers(obj: dict) -> dict[str, str]:
+    return {k: v for k, v in (obj["metadata"].get("annotations") or {}).items() if k.startswith("tether.dev/")}
