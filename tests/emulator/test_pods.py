@@ -101,26 +101,27 @@ async def test_binding_subresource(kube):
     assert "is already assigned to node" in json.loads(await resp.read())["message"]
 
 
-async def test_binder_assigns_ungated_pods_to_matching_nodes(kube, emulator):
-    emulator.enable_binder()
+async def test_binder_assigns_ungated_pods_to_matching_nodes(kube):
+    """The emulator's binder, or a real cluster's kube-scheduler, on Nodes of the test's own (tainted with its key,
+    which its pods tolerate; ``KubeEnv.create_node``): a gated pod waits, an ungated one goes to a node its
+    required affinity and resources allow, one that fits nowhere is marked Unschedulable."""
+    if kube.emulator is not None:
+        kube.emulator.enable_binder()
     core, ns = kube.core, kube.namespace
-    for name, zone in (("n1", "a"), ("n2", "b")):
-        await core.create_node({"metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": zone,
-                                                                       "kubernetes.io/hostname": name}},
-                                "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
-    await core.create_namespaced_pod(ns, pod("p", affinity=req_affinity(
-        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["b"]})))
-    await asyncio.sleep(0.05)
+    zone = f"test.tether.io/zone-{kube.taint_key[-8:]}"  # a key of the test's own: only its nodes have it
+    nodes = {z: await kube.create_node(f"n-{z}", labels={zone: z}) for z in ("a", "b")}
+    await _default_service_account(kube)
+    tolerate = {"tolerations": [kube.toleration()], "terminationGracePeriodSeconds": 0}
+    await core.create_namespaced_pod(ns, pod("p", affinity=req_affinity({"key": zone, "operator": "In",
+                                                                         "values": ["b"]}), **tolerate))
+    # a pod created after it, ungated, bound: the scheduler is at work, and the gated one still waits
+    await core.create_namespaced_pod(ns, pod("sentinel", gates=False, nodeSelector={zone: "a"}, **tolerate))
+    assert await _bound(core, ns, "sentinel") == nodes["a"]
     assert (await core.read_namespaced_pod("p", ns)).spec.node_name is None  # gated: not scheduled
     await core.patch_namespaced_pod("p", ns, {"spec": {"schedulingGates": None}}, _content_type=MERGE)
-    async with asyncio.timeout(5):
-        while True:  # poll through the API, as a test against a real cluster would
-            if (await core.read_namespaced_pod("p", ns)).spec.node_name is not None:
-                break
-            await asyncio.sleep(0.02)
-    assert (await core.read_namespaced_pod("p", ns)).spec.node_name == "n2"
-    await core.create_namespaced_pod(ns, pod("nowhere", gates=False, nodeSelector={"zone": "z"}))
-    async with asyncio.timeout(5):
+    assert await _bound(core, ns, "p") == nodes["b"]
+    await core.create_namespaced_pod(ns, pod("nowhere", gates=False, nodeSelector={zone: "z"}, **tolerate))
+    async with asyncio.timeout(30):
         while True:
             p = await core.read_namespaced_pod("nowhere", ns)
             conds = {c.type: c for c in p.status.conditions or []}
@@ -129,3 +130,28 @@ async def test_binder_assigns_ungated_pods_to_matching_nodes(kube, emulator):
             await asyncio.sleep(0.02)
     assert conds["PodScheduled"].status == "False" and conds["PodScheduled"].reason == "Unschedulable"
     assert client.V1Pod  # the typed model round-trips emulator output
+
+
+async def _bound(core, ns: str, name: str) -> str:
+    async with asyncio.timeout(30):
+        while True:  # poll through the API, as a test against a real cluster would
+            node = (await core.read_namespaced_pod(name, ns)).spec.node_name
+            if node is not None:
+                return node
+            await asyncio.sleep(0.02)
+
+
+async def _default_service_account(kube) -> None:
+    """A real API server refuses pods until kube-controller-manager has made the namespace's default
+    ServiceAccount (the emulator has no such admission)."""
+    if kube.emulator is not None:
+        return
+    async with asyncio.timeout(30):
+        while True:
+            try:
+                await kube.core.read_namespaced_service_account("default", kube.namespace)
+                return
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+            await asyncio.sleep(0.1)

@@ -20,7 +20,7 @@ from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, KubeClient
 from tether.adapters.kubernetes.executor import KubeExecutor
 from tether.adapters.log.sqlite import SqliteLog
-from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
+from tether.adapters.sandbox.kube_emulator.testing import TEST_FINALIZER, KubeEnv
 from tether.adapters.testing.daemon import eventually
 from tether.core.commands import (
     AddFinalizer,
@@ -229,7 +229,7 @@ async def test_the_binding_write_is_sent_before_the_claim_writes_decided_with_it
     claim = await bench.claim("c")
     binding = await bench.binding("w")
     finalizer, status, placement = await bench.append(
-        record(AddFinalizer(target=claim, finalizer="example.com/test")), bench.status("c", "Bound"),
+        record(AddFinalizer(target=claim, finalizer=TEST_FINALIZER)), bench.status("c", "Bound"),
         record(SetBindingPlacement(binding=binding, excluded_clusters=("west1",))))
     executor = Gated(KubeExecutor(bench.kube))
     bench.start(executor)
