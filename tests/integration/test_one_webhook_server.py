@@ -8,7 +8,8 @@ leader only.
   only — with ``failurePolicy: Fail`` a standby's 503 would refuse the request, the API server does not try another
   endpoint. A standby that serves no webhook stays ready. Once it leads, it is ready and answers.
 
-Emulator only: the member cluster is the emulator itself, reached through a kubeconfig it writes.
+The member is an emulated one, or with ``TETHER_TEST_KUBECONFIG`` the real cluster itself (``adapters/testing/
+member.py``); the webhooks are called by the test, not by an API server.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from tether.adapters.kubernetes.webhook_certs import ensure_self_signed
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.daemon import eventually, spawn_daemon, tether_stack
+from tether.adapters.testing.member import member
 from tether.core.envelope import EventRecord
 from tether.core.events import ListsStarted, event_key
 
@@ -60,13 +62,11 @@ async def readyz(daemon: Daemon) -> tuple[int, str]:
 
 
 async def test_both_webhooks_on_one_port_each_waiting_only_for_its_own_lists(kube: KubeEnv, tmp_path: Path) -> None:
-    emulator = kube.require_emulator("the member cluster is the emulator itself")
     certs = tmp_path / "certs"
     _, _, ca = ensure_self_signed(certs, names=["127.0.0.1"])
-    member = str(emulator.kubeconfig_path(tmp_path))
-    options = {"binding_webhook": True, "pod_webhook": True, "webhook_port": 0, "webhook_host": "127.0.0.1",
-               "webhook_cert_dir": str(certs), "members": {"m1": member}}
-    async with tether_stack(kube, daemon_options=options) as stack:
+    async with member(kube, "m1", tmp_path, racks=1, per_rack=1) as m1, tether_stack(kube, daemon_options={
+            "binding_webhook": True, "pod_webhook": True, "webhook_port": 0, "webhook_host": "127.0.0.1",
+            "webhook_cert_dir": str(certs), **m1.daemon_options()}) as stack:
         daemon = stack.daemon
         assert daemon is not None and daemon.webhook is not None and daemon.cfg.pod_webhook
         assert sorted(daemon.webhook.handlers) == ["/mutate/pods/{cluster}", "/mutate/resourcebindings"]
