@@ -1,4 +1,5 @@
-"""Fault injection (emulator-only): injected errors, Retry-After, latency, the HTTP admin endpoint."""
+"""Fault injection (emulator-only): injected errors, Retry-After, latency, the HTTP admin endpoint — the emulator's
+own machinery, which a real API server does not have."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import aiohttp
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
+WHY = "the emulator's own fault injection"
 
-async def test_injected_errors_match_and_expire(kube, emulator):
+
+async def test_injected_errors_match_and_expire(kube):
+    emulator = kube.require_emulator(WHY)
     core, ns = kube.core, kube.namespace
     await core.create_namespaced_config_map(ns, {"metadata": {"name": "a"}})
     emulator.faults.fail(code=429, verb="get", resource="configmaps", name="a", times=2, retry_after=3)
@@ -33,7 +37,8 @@ async def test_injected_errors_match_and_expire(kube, emulator):
     await core.list_namespaced_config_map(ns)
 
 
-async def test_latency_and_http_admin(kube, emulator):
+async def test_latency_and_http_admin(kube):
+    emulator = kube.require_emulator(WHY)
     core, ns = kube.core, kube.namespace
     emulator.faults.add_latency(0.2, verb="list", resource="configmaps", times=1)
     start = time.monotonic()

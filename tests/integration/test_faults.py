@@ -75,8 +75,12 @@ async def _workloads(stack: Stack, names: list[str], table: str) -> None:
         await stack.apply(manifests.claim(name, namespace=stack.namespace, table=table, workload=f"{name}-app"))
 
 
+# what these tests need that a real API server cannot be made to do on demand
+INJECTS = "injects API faults on demand (the emulator's fault rules: {}); a real API server takes no such orders"
+
+
 async def test_conflicts_on_every_patch(stack: Stack) -> None:
-    emulator = stack.env.require_emulator()
+    emulator = stack.env.require_emulator(INJECTS.format("409 on every patch"))
     table = stack.add_table("contended", "east")
     # more conflicts than the executor's immediate re-read budget (5): some commands fail and are retried on a timer
     rule = emulator.faults.fail(code=409, verb="patch", times=30)
@@ -86,7 +90,7 @@ async def test_conflicts_on_every_patch(stack: Stack) -> None:
 
 
 async def test_server_errors(stack: Stack) -> None:
-    emulator = stack.env.require_emulator()
+    emulator = stack.env.require_emulator(INJECTS.format("500 and 429 answers"))
     table = stack.add_table("flaky", "east")
     emulator.faults.fail(code=500, verb="patch", times=12)
     emulator.faults.fail(code=500, verb="create", resource="datasources", times=3)  # within the executor's retries
@@ -96,7 +100,7 @@ async def test_server_errors(stack: Stack) -> None:
 
 
 async def test_dropped_watches(stack: Stack) -> None:
-    emulator = stack.env.require_emulator()
+    emulator = stack.env.require_emulator(INJECTS.format("every watch dropped, counted in the emulator's hub"))
     table = stack.add_table("watched", "east")
     await _workloads(stack, ["w1"], table)
     await stack.wait_claim("w1", phase="Bound")
@@ -162,7 +166,7 @@ async def test_catalog_recovery_pushed(kube: KubeEnv) -> None:
 
 
 async def test_data_source_create_failing_beyond_executor_retries(stack: Stack) -> None:
-    emulator = stack.env.require_emulator()
+    emulator = stack.env.require_emulator(INJECTS.format("500 on five DataSource creates"))
     table = stack.add_table("uncreatable", "east")
     emulator.faults.fail(code=500, verb="create", resource="datasources", times=5)  # executor gives up after 4
     await _workloads(stack, ["x1"], table)

@@ -91,6 +91,18 @@ def suite_finalizer(name: str) -> bool:
     return name in TETHER_FINALIZERS or name.startswith(_TEST_FINALIZER_DOMAIN)
 
 
+def _skip(reason: str) -> None:
+    """Skip the calling test, reported at the test's own location (``-rs`` then names the test, not this
+    module); pytest's public ``skip`` has no such option, hence its exception, with the plain call as fallback."""
+    import pytest
+
+    try:
+        exc = pytest.skip.Exception(reason, _use_item_location=True)  # type: ignore[call-arg]
+    except TypeError:
+        pytest.skip(reason)
+    raise exc
+
+
 @dataclass
 class ForeignObjects:
     """What the environment seeded on the emulator that the test does not own, with each object's
@@ -132,18 +144,14 @@ class KubeEnv:
     def require_emulator(self, why: str = "needs the tether Kubernetes emulator") -> KubeEmulator:
         """Return the emulator, or skip the calling test on a real cluster."""
         if self.emulator is None:
-            import pytest
-
-            pytest.skip(f"{why}; TETHER_TEST_KUBECONFIG points at a real cluster")
+            _skip(f"{why}; TETHER_TEST_KUBECONFIG points at a real cluster")
         return self.emulator
 
     def require_karmada_scheduler(self) -> None:
         """Skip on a real cluster declared to run no karmada-scheduler (``TETHER_TEST_KARMADA_SCHEDULER=0``). On the
         emulator the caller starts the stand-in (``KubeEmulator(karmada_scheduler=True)``)."""
         if self.emulator is None and os.environ.get(KARMADA_SCHEDULER_ENV, "1").strip().lower() in ("0", "false", "no"):
-            import pytest
-
-            pytest.skip(f"needs a karmada-scheduler watching the cluster; {KARMADA_SCHEDULER_ENV}=0 says none runs")
+            _skip(f"needs a karmada-scheduler watching the cluster; {KARMADA_SCHEDULER_ENV}=0 says none runs")
 
     def loopback_webhooks(self) -> bool:
         """Whether the API server can call a webhook on this machine's loopback (module doc)."""
@@ -159,9 +167,7 @@ class KubeEnv:
     def require_loopback_webhooks(self) -> None:
         """Skip unless the API server can reach a webhook served on this machine's loopback."""
         if not self.loopback_webhooks():
-            import pytest
-
-            pytest.skip(f"the test serves its webhook on this machine's loopback, which the API server at "
+            _skip(f"the test serves its webhook on this machine's loopback, which the API server at "
                         f"{self.configuration.host} cannot be assumed to reach (it is not on loopback); set "
                         f"{WEBHOOK_LOOPBACK_ENV}=1 if it can")
 
