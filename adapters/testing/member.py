@@ -204,7 +204,7 @@ async def member(env: KubeEnv, name: str, tmp: str | Path, *, racks: int = 4, pe
         for n in range(per_rack):
             node = await env.create_node(f"{name}-r{r}-n{n}", labels={found.rack_key: f"rack{r}", "zone": "z1"})
             found._nodes[(r, n)], found.racks[node] = node, f"rack{r}"
-    await _default_service_account(kube, namespace)
+    await default_service_account(kube, namespace)
     yield found  # the environment deletes the pods, Nodes and namespace
 
 
@@ -220,7 +220,7 @@ def _crd_source(name: str) -> str | Path:
     return found if found is not None else name
 
 
-async def _default_service_account(kube: KubeClient, namespace: str, *, within: float = 30.0) -> None:
+async def default_service_account(kube: KubeClient, namespace: str, *, within: float = 30.0) -> None:
     """A pod is refused until kube-controller-manager has made the namespace's default ServiceAccount."""
     deadline = time.monotonic() + within
     while await kube.get(SERVICE_ACCOUNTS, "default", namespace=namespace) is None:

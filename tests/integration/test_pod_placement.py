@@ -12,6 +12,7 @@ by a test); the first is the real cluster when there is one.
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from typing import Any
 
@@ -20,8 +21,17 @@ import pytest
 from tether.adapters.kubernetes.members import EVENTS, FLUID, JOBS, POD_GROUPS, PODS
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.daemon import eventually, tether_stack
+from tether.adapters.testing.member import (
+    CRDS,
+    FLUID_CRDS,
+    GODEL_CRDS,
+    HOST,
+    TestMember,
+    default_service_account,
+    member,
+    members_options,
+)
 from tether.adapters.testing.reference import require_reference
-from tether.adapters.testing.member import CRDS, FLUID_CRDS, GODEL_CRDS, HOST, TestMember, member, members_options
 
 
 async def create_group(m: TestMember, name: str, size: int, *, cpu: str = "1") -> None:
@@ -270,3 +280,32 @@ async def test_a_group_required_on_the_hostname_lands_on_one_node(kube: KubeEnv)
                 assert terms and all({"key": HOST, "operator": "In", "values": [node]} in t.get("matchExpressions", [])
                                      for t in terms), terms
 
+
+
+async def test_a_daemon_confined_to_one_member_namespace_places_only_its_pods(kube: KubeEnv) -> None:
+    """``member_namespace``: the member's pods and PodGroups of other namespaces are not watched, so not placed —
+    what keeps another run's daemon on a shared member off this run's pods. Nodes are still watched whole."""
+    with tempfile.TemporaryDirectory() as tmp:
+        async with member(kube, "m1", tmp, racks=2, per_rack=2) as m1:
+            other = await _another_namespace(m1)
+            await create_group(dataclasses.replace(m1, namespace=other), "elsewhere", 2)
+            options = {**m1.daemon_options(), "member_namespace": m1.namespace}
+            async with tether_stack(kube, daemon_options=options) as stack:
+                await create_group(m1, "here", 2)
+                await eventually(lambda: all_bound(m1, "here-"), "the group of the daemon's namespace bound", within=30)
+                await stack.wait_idle()
+                assert stack.daemon is not None
+                state = stack.daemon.world.members.clusters["m1"]
+                assert state.pods and all(key.split("/")[1] == m1.namespace for key in state.pods)
+                assert set(m1.racks) <= set(state.nodes)
+                pods, _ = await m1.kube.list(PODS, namespace=other)
+                assert len(pods) == 2 and all(p["spec"].get("schedulingGates") for p in pods)
+
+
+async def _another_namespace(m: TestMember) -> str:
+    if m.emulator is not None:
+        await m.emulator.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}})
+        return "other"
+    namespace = await m.env.create_namespace("tether-test-other")
+    await default_service_account(m.kube, namespace)
+    return namespace
