@@ -130,7 +130,12 @@ async def test_catalog_unavailable_then_recovers(stack: Stack) -> None:
     claim = await stack.wait_claim("u1", phase="Pending", reason="LookupFailed")
     assert "503" in claim_condition(claim)["message"] or "unavailable" in claim_condition(claim)["message"].lower()
     assert stack.catalog.stats()["max_in_flight"] <= 1  # retried on a timer, never two lookups at once
-    warning = [e for e in await stack.events_for("u1") if e["reason"] == "LookupFailed"]
+
+    async def warnings() -> list[dict]:
+        return [e for e in await stack.events_for("u1") if e["reason"] == "LookupFailed"]
+
+    # the Event is its own write, decided with the status: it may land a moment after it (on a loaded server)
+    warning = await stack.eventually(warnings, what="the LookupFailed Event")
     assert len(warning) == 1 and warning[0]["type"] == "Warning"
     stack.catalog.clear_faults()
     await stack.wait_claim("u1", phase="Bound")  # the retry timer asks again
