@@ -61,7 +61,7 @@ import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -91,7 +91,7 @@ def suite_finalizer(name: str) -> bool:
     return name in TETHER_FINALIZERS or name.startswith(_TEST_FINALIZER_DOMAIN)
 
 
-def _skip(reason: str) -> None:
+def _skip(reason: str) -> NoReturn:
     """Skip the calling test, reported at the test's own location (``-rs`` then names the test, not this
     module); pytest's public ``skip`` has no such option, hence its exception, with the plain call as fallback."""
     import pytest
@@ -168,8 +168,8 @@ class KubeEnv:
         """Skip unless the API server can reach a webhook served on this machine's loopback."""
         if not self.loopback_webhooks():
             _skip(f"the test serves its webhook on this machine's loopback, which the API server at "
-                        f"{self.configuration.host} cannot be assumed to reach (it is not on loopback); set "
-                        f"{WEBHOOK_LOOPBACK_ENV}=1 if it can")
+                  f"{self.configuration.host} cannot be assumed to reach (it is not on loopback); set "
+                  f"{WEBHOOK_LOOPBACK_ENV}=1 if it can")
 
     def defer(self, cleanup: Callable[[], Awaitable[Any]]) -> None:
         """Run ``cleanup`` when the environment ends, however the test ends (module doc): for what a test creates
