@@ -82,10 +82,17 @@ async def test_gated_groups_land_in_one_domain_and_a_lost_member_leaves_the_othe
 async def test_a_member_without_fluid_still_places_groups(kube: KubeEnv) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         async with member(kube, "m1", tmp, crds=GODEL_CRDS) as m1, \
-                tether_stack(kube, daemon_options={**m1.daemon_options(), "absent_retry": 0.2}):
+                tether_stack(kube, daemon_options={**m1.daemon_options(), "absent_retry": 0.2}) as stack:
             await create_group(m1, "gang", 4)
             done = await eventually(lambda: all_bound(m1, "gang-"), "the group bound", within=30)
             assert len(m1.racks_of(done)) == 1
+            assert stack.daemon is not None and stack.daemon.members is not None
+            sources = stack.daemon.members.members["m1"].sources
+            # the member does not serve Fluid (on a real cluster whose Fluid CRDs the test cannot take away: a group
+            # nobody serves stands for it) and serves Godel
+            optional = {FLUID[0].group, POD_GROUPS.group}
+            assert {s.resource.kind: s.absent for s in sources if s.resource.group in optional} == {
+                **{r.kind: True for r in FLUID}, POD_GROUPS.kind: False}
 
 
 @pytest.mark.parametrize(("policy", "crds"), [("Require", CRDS), ("Prefer", CRDS), ("Require", FLUID_CRDS)],
@@ -93,7 +100,7 @@ async def test_a_member_without_fluid_still_places_groups(kube: KubeEnv) -> None
 async def test_a_data_process_follows_its_data_load(kube: KubeEnv, policy: str, crds: tuple[str, ...]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         async with member(kube, "m1", tmp, crds=crds) as m1, \
-                tether_stack(kube, daemon_options=m1.daemon_options()):
+                tether_stack(kube, daemon_options=m1.daemon_options()) as stack:
             ns, load_res, process_res = m1.namespace, FLUID[0], FLUID[2]
             load = await m1.kube.create(load_res, {
                 "apiVersion": load_res.api_version, "kind": "DataLoad", "metadata": {"name": "load", "namespace": ns},
@@ -131,6 +138,9 @@ async def test_a_data_process_follows_its_data_load(kube: KubeEnv, policy: str, 
             assert op is not None
             conditions = {c["type"]: c for c in (op.get("status") or {}).get("conditions") or []}
             assert conditions["AffinityInherited"]["status"] == "True"
+            assert stack.daemon is not None and stack.daemon.members is not None
+            [godel] = [s for s in stack.daemon.members.members["m1"].sources if s.resource.kind == POD_GROUPS.kind]
+            assert godel.absent == (crds == FLUID_CRDS)  # a member without Godel: its PodGroups not served
 
 
 def _owned_by(obj: dict[str, Any]) -> dict[str, Any]:
