@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+from collections.abc import Awaitable
 from typing import Any
 
 import pytest
@@ -134,13 +135,21 @@ async def test_a_data_process_follows_its_data_load(kube: KubeEnv, policy: str, 
             key = ("requiredDuringSchedulingIgnoredDuringExecution" if policy == "Require"
                    else "preferredDuringSchedulingIgnoredDuringExecution")
             assert key in affinity and len(affinity) == 1
-            op = await m1.kube.get(process_res, "proc", namespace=ns)
-            assert op is not None
-            conditions = {c["type"]: c for c in (op.get("status") or {}).get("conditions") or []}
-            assert conditions["AffinityInherited"]["status"] == "True"
+
+            async def inherited() -> str:
+                op = await m1.kube.get(process_res, "proc", namespace=ns)
+                conditions = {c["type"]: c for c in ((op or {}).get("status") or {}).get("conditions") or []}
+                return str(conditions.get("AffinityInherited", {}).get("status", ""))
+
+            # the condition is its own write, after the pod's release (it may still say False, "waiting", before)
+            await eventually(lambda: _is(inherited(), "True"), "AffinityInherited True", within=30)
             assert stack.daemon is not None and stack.daemon.members is not None
             [godel] = [s for s in stack.daemon.members.members["m1"].sources if s.resource.kind == POD_GROUPS.kind]
             assert godel.absent == (crds == FLUID_CRDS)  # a member without Godel: its PodGroups not served
+
+
+async def _is(value: Awaitable[str], expected: str) -> bool:
+    return await value == expected
 
 
 def _owned_by(obj: dict[str, Any]) -> dict[str, Any]:
