@@ -448,8 +448,7 @@ async def _cleanup(kube: KubeClient, namespace: str, clusters: dict[str, str], s
             if f".{suffix}." not in str((source.get("spec") or {}).get("name") or ""):
                 continue
             with contextlib.suppress(Exception):
-                await _release(kube, DATASOURCES, source)
-                await delete_cluster_scoped(kube, DATASOURCES, source["metadata"]["name"])
+                await _release_and_delete(kube, DATASOURCES, source["metadata"]["name"])
     for name in clusters.values():
         with contextlib.suppress(Exception):
             await delete_cluster_scoped(kube, CLUSTERS, name)
@@ -466,6 +465,28 @@ async def delete_cluster_scoped(kube: KubeClient, res: Any, name: str, *, attemp
             if not exc.retryable or attempt == attempts - 1:
                 raise
             await asyncio.sleep(0.2 * 2 ** attempt)
+
+
+async def _release_and_delete(kube: KubeClient, res: Any, name: str, *, attempts: int = 5) -> None:
+    """Release tether's finalizers on a cluster-scoped object of the stack and delete it, until it is gone. On a
+    shared cluster another run's daemon watches every DataSource too and may write this one between the release
+    and the deletion (its finalizer back, its status): the release then fails on the resourceVersion, or the
+    deletion leaves the object Terminating on that finalizer, held for ever. Each attempt starts from the object
+    as it is now."""
+    for attempt in range(attempts):
+        obj = await kube.get(res, name)
+        if obj is None:
+            return
+        try:
+            await _release(kube, res, obj)
+            if not obj["metadata"].get("deletionTimestamp"):
+                await delete_cluster_scoped(kube, res, name)
+        except KubeError as exc:
+            if exc.status not in (404, 409) and not exc.retryable:
+                raise
+        if await kube.get(res, name) is None:
+            return
+        await asyncio.sleep(0.1 * 2 ** attempt)
 
 
 async def _release(kube: KubeClient, res: Any, obj: dict[str, Any], *, namespace: str = "") -> None:
