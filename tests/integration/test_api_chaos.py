@@ -32,9 +32,14 @@ from tether.core.events import CommandFailed, ObjectsListed
 EXECUTOR_BUDGET = 1 + 5  # requests of one command at most: a first try and 5 re-reads on conflict (3 on errors)
 
 
+# what the emulator gives that a real API server does not: faults on demand, and writes counted per object
+WHY = ("holds API faults on one object (500, 429, 409, slowness), drops and expires every watch, and counts writes "
+       "per object: the emulator's fault rules and write counter; a real API server takes no such orders")
+
+
 @pytest.fixture
 async def stack(kube: KubeEnv, fast_retries: None) -> AsyncIterator[Stack]:
-    kube.require_emulator()
+    kube.require_emulator(WHY)
     async with tether_stack(kube) as s:
         yield s
 
@@ -57,14 +62,14 @@ async def _failures(stack: Stack, key: str) -> int:
 
 
 def _writes(stack: Stack) -> collections.Counter[tuple[str, str, str]]:
-    emulator = stack.env.require_emulator()
+    emulator = stack.env.require_emulator(WHY)
     return emulator.faults.writes()
 
 
 async def _quiescent_after_relist(stack: Stack) -> None:
     """Expire every watch (410 → a relist of everything: every object reconciled once) and show that, converged,
     that makes no write at all."""
-    emulator = stack.env.require_emulator()
+    emulator = stack.env.require_emulator(WHY)
     assert stack.daemon is not None
     await stack.wait_idle(within=20)
     before = _writes(stack)
@@ -94,7 +99,7 @@ FAULTS = {
 
 @pytest.mark.parametrize("fault", list(FAULTS), ids=list(FAULTS))
 async def test_a_fault_on_one_binding_stalls_nothing_else_and_converges(stack: Stack, fault: str) -> None:
-    emulator = stack.env.require_emulator()
+    emulator = stack.env.require_emulator(WHY)
     table = stack.add_table("shared", "east")
     west = [stack.clusters["west1"]]
     victim = "victim-app-deployment"
@@ -137,7 +142,7 @@ async def _fired(rule: Any, n: int) -> bool:
 async def test_watches_dropped_and_expired_mid_run_lose_nothing(stack: Stack) -> None:
     """Every watch dropped, then expired (410 Gone: the daemon relists), while claims arrive: every claim ends
     Bound with one DataSource per table, every binding placed, and a relist of the converged state writes nothing."""
-    emulator = stack.env.require_emulator()
+    emulator = stack.env.require_emulator(WHY)
     tables = [stack.add_table(f"t{i}", "east") for i in range(3)]
     names = [f"w{i}" for i in range(12)]
     for i, name in enumerate(names):

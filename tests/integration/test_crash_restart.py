@@ -26,8 +26,9 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def emulator_only() -> None:
     if os.environ.get(KUBECONFIG_ENV):
-        pytest.skip("kills the API server's clients at will and needs a member whose nodes it creates: its own "
-                    "emulator processes only")
+        pytest.skip("starts a world of its own processes (emulator API servers for the control plane and the "
+                    "member, tether run, the catalog) and SIGKILLs tether at random: it does not use the cluster "
+                    "TETHER_TEST_KUBECONFIG names, and the emulator run runs it")
 
 
 async def test_sigkill_at_random_points_converges_with_every_guarantee(emulator_only: None) -> None:

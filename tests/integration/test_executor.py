@@ -194,7 +194,7 @@ async def test_retry_after_is_honoured_and_a_long_one_fails_at_once(kube: KubeEn
     """A 429 with Retry-After: the executor waits at least that long before asking again (the emulator sends the
     header and the Status's ``details.retryAfterSeconds``); one longer than ``max_retry_after`` is not waited for
     inside a command — it fails as retryable at once and the decider's timer asks again later."""
-    emulator = kube.require_emulator()
+    emulator = kube.require_emulator("429 with Retry-After on demand (the emulator's fault rules)")
     client = KubeClient(kube.api_client)
     _, ref = await _claim(kube, client, "throttled")
     sleeps: list[float] = []
