@@ -396,12 +396,12 @@ async def tether_stack(env: KubeEnv, *, refresh_interval: float | None = None, p
             with tempfile.TemporaryDirectory(prefix="tether-it-") as tmp:
                 cfg = DaemonConfig(log_url=f"sqlite:///{tmp}/tether.db",
                                    plugin_configmap=f"{env.namespace}/tether-plugins",
-                                   watch_namespace=env.namespace, http_host="127.0.0.1", http_port=0,
+                                   watch_namespace=env.namespace, http_host="127.0.0.1",
                                    push_token=push_token, refresh_interval=refresh_interval,
                                    lease_namespace=env.namespace,
                                    # the test process is not the daemon's: freezing its heap would keep the garbage
                                    # cycles of every later test (the child process freezes its own, as tether run)
-                                   **{"freeze_heap": daemon_process, **(daemon_options or {})})
+                                   **{"freeze_heap": daemon_process, "http_port": 0, **(daemon_options or {})})
                 stack = Stack(env=env, kube=kube, catalog=catalog, daemon=None, log=None, namespace=env.namespace,
                               clusters=clusters, suffix=suffix, plugin_configmap=cfg.plugin_configmap, cfg=cfg,
                               tmp=tmp, resolver_options=resolver_options)
