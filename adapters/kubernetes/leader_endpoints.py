@@ -32,7 +32,7 @@ from .client import KubeClient, KubeError, Resource
 log = structlog.get_logger("tether.leader")
 
 ENDPOINT_SLICES = Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True)
-MANAGED_BY = "tether.dev/leader-endpoints"  # endpointslice.kubernetes.io/managed-by: not the EndpointSlice controller
+MANAGED_BY = "leader-endpoints.tether.dev"  # endpointslice.kubernetes.io/managed-by (a label value: no "/")
 
 
 def slice_name(service: str) -> str:

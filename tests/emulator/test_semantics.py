@@ -243,3 +243,21 @@ async def test_crd_deletion_removes_the_api(kube, tmp_path):
                 assert e.status == 404
                 break
             await asyncio.sleep(0.05)
+
+
+async def test_label_keys_and_values_are_validated(kube):
+    """metadata.labels as kube-apiserver validates them: a value is at most 63 characters of ``[-A-Za-z0-9_.]``
+    (a ``/`` is the usual mistake: a key's prefix written as a value), a key an optional DNS subdomain prefix and a
+    name. (The emulator let ``tether.dev/leader-endpoints`` through as a label value; a real server refused it.)"""
+    core, ns = kube.core, kube.namespace
+    ok = await core.create_namespaced_config_map(ns, {"metadata": {"name": "ok", "labels": {
+        "tether.dev/k": "v-1.2_3", "plain": "", "x": "A" * 63}}})
+    assert ok.metadata.labels["tether.dev/k"] == "v-1.2_3"
+    for name, labels, shown in (("slash", {"k": "tether.dev/leader"}, "tether.dev/leader"),
+                                ("long", {"k": "a" * 64}, "a" * 64), ("key", {"bad key": "v"}, "bad key"),
+                                ("prefix", {"Not_A.Domain/k": "v"}, "Not_A.Domain/k")):
+        with pytest.raises(ApiException) as ei:
+            await core.create_namespaced_config_map(ns, {"metadata": {"name": name, "labels": labels}})
+        assert ei.value.status == 422, name
+        message = json.loads(ei.value.body)["message"]
+        assert f'metadata.labels: Invalid value: "{shown}"' in message, message

@@ -68,9 +68,12 @@ def decision_lines(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def binding_events(stack: Stack, name: str) -> list[tuple[str, str, int]]:
+    """tether's Events on the binding ``name`` (a real karmada-scheduler reports on bindings too:
+    ``ScheduleBindingSucceed``)."""
     return sorted((e["reason"], e["metadata"]["name"], int(e.get("count") or 1))
                   for e in await stack.events_for(name)
-                  if (e.get("involvedObject") or {}).get("kind") == "ResourceBinding")
+                  if (e.get("involvedObject") or {}).get("kind") == "ResourceBinding"
+                  and (e.get("source") or {}).get("component") == "tether")
 
 
 async def test_every_decision_is_one_line_and_the_binding_has_its_events(karmada_kube: KubeEnv) -> None:

@@ -3,12 +3,16 @@ reach this machine's loopback, with ``TETHER_TEST_KUBECONFIG``).
 
 A ConfigMap webhook stands in for tether's own (the handler is a plain function): it is registered with a
 self-signed certificate whose CA is injected as ``caBundle``, limited to the test's namespace by a
-``namespaceSelector`` (the cluster may be shared), and removed at the end.
+``namespaceSelector`` (the cluster may be shared), and removed at the end. A real API server calls a configuration
+(and its new ``caBundle``) a moment after it is written: each registration waits, with dry runs, until the answer
+comes from the server under test rather than from a TLS failure.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import secrets
 import ssl
 from collections.abc import AsyncIterator
@@ -17,6 +21,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from kubernetes_asyncio import client as k8s
 
 from tether.adapters.kubernetes.client import CONFIGMAPS, KubeClient, KubeError
 from tether.adapters.kubernetes.webhook import (
@@ -77,6 +82,29 @@ class Fixture:
             config["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
             await self.client.replace(MUTATING_WEBHOOKS, self.name, config)
         await inject_ca_bundle(self.client, self.name, self.ca)
+        await self._in_force(failure_policy)
+
+    async def _in_force(self, failure_policy: str, *, within: float = 30.0) -> None:
+        """Wait until the API server calls the registered configuration with its caBundle (module doc): a dry-run
+        create is stamped (serving) or refused by the serving gate rather than by TLS (not serving, ``Fail``); with
+        ``Ignore`` and not serving nothing tells, nor does it matter. The dry runs' calls are forgotten."""
+        serving = self.state["serving"][0]
+        if not serving and failure_policy != "Fail":
+            return
+        core = k8s.CoreV1Api(self.kube.api_client)
+        deadline = asyncio.get_running_loop().time() + within
+        while True:
+            response = await core.create_namespaced_config_map(
+                self.kube.namespace, {"metadata": {"name": "probe"}}, dry_run="All", _preload_content=False)
+            body = json.loads(await response.read())
+            if serving and STAMP in ((body.get("metadata") or {}).get("annotations") or {}):
+                break
+            if not serving and response.status >= 400 and "certificate" not in str(body.get("message")):
+                break
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"the webhook configuration not in force after {within}s: {body}")
+            await asyncio.sleep(0.1)
+        self.stamp.calls.clear()
 
     async def create(self, name: str) -> dict[str, Any]:
         body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v"}}

@@ -127,6 +127,37 @@ _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+_LABEL_VALUE_MSG = ("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+                    "and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or "
+                    "'12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')")
+_QUALIFIED = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_QUALIFIED_MSG = ("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with "
+                  "an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation "
+                  "is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
+
+
+def label_causes(labels: object) -> list[tuple[str, str, str]]:
+    """metadata.labels rules (``ValidateLabels``): a key is a qualified name (an optional DNS subdomain prefix and
+    ``/``, a name of at most 63 characters), a value at most 63 characters of the label alphabet. The causes a
+    real API server reports (a ``/`` in a value is the usual mistake)."""
+    causes: list[tuple[str, str, str]] = []
+    if not isinstance(labels, dict):
+        return causes
+    for key, value in labels.items():
+        prefix, _, name = str(key).rpartition("/")
+        if (len(name) > 63 or not _QUALIFIED.fullmatch(name)
+                or (prefix and (len(prefix) > 253 or not _SUBDOMAIN.fullmatch(prefix)))):
+            causes.append(("metadata.labels", "FieldValueInvalid", f'Invalid value: "{key}": {_QUALIFIED_MSG}'))
+        if isinstance(value, str):
+            if len(value) > 63:
+                causes.append(("metadata.labels", "FieldValueInvalid",
+                               f'Invalid value: "{value}": must be no more than 63 characters'))
+            elif not _LABEL_VALUE.fullmatch(value):
+                causes.append(("metadata.labels", "FieldValueInvalid", f'Invalid value: "{value}": {_LABEL_VALUE_MSG}'))
+    return causes
+
+
 def validate_name(rt: ResourceType, name: str) -> None:
     """metadata.name rules: DNS-1123 label for namespaces, subdomain for most kinds, path segment for events."""
     if rt.name_rule == "path":

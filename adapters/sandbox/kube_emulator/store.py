@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
 from . import errors, schema
-from .resources import ResourceKey, ResourceType, builtin_types, validate_name
+from .resources import ResourceKey, ResourceType, builtin_types, label_causes, validate_name
 from .watch import Event, WatchHub
 
 Obj = dict[str, Any]
@@ -258,6 +258,7 @@ class Store:
                 if not isinstance(v, str):
                     causes.append((f"metadata.{field}", "FieldValueTypeInvalid",
                                    f"Invalid value: {k}: must be a string"))
+        causes.extend(label_causes(meta.get("labels")))
         if strategy is not None:
             causes.extend(strategy.validate(self, rt, obj, old, subresource))
         if causes:
