@@ -124,8 +124,11 @@ async def test_a_fault_on_one_binding_stalls_nothing_else_and_converges(stack: S
     if fault != "slow":
         key = f"ResourceBinding/{stack.namespace}/{victim}"
         await stack.eventually(lambda: _failures(stack, key), what="a failed command of the victim in the log")
-        failures = await _failures(stack, key)
+        # the writes first, then the failures: every write counted belongs to a command that has failed by the time
+        # the failures are read, or to the one command under way (read the other way round, a command could fail
+        # and its successor start writing in between)
         writes = _writes(stack)[("resourcebindings", stack.namespace, victim)]
+        failures = await _failures(stack, key)
         # each failed command is a bounded number of requests; one more command may be under way
         assert writes <= (failures + 1) * EXECUTOR_BUDGET, (writes, failures)
     emulator.faults.clear()
