@@ -12,12 +12,20 @@ than clock skew allows.
 it). When it cannot be created, or the Lease may not be read or written, the campaign says so in one line naming
 the namespace and the permissions needed — once per distinct problem, not every ``retry_period`` — and keeps
 trying (the namespace or the grant may come later); ``/readyz`` of the standby repeats it.
+
+**Time is injected.** ``clock`` (seconds since the epoch: the Lease's timestamps are wall times that every
+candidate compares) and ``sleep`` are keyword arguments, so tests drive an election with a manual clock
+(``adapters/testing/clock.py``) and assert on what happened instead of sleeping through lease durations. The
+renew deadline is measured with the same clock — the one the other candidates judge expiry by; a wall clock
+that jumps forward makes the leader give up early, which is the safe direction. :attr:`LeaderElector.attempts`
+counts finished attempts (acquire or renew), so a test can wait for "one more attempt" rather than for a time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,7 +54,11 @@ def _parse(ts: str | None) -> float:
 
 class LeaderElector:
     def __init__(self, kube: KubeClient, *, namespace: str, name: str, identity: str, lease_duration: float = 15.0,
-                 renew_deadline: float = 10.0, retry_period: float = 2.0) -> None:
+                 renew_deadline: float = 10.0, retry_period: float = 2.0,
+                 clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        if lease_duration < 1:  # leaseDurationSeconds is an integer: a shorter lease would be written as 0
+            raise ValueError(f"lease_duration must be at least 1 s, not {lease_duration}")
         self.kube = kube
         self.namespace = namespace
         self.name = name
@@ -54,10 +66,13 @@ class LeaderElector:
         self.lease_duration = lease_duration
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
+        self.clock = clock
+        self.sleep = sleep
         self.is_leader = asyncio.Event()
         self.lost = asyncio.Event()
         self.holder = ""  # who held the Lease at the last look (this replica once it acquires it): GET /status
         self.problem = ""  # the last LeaseProblem, until a campaign round goes through
+        self.attempts = 0  # finished attempts to acquire or renew, whatever their outcome (module doc)
 
     def _forbidden(self, verb: str, exc: KubeError) -> LeaseProblem:
         return LeaseProblem(
@@ -100,13 +115,13 @@ class LeaderElector:
             await self._call("create", self.kube.create(LEASES, body, namespace=self.namespace))
 
     def _spec(self, *, acquire: float, transitions: int) -> dict[str, Any]:
-        now = time.time()
+        now = self.clock()
         return {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.lease_duration),
                 "acquireTime": _micro_time(acquire), "renewTime": _micro_time(now), "leaseTransitions": transitions}
 
     async def try_acquire_or_renew(self) -> bool:
         lease = await self._call("get", self.kube.get(LEASES, self.name, namespace=self.namespace))
-        now = time.time()
+        now = self.clock()
         if lease is None:
             body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                     "metadata": {"name": self.name, "namespace": self.namespace},
@@ -146,7 +161,7 @@ class LeaderElector:
             lease = await self.kube.get(LEASES, self.name, namespace=self.namespace)
             if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
                 return False
-            now = _micro_time(time.time())
+            now = _micro_time(self.clock())
             lease["spec"] = {**lease["spec"], "holderIdentity": "", "leaseDurationSeconds": 1,
                              "acquireTime": now, "renewTime": now}
             await self.kube.replace(LEASES, self.name, lease, namespace=self.namespace)
@@ -157,11 +172,17 @@ class LeaderElector:
         log.info("released the lease", lease=f"{self.namespace}/{self.name}", identity=self.identity)
         return True
 
+    async def _attempt(self) -> bool:
+        try:
+            return await self.try_acquire_or_renew()
+        finally:
+            self.attempts += 1
+
     async def run(self) -> None:
         """Campaign until leader, then renew until cancelled or lost (sets :attr:`lost`)."""
         while not self.is_leader.is_set():
             try:
-                acquired = await self.try_acquire_or_renew()
+                acquired = await self._attempt()
                 self.problem = ""
                 if acquired:
                     self.is_leader.set()
@@ -173,17 +194,17 @@ class LeaderElector:
                 self.problem = str(exc)
             except KubeError as exc:
                 log.warning("leader election failed; retrying", status=exc.status, message=exc.message[:200])
-            await asyncio.sleep(self.retry_period)
-        last_renew = time.monotonic()
+            await self.sleep(self.retry_period)
+        last_renew = self.clock()
         while True:
-            await asyncio.sleep(self.retry_period)
+            await self.sleep(self.retry_period)
             try:
-                if await self.try_acquire_or_renew():
-                    last_renew = time.monotonic()
+                if await self._attempt():
+                    last_renew = self.clock()
                     continue
             except (KubeError, LeaseProblem) as exc:
                 log.warning("lease renewal failed", error=str(exc)[:300])
-            if time.monotonic() - last_renew > self.renew_deadline:
+            if self.clock() - last_renew > self.renew_deadline:
                 log.error("lost leadership", lease=f"{self.namespace}/{self.name}", identity=self.identity)
                 self.is_leader.clear()
                 self.lost.set()
