@@ -53,7 +53,7 @@ import os
 import random
 import socket
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,14 +190,20 @@ class Daemon:
     def __init__(self, cfg: DaemonConfig, *, api_client: client.ApiClient | None = None,
                  log_: EventLog | None = None, resolver_options: dict[str, Any] | None = None,
                  member_clients: dict[str, client.ApiClient] | None = None,
-                 host_api_client: client.ApiClient | None = None) -> None:
+                 host_api_client: client.ApiClient | None = None,
+                 lease_clock: Callable[[], float] = time.time,
+                 lease_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         """``host_api_client``: the cluster tether runs in, for ``leader_services`` (default: the pod's service
-        account); ``api_client``: Karmada's API server."""
+        account); ``api_client``: Karmada's API server. ``lease_clock``/``lease_sleep``: the leader election's time
+        (``LeaderElector``'s ``clock``/``sleep``), for tests that drive it with a manual clock instead of waiting
+        for lease durations."""
         self.cfg = cfg
         self._host_api_client = host_api_client
         self._owned_host_client: client.ApiClient | None = None
         self.leader_endpoints: LeaderEndpoints | None = None
         self._webhook_ca = b""
+        self._lease_clock = lease_clock
+        self._lease_sleep = lease_sleep
         self._api_client = api_client
         self._log = log_
         self._resolver_options = resolver_options or {}
@@ -430,7 +436,8 @@ class Daemon:
                 self.leader = LeaderElector(kube, namespace=self.cfg.lease_namespace, name=self.cfg.lease_name,
                                             identity=self.cfg.identity, lease_duration=self.cfg.lease_duration,
                                             renew_deadline=self.cfg.renew_deadline,
-                                            retry_period=self.cfg.retry_period)
+                                            retry_period=self.cfg.retry_period, clock=self._lease_clock,
+                                            sleep=self._lease_sleep)
                 tasks.append(asyncio.create_task(self.leader.run(), name="leader"))
                 await self._wait_any(self.leader.is_leader.wait(), stop)
                 if stop is not None and stop.is_set():

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
+from typing import Protocol
 
 
 class ManualClock:
@@ -64,3 +66,24 @@ class ManualClock:
             if time.monotonic() > deadline:
                 raise AssertionError(f"{self.sleeping} of {sleepers} loops parked on the manual clock after {within}s")
             await asyncio.sleep(0.005)
+
+
+class Attempting(Protocol):
+    """What :func:`next_attempt` watches: a loop that counts its attempts (``LeaderElector``)."""
+
+    attempts: int
+
+
+async def next_attempt(clock: ManualClock, loops: Sequence[Attempting], *, seconds: float,
+                       parked: int | None = None, within: float = 10.0) -> None:
+    """Advance ``clock`` by ``seconds`` (one retry period) and wait until each of ``loops`` has finished one more
+    attempt and ``parked`` loops (default: all of them) are parked again — the loop turns the advance allowed,
+    and nothing more, have happened."""
+    before = [loop.attempts for loop in loops]
+    clock.advance(seconds)
+    deadline = time.monotonic() + within
+    while any(loop.attempts == n for loop, n in zip(loops, before, strict=True)):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no new attempt {within}s after advancing the manual clock by {seconds}s")
+        await asyncio.sleep(0.005)
+    await clock.settle(len(loops) if parked is None else parked, within=within)

@@ -45,6 +45,7 @@ from tether.adapters.kubernetes.client import (
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.catalog import SandboxCatalog
 from tether.adapters.sandbox.kube_emulator.testing import KUBECONFIG_ENV, TETHER_FINALIZERS, KubeEnv
+from tether.adapters.testing.clock import ManualClock
 
 CRDS = ("datadependency.volcano.sh_datasourceclaims", "datadependency.volcano.sh_datasources",
         "work.karmada.io_resourcebindings", "cluster.karmada.io_clusters")
@@ -174,6 +175,7 @@ class Stack:
     tmp: str = ""
     resolver_options: dict[str, Any] | None = None
     process: DaemonProcess | None = None
+    lease_clock: ManualClock | None = None
     _stop: asyncio.Event | None = None
     _task: asyncio.Task[int] | None = None
     _created: list[tuple[Any, str, str]] = field(default_factory=list)
@@ -201,7 +203,8 @@ class Stack:
         assert self.cfg is not None and self._task is None and self.process is None and self.log is not None
         self.cfg = dataclasses.replace(self.cfg, **overrides)
         self.daemon, self._stop, self._task = await spawn_daemon(self.cfg, self.env, self.log,
-                                                                 resolver_options=self.resolver_options)
+                                                                 resolver_options=self.resolver_options,
+                                                                 lease_clock=self.lease_clock)
         daemon = self.daemon
         await self.eventually(lambda: asyncio.sleep(0, daemon.ready()[0]), what="daemon ready")
         return daemon
@@ -346,12 +349,14 @@ async def _create_cluster(kube: KubeClient, raw: dict[str, Any]) -> None:
 
 
 async def spawn_daemon(cfg: DaemonConfig, env: KubeEnv, log: SqliteLog, *,
-                       resolver_options: dict[str, Any] | None = None
+                       resolver_options: dict[str, Any] | None = None, lease_clock: ManualClock | None = None,
                        ) -> tuple[Daemon, asyncio.Event, asyncio.Task[int]]:
-    """Run a :class:`Daemon` in a task; returns it with its stop event and task (started, not yet ready)."""
+    """Run a :class:`Daemon` in a task; returns it with its stop event and task (started, not yet ready).
+    ``lease_clock``: the leader election's time (``adapters/testing/clock.py``), moved by the test."""
+    timing: dict[str, Any] = {"lease_clock": lease_clock.time, "lease_sleep": lease_clock.sleep} if lease_clock else {}
     # (the cluster tether runs in, for leader_services, is the test's API server too)
     daemon = Daemon(cfg, api_client=env.api_client, log_=log, resolver_options=resolver_options,
-                    host_api_client=env.api_client)
+                    host_api_client=env.api_client, **timing)
     stop = asyncio.Event()
     task = asyncio.create_task(daemon.run(stop=stop))
     deadline = time.monotonic() + 10
@@ -370,11 +375,13 @@ async def tether_stack(env: KubeEnv, *, refresh_interval: float | None = None, p
                        resolver_options: dict[str, Any] | None = None,
                        plugin_options: dict[str, Any] | None = None,
                        daemon_options: dict[str, Any] | None = None,
-                       daemon_process: bool = False, kubeconfig: str | None = None) -> AsyncIterator[Stack]:
+                       daemon_process: bool = False, kubeconfig: str | None = None,
+                       lease_clock: ManualClock | None = None) -> AsyncIterator[Stack]:
     """``plugin_options`` are extra plugin-entry fields (``reclaimPolicy``...); ``daemon_options`` extra
     :class:`DaemonConfig` fields (``snapshot_every``, ``leader_elect``, lease timings...). ``daemon_process``: run
     the daemon in its own process (module doc), connecting with ``kubeconfig`` (default: the emulator's, or
-    ``TETHER_TEST_KUBECONFIG``); ``resolver_options`` do not apply to it."""
+    ``TETHER_TEST_KUBECONFIG``); ``resolver_options`` and ``lease_clock`` do not apply to it. ``lease_clock``: the
+    leader election's time, moved by the test (:class:`ManualClock`); restarts keep it."""
     await env.register_crds(*CRDS)
     kube = KubeClient(env.api_client)
     suffix = secrets.token_hex(3)
@@ -404,7 +411,7 @@ async def tether_stack(env: KubeEnv, *, refresh_interval: float | None = None, p
                                    **{"freeze_heap": daemon_process, "http_port": 0, **(daemon_options or {})})
                 stack = Stack(env=env, kube=kube, catalog=catalog, daemon=None, log=None, namespace=env.namespace,
                               clusters=clusters, suffix=suffix, plugin_configmap=cfg.plugin_configmap, cfg=cfg,
-                              tmp=tmp, resolver_options=resolver_options)
+                              tmp=tmp, resolver_options=resolver_options, lease_clock=lease_clock)
                 try:
                     if daemon_process:
                         if kubeconfig is None:
@@ -415,7 +422,7 @@ async def tether_stack(env: KubeEnv, *, refresh_interval: float | None = None, p
                     else:
                         stack.log = log = await SqliteLog.open(str(Path(tmp) / "tether.db"))
                         stack.daemon, stack._stop, stack._task = await spawn_daemon(
-                            cfg, env, log, resolver_options=resolver_options)
+                            cfg, env, log, resolver_options=resolver_options, lease_clock=lease_clock)
                         daemon = stack.daemon
                         await stack.eventually(lambda: asyncio.sleep(0, daemon.ready()[0]), what="daemon ready")
                     yield stack

@@ -1,5 +1,9 @@
 """The daemon as a process: HTTP endpoints, push authentication, leader election on one Lease, and a restart on
-the same SQLite log that resumes without re-applying effects."""
+the same SQLite log that resumes without re-applying effects.
+
+The leader-election tests keep client-go's lease timings (15 s / 10 s / 2 s) and move the electors' time with a
+:class:`ManualClock`: "the standby keeps waiting" is asserted after it has tried again, and a takeover happens
+when the test has moved time past the Lease's expiry — never after a sleep that was hopefully long enough."""
 
 from __future__ import annotations
 
@@ -12,14 +16,22 @@ import aiohttp
 
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import CLAIMS, DATASOURCES, LEASES
+from tether.adapters.kubernetes.leader import LeaderElector, _micro_time, _parse
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
+from tether.adapters.testing.clock import ManualClock, next_attempt
 from tether.adapters.testing.daemon import Stack, spawn_daemon, tether_stack
 from tether.core.commands import CreateDataSource, LookupDataLocation
 
 from .test_migration import push
 
-FAST_LEASE = {"leader_elect": True, "lease_duration": 1.0, "renew_deadline": 0.7, "retry_period": 0.1}
+LEASE = {"leader_elect": True, "lease_duration": 15.0, "renew_deadline": 10.0, "retry_period": 2.0}
+
+
+async def turn(clock: ManualClock, *electors: LeaderElector | None, parked: int | None = None) -> None:
+    """One retry period of the manual clock: each elector has made its next attempt (module doc)."""
+    assert all(e is not None for e in electors)
+    await next_attempt(clock, electors, seconds=LEASE["retry_period"], parked=parked)  # type: ignore[arg-type]
 
 
 async def http_get(stack: Stack, path: str) -> tuple[int, str]:
@@ -86,18 +98,19 @@ async def test_the_daemon_freezes_its_startup_heap_once_recovered(kube: KubeEnv)
 
 
 async def test_leader_election_one_acts_then_the_other_takes_over(kube: KubeEnv) -> None:
-    async with tether_stack(kube, daemon_options=FAST_LEASE | {"identity": "first"}) as stack:
-        assert stack.daemon.leader is not None
-        leader = stack.daemon.leader  # (a standby is ready too: the stack may be up before the first campaign ends)
-        await stack.eventually(lambda: asyncio.sleep(0, leader.is_leader.is_set()), what="the first daemon leads")
+    clock = ManualClock()
+    async with tether_stack(kube, daemon_options=LEASE | {"identity": "first"}, lease_clock=clock) as stack:
+        assert stack.daemon.leader is not None and stack.daemon.leader.is_leader.is_set()
         with tempfile.TemporaryDirectory(prefix="tether-standby-") as tmp:
             standby_log = await SqliteLog.open(str(Path(tmp) / "tether.db"))
             cfg = stack.cfg.__class__(**{**stack.cfg.__dict__, "identity": "second",
                                          "log_url": f"sqlite:///{tmp}/tether.db"})
-            standby, stop, task = await spawn_daemon(cfg, stack.env, standby_log)
+            standby, stop, task = await spawn_daemon(cfg, stack.env, standby_log, lease_clock=clock)
             try:
-                await asyncio.sleep(0.5)  # several retry periods: the standby keeps waiting
-                assert standby.leader is not None and not standby.leader.is_leader.is_set()
+                await clock.settle(2)  # both electors parked: the standby has tried once
+                for _ in range(3):  # three more retry periods: the leader renews, the standby keeps waiting
+                    await turn(clock, stack.daemon.leader, standby.leader)
+                    assert standby.leader is not None and not standby.leader.is_leader.is_set()
                 assert standby.ready() == (True, "standby (not the leader)")
                 table = stack.add_table("led", "east")
                 await stack.apply(manifests.claim("led", namespace=stack.namespace, table=table))
@@ -106,8 +119,9 @@ async def test_leader_election_one_acts_then_the_other_takes_over(kube: KubeEnv)
                 lease = await stack.kube.get(LEASES, stack.cfg.lease_name, namespace=stack.namespace)
                 assert lease["spec"]["holderIdentity"] == "first"
 
-                assert await stack.stop_daemon() == 0  # the leader goes away (rollout)
-                await asyncio.wait_for(standby.started.wait(), 5)  # the standby takes over after the lease expires
+                assert await stack.stop_daemon() == 0  # the leader goes away (rollout) and releases the Lease
+                await turn(clock, standby.leader)  # the standby's next attempt takes it, long before it would expire
+                await asyncio.wait_for(standby.started.wait(), 10)
                 lease = await stack.kube.get(LEASES, stack.cfg.lease_name, namespace=stack.namespace)
                 assert lease["spec"]["holderIdentity"] == "second"
                 assert lease["spec"]["leaseTransitions"] >= 1
@@ -126,6 +140,31 @@ async def test_leader_election_one_acts_then_the_other_takes_over(kube: KubeEnv)
                 stop.set()
                 await asyncio.wait_for(task, 10)
                 await standby_log.close()
+
+
+async def test_a_daemon_that_loses_its_lease_stops_and_exits_1(kube: KubeEnv) -> None:
+    """Another holder takes the Lease (a split brain in the making): the daemon fails to renew until its renew
+    deadline, then stops its loops, exits 1 for its supervisor to restart it, and leaves the Lease alone."""
+    clock = ManualClock()
+    async with tether_stack(kube, daemon_options=LEASE | {"identity": "ousted"}, lease_clock=clock) as stack:
+        daemon, running = stack.daemon, stack._task
+        assert daemon is not None and daemon.leader is not None and running is not None
+        table = stack.add_table("before", "east")
+        await stack.apply(manifests.claim("before", namespace=stack.namespace, table=table))
+        await stack.wait_claim("before", phase="Bound")
+        lease = await stack.kube.get(LEASES, stack.cfg.lease_name, namespace=stack.namespace)
+        now = _micro_time(clock.time())
+        lease["spec"].update(holderIdentity="usurper", renewTime=now, acquireTime=now)
+        await stack.kube.replace(LEASES, stack.cfg.lease_name, lease, namespace=stack.namespace)
+        for _ in range(5):  # 10 s of renewals refused: within the deadline, still leading
+            await turn(clock, daemon.leader)
+            assert daemon.leader.is_leader.is_set() and not running.done()
+        await turn(clock, daemon.leader, parked=0)  # 12 s: past the renew deadline
+        assert await asyncio.wait_for(asyncio.shield(running), 10) == 1
+        assert daemon.leader.lost.is_set() and not daemon.leader.is_leader.is_set()
+        assert daemon.ready() == (True, "standby (not the leader)")
+        lease = await stack.kube.get(LEASES, stack.cfg.lease_name, namespace=stack.namespace)
+        assert lease["spec"]["holderIdentity"] == "usurper"  # not released over the new holder's head
 
 
 async def test_restart_resumes_without_reapplying(kube: KubeEnv) -> None:
@@ -184,19 +223,25 @@ async def _no_snapshot(position: dict[int, int]) -> None:
 
 
 async def test_leader_crash_standby_takes_over_after_expiry(kube: KubeEnv) -> None:
-    async with tether_stack(kube, daemon_options=FAST_LEASE | {"identity": "crashing"}) as stack:
+    clock = ManualClock()
+    async with tether_stack(kube, daemon_options=LEASE | {"identity": "crashing"}, lease_clock=clock) as stack:
         with tempfile.TemporaryDirectory(prefix="tether-standby-") as tmp:
             standby_log = await SqliteLog.open(str(Path(tmp) / "tether.db"))
             cfg = stack.cfg.__class__(**{**stack.cfg.__dict__, "identity": "survivor",
                                          "log_url": f"sqlite:///{tmp}/tether.db"})
-            standby, stop, task = await spawn_daemon(cfg, stack.env, standby_log)
+            standby, stop, task = await spawn_daemon(cfg, stack.env, standby_log, lease_clock=clock)
             try:
                 assert stack.daemon.leader is not None
+                await clock.settle(2)
                 stack.daemon.leader.release = _no_release  # type: ignore[method-assign]  # a crash releases nothing
                 await stack.stop_daemon()
                 lease = await stack.kube.get(LEASES, stack.cfg.lease_name, namespace=stack.namespace)
                 assert lease["spec"]["holderIdentity"] == "crashing"
-                await asyncio.wait_for(standby.started.wait(), 5)  # after leaseDurationSeconds (1 s)
+                expires = _parse(lease["spec"]["renewTime"]) + lease["spec"]["leaseDurationSeconds"]
+                while not standby.leader.is_leader.is_set():
+                    await turn(clock, standby.leader)
+                    assert standby.leader.is_leader.is_set() == (clock.time() > expires)
+                await asyncio.wait_for(standby.started.wait(), 10)
                 table = stack.add_table("survived", "west")
                 await stack.apply(manifests.claim("s", namespace=stack.namespace, table=table))
                 await stack.wait_claim("s", phase="Bound")

@@ -18,8 +18,7 @@ import pytest
 from tether.adapters.kubernetes.client import LEASES, KubeClient, Resource
 from tether.adapters.kubernetes.leader import LeaderElector, _micro_time
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.clock import ManualClock
-from tether.adapters.testing.daemon import eventually
+from tether.adapters.testing.clock import ManualClock, next_attempt
 
 LEASE = {"lease_duration": 15.0, "renew_deadline": 10.0, "retry_period": 2.0}
 
@@ -51,17 +50,8 @@ async def running() -> AsyncIterator[list[asyncio.Task[None]]]:
 
 
 async def turn(clock: ManualClock, electors: list[LeaderElector], *, parked: int | None = None) -> None:
-    """One retry period: advance the clock and wait until each running elector has finished its next attempt
-    and is parked again (``parked``: how many loops should be parked afterwards, default all of them)."""
-    before = [e.attempts for e in electors]
-    clock.advance(LEASE["retry_period"])
-
-
-    async def attempted() -> bool:
-        return all(e.attempts > n for e, n in zip(electors, before, strict=True))
-
-    await eventually(attempted, "one more attempt of each candidate")
-    await clock.settle(len(electors) if parked is None else parked)
+    """One retry period: each elector has made its next attempt and is parked again (``parked``: how many)."""
+    await next_attempt(clock, electors, seconds=LEASE["retry_period"], parked=parked)
 
 
 async def lease(kube: KubeClient, env: KubeEnv, name: str) -> dict[str, Any]:

@@ -28,12 +28,14 @@ from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.webhook_certs import ensure_self_signed
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
+from tether.adapters.testing.clock import ManualClock, next_attempt
 from tether.adapters.testing.daemon import eventually, spawn_daemon, tether_stack
 from tether.adapters.testing.member import member
 from tether.core.envelope import EventRecord
 from tether.core.events import ListsStarted, event_key
 
-FAST_LEASE = {"leader_elect": True, "lease_duration": 1.0, "renew_deadline": 0.7, "retry_period": 0.1}
+# client-go's timings; the electors' time is a ManualClock the test moves (see test_daemon.py)
+LEASE = {"leader_elect": True, "lease_duration": 15.0, "renew_deadline": 10.0, "retry_period": 2.0}
 
 
 def review(uid: str, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -106,22 +108,28 @@ async def test_both_webhooks_on_one_port_each_waiting_only_for_its_own_lists(kub
 async def test_a_standby_serving_a_webhook_is_not_ready_one_serving_none_is(kube: KubeEnv, tmp_path: Path) -> None:
     certs = tmp_path / "certs"
     _, _, ca = ensure_self_signed(certs, names=["127.0.0.1"])
-    options = {**FAST_LEASE, "identity": "first", "binding_webhook": True, "webhook_port": 0,
+    options = {**LEASE, "identity": "first", "binding_webhook": True, "webhook_port": 0,
                "webhook_host": "127.0.0.1", "webhook_cert_dir": str(certs)}
-    async with tether_stack(kube, daemon_options=options) as stack:
+    clock = ManualClock()
+    async with tether_stack(kube, daemon_options=options, lease_clock=clock) as stack:
         assert stack.cfg is not None and stack.daemon is not None
         assert stack.daemon.ready() == (True, "ready")  # the leader
         logs = [await SqliteLog.open(str(tmp_path / f"{name}.db")) for name in ("second", "third")]
         serving = dataclasses.replace(stack.cfg, identity="second", log_url=f"sqlite:///{tmp_path}/second.db")
         plain = dataclasses.replace(stack.cfg, identity="third", log_url=f"sqlite:///{tmp_path}/third.db",
                                     binding_webhook=False)
-        standby, stop, task = await spawn_daemon(serving, stack.env, logs[0])
-        other, stop_other, task_other = await spawn_daemon(plain, stack.env, logs[1])
+        standby, stop, task = await spawn_daemon(serving, stack.env, logs[0], lease_clock=clock)
+        other, stop_other, task_other = await spawn_daemon(plain, stack.env, logs[1], lease_clock=clock)
         try:
             await eventually(lambda: asyncio.sleep(0, standby.webhook is not None and other.endpoints is not None),
                              "the standbys up")
-            await asyncio.sleep(0.3)  # several retry periods: both keep waiting
-            assert standby.leader is not None and not standby.leader.is_leader.is_set()
+            electors = [stack.daemon.leader, standby.leader, other.leader]
+            assert all(e is not None for e in electors)
+            await clock.settle(3)
+            for _ in range(3):  # three retry periods, each standby has tried again: both keep waiting
+                await next_attempt(clock, electors, seconds=LEASE["retry_period"])  # type: ignore[arg-type]
+                assert standby.leader is not None and not standby.leader.is_leader.is_set()
+                assert other.leader is not None and not other.leader.is_leader.is_set()
             status, text = await readyz(standby)
             assert status == 503 and "standby" in text  # out of the webhook Service's endpoints
             assert other.webhook is None and await readyz(other) == (200, "standby (not the leader)\n")
@@ -132,7 +140,8 @@ async def test_a_standby_serving_a_webhook_is_not_ready_one_serving_none_is(kube
             stop_other.set()
             await asyncio.wait_for(task_other, 10)
             assert await stack.stop_daemon() == 0  # the leader goes (a rollout): the standby takes over
-            await asyncio.wait_for(standby.started.wait(), 5)
+            await next_attempt(clock, [standby.leader], seconds=LEASE["retry_period"])  # type: ignore[list-item]
+            await asyncio.wait_for(standby.started.wait(), 10)
             await eventually(lambda: asyncio.sleep(0, standby.ready()[0]), "the new leader ready")
             assert await readyz(standby) == (200, "ready\n")
             assert (await post(standby, ca, "/mutate/resourcebindings", binding))[0] == 200
