@@ -199,8 +199,10 @@ def _source_ref(name: str) -> ObjectRef:
 
 
 def _failed_precondition(exc: KubeError) -> bool:
-    """A JSON-patch ``test`` op failed (422 on the API server): the object changed since it was read."""
-    return exc.status == 422 and "test" in exc.message.lower()
+    """A JSON-patch ``test`` op failed (422 on the API server): the object changed since it was read. The API
+    server's words are json-patch's ("testing value /metadata/resourceVersion failed"); any other 422 (a name
+    with "test" in it, say) is a request it will never accept."""
+    return exc.status == 422 and "testing value" in exc.message.lower()
 
 
 class KubeExecutor(AdmissionCommands):
@@ -323,11 +325,12 @@ class KubeExecutor(AdmissionCommands):
             if exc.status == 404:
                 return None, True
             raise
-        meta = out.get("metadata") or {}
-        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
-            # the last finalizer of a deleting object: the API server removes it right after this answer. Report
-            # it gone — handing back the answer would let the world re-learn an object whose DELETED watch event
-            # it may already have folded (a ghost that blocks re-creating a DataSource of the same name)
+        if obj["metadata"].get("deletionTimestamp") and finalizers == [c.finalizer]:
+            # the last finalizer of a deleting object: the write deleted it. The API answers with the object's last
+            # stored state — finalizer included, as etcd returns a deleted key's value (the registry turns the update
+            # into a delete: ShouldDeleteDuringUpdate), so the answer cannot tell. Report it gone: handing the answer
+            # back would let the world re-learn an object whose DELETED watch event it may already have folded (a
+            # ghost that blocks re-creating a DataSource of the same name), and ask to release it again
             return None, False
         return trim(out), False
 

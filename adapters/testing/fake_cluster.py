@@ -25,6 +25,7 @@ from tether.adapters.kubernetes.manifests import data_source_manifest
 from tether.core.commands import (
     LOCATION_ANNOTATION,
     AddFinalizer,
+    Command,
     CreateDataSource,
     CreateQueue,
     DeleteDataSource,
@@ -150,7 +151,7 @@ class FakeCluster:
             case CreateQueue():
                 key = object_key("Queue", "", command.name)
                 if key in self.objects:
-                    return ok(trim(self.objects[key]), noop=True)
+                    return ok(None, noop=True)  # already there: the watch has it (as the executor answers)
                 queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
                          "metadata": {"name": command.name, "uid": f"uid-{self.rv + 1}", "generation": 1},
                          "spec": {"weight": command.weight, "reclaimable": True}}
@@ -160,18 +161,25 @@ class FakeCluster:
                 key = object_key("DataSource", "", command.name)
                 if key in self.objects:
                     spec = self.objects[key]["spec"]
-                    same = (spec.get("system"), spec.get("type"), spec.get("name")) == (
-                        command.identity.system, command.identity.type, command.identity.name)
+                    same = (spec.get("system"), spec.get("type"), spec.get("name"), spec.get("attributes") or {}) == (
+                        command.identity.system, command.identity.type, command.identity.name,
+                        dict(command.identity.attributes))
+                    # another data source holds the name: the API's 409, which production retries (it may go)
                     return ok(trim(self.objects[key]), noop=True) if same else fail(
-                        "AlreadyExists", f"DataSource {command.name} exists for another data source")
+                        "AlreadyExists", f"DataSource {command.name} exists for another data source", retryable=True)
                 raw = data_source_manifest(command)
                 raw["metadata"]["uid"] = f"uid-{self.rv + 1}"
                 raw["metadata"]["generation"] = 1
                 self.objects[key] = raw
                 return ok(self._bump(raw))
         raw = self.objects.get(target)
+        uid = _expected_uid(command)
+        if raw is not None and uid and raw["metadata"].get("uid") != uid:
+            raw = None  # same name, another object: the command was about one that is gone (the executor's read)
         if raw is None:
-            return fail("NotFound", f"{target} not found")
+            if isinstance(command, AddFinalizer | UpdateDataSourceLocality):
+                return fail("NotFound", f"{target} not found")
+            return ok(None, noop=True)  # nothing to update, release or delete: done (as the executor answers)
         meta = raw["metadata"]
         match command:
             case AddFinalizer(finalizer=f):
@@ -184,12 +192,14 @@ class FakeCluster:
             case RemoveFinalizer(finalizer=f):
                 if f not in meta.get("finalizers", []):
                     return ok(trim(raw), noop=True)
+                if meta.get("deletionTimestamp") and meta["finalizers"] == [f]:
+                    # the last finalizer of a deleting object: the API deletes it (answering its last stored state,
+                    # finalizer included); the executor reports it gone, the watch a single DELETED
+                    obj = self._bump(raw)
+                    del self.objects[target]
+                    return [*ok(None), ("watch", ObjectDeleted(obj=obj))]
                 meta["finalizers"].remove(f)
-                obj = self._bump(raw)
-                if meta.get("deletionTimestamp") and not meta["finalizers"]:
-                    del self.objects[target]  # the API returns the object as written, then deletes it
-                    return [*ok(obj), ("watch", ObjectDeleted(obj=obj))]
-                return ok(obj)
+                return ok(self._bump(raw))
             case UpdateClaimStatus():
                 status = {"phase": command.phase, "conditions": as_json(command.conditions)}
                 if command.bound_data_source:
@@ -210,8 +220,8 @@ class FakeCluster:
                 meta["generation"] = meta.get("generation", 1) + 1
                 return ok(self._bump(raw))
             case DeleteDataSource(uid=uid):
-                if meta.get("uid") != uid:
-                    return fail("Conflict", f"uid precondition failed for {target}")
+                if meta.get("uid") != uid:  # the API's 409 Conflict, retried by the executor and then the decider
+                    return fail("Conflict", f"uid precondition failed for {target}", retryable=True)
                 obj, gone = self.delete(target)
                 return [*ok(None if gone else obj), *([("watch", ObjectDeleted(obj=obj))] if gone else [])]
             case SetBindingPlacement():
@@ -280,6 +290,17 @@ class FakeCluster:
         if key not in self.catalog:
             return DataSourceNotInCatalog(identity=identity, message=f"table {identity.name} does not exist")
         return DataLocationResolved(identity=identity, location=self.catalog[key])
+
+
+def _expected_uid(command: Command) -> str:
+    """The uid a command's target must have, for the commands whose executor reads the target by its reference
+    (``KubeExecutor._read``): another object of the same name is not the one the command is about."""
+    match command:
+        case AddFinalizer(target=ref) | RemoveFinalizer(target=ref) | UpdateClaimStatus(claim=ref):
+            return ref.uid
+        case SetBindingPlacement(binding=ref) | ResumeBinding(binding=ref) | SetAdmissionHold(binding=ref):
+            return ref.uid
+    return ""
 
 
 class Harness:

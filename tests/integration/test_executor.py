@@ -10,7 +10,7 @@ from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import CLAIMS, EVENTS, KubeClient
 from tether.adapters.kubernetes.executor import KubeExecutor, ObjectCache, keep_transition_times, reschedule_needed
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.core.commands import EmitKubernetesEvent, UpdateClaimStatus, command_id, command_target
+from tether.core.commands import AddFinalizer, EmitKubernetesEvent, UpdateClaimStatus, command_id, command_target
 from tether.core.envelope import CommandRecord
 from tether.core.events import CommandFailed, CommandSucceeded
 from tether.core.kube import Condition, ObjectRef, trim
@@ -212,3 +212,49 @@ async def test_retry_after_is_honoured_and_a_long_one_fails_at_once(kube: KubeEn
     failed, = await executor.apply(_status(ref, "B"))
     assert isinstance(failed, CommandFailed) and failed.retryable and failed.reason == "TooManyRequests"
     assert sleeps == [] and rule.fired == 1  # not asked again inside the command
+
+
+async def test_a_command_about_a_recreated_object_does_not_apply_to_the_new_one(kube: KubeEnv) -> None:
+    """The uid precondition: a claim deleted and created again under its name is another object. Commands decided
+    about the old one — from the cache (which saw the new one) or from a read — leave the new one untouched."""
+    client = CountingClient(kube.api_client)
+    _, old = await _claim(kube, client, "again")
+    await client.delete(CLAIMS, "again", namespace=kube.namespace)
+    created, new = await _claim(kube, client, "again")
+    assert new.uid != old.uid
+    for cache in (None, ObjectCache()):
+        if cache is not None:
+            cache.observe(trim(created))  # the watch saw the new claim
+        executor = KubeExecutor(client, cache=cache)
+        status, = await executor.apply(_status(old, "for the old claim"))
+        assert isinstance(status, CommandSucceeded) and status.noop and status.result is None
+        command = AddFinalizer(target=old, finalizer="datadependency.volcano.sh/finalizer")
+        record = CommandRecord(id=command_id(command), at_ms=0, key=command_target(command), command=command,
+                               causation="0:1")
+        finalizer, = await executor.apply(record)
+        assert isinstance(finalizer, CommandFailed) and finalizer.reason == "NotFound" and not finalizer.retryable
+    stored = await client.get(CLAIMS, "again", namespace=kube.namespace)
+    assert stored is not None and stored["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    assert "finalizers" not in stored["metadata"] and "status" not in stored
+
+
+async def test_an_invalid_write_is_not_taken_for_a_failed_precondition(kube: KubeEnv) -> None:
+    """A 422 is a failed JSON-patch ``test`` (the object moved: re-read and retry) only when json-patch says so;
+    a finalizer refused on a deleting object named "latest" (with "test" in it) is refused once, not six times."""
+    emulator = kube.require_emulator("counts the PATCH requests")
+    client = KubeClient(kube.api_client)
+    await kube.register_crds("datadependency.volcano.sh_datasourceclaims")
+    raw = manifests.claim("latest", namespace=kube.namespace, table="db.t")
+    raw["metadata"]["finalizers"] = ["example.com/hold"]
+    created = await client.create(CLAIMS, raw, namespace=kube.namespace)
+    await client.delete(CLAIMS, "latest", namespace=kube.namespace)  # deleting: no new finalizer allowed
+    ref = ObjectRef(api_version=created["apiVersion"], kind="DataSourceClaim", name="latest",
+                    namespace=kube.namespace, uid=created["metadata"]["uid"])
+    command = AddFinalizer(target=ref, finalizer="datadependency.volcano.sh/finalizer")
+    record = CommandRecord(id=command_id(command), at_ms=0, key=command_target(command), command=command,
+                           causation="0:1")
+    patches = emulator.faults.count(verb="patch")
+    outcome, = await KubeExecutor(client).apply(record)
+    assert isinstance(outcome, CommandFailed) and outcome.reason == "Invalid" and not outcome.retryable
+    assert emulator.faults.count(verb="patch") == patches + 1
+    await client.patch(CLAIMS, "latest", {"metadata": {"finalizers": None}}, namespace=kube.namespace)
