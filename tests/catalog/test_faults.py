@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from tether.adapters.catalog.http import CircuitBreaker, backoff_delay, parse_retry_after
+import pytest
+
+from tether.adapters.catalog.http import CircuitBreaker, CircuitOpenError, backoff_delay, parse_retry_after
 from tether.adapters.catalog.iceberg_rest import AmoroResolver
+from tether.adapters.testing.daemon import eventually
 from tether.core.datadependency.plugin_config import CircuitBreakerConfig, RetryConfig
 from tether.core.events import DataLocationLookupFailed, DataLocationResolved
 from tether.core.identity import make_identity
@@ -137,14 +140,58 @@ def test_half_open_lets_one_probe_through():
     b.release_probe()  # cancelled without evidence: the next request probes instead
     assert b.state == "half-open"
     assert b.before_request() is True
-    try:
+    with pytest.raises(CircuitOpenError, match="probe is in flight"):  # a second request while the probe is out
         b.before_request()
-        raise AssertionError("a second request went through while the probe is in flight")
-    except Exception as exc:
-        assert "probe is in flight" in str(exc)
     b.record_success()
     assert b.before_request() is False
     assert b.state == "closed"
+
+
+async def _half_open(sandbox, make_plugin, fake_time, **plugin) -> AmoroResolver:
+    """A resolver whose breaker opened (one 503) and whose reset timeout has passed: the next request probes."""
+    r = AmoroResolver(make_plugin(sandbox.url, retry={"maxRetries": 0},
+                                  circuitBreaker={"failureThreshold": 1, "resetTimeout": "30s"}, **plugin),
+                      **fake_time.options())
+    sandbox.fail_next(1, status=503)
+    assert "answered 503" in (await r.resolve(ORDERS)).message
+    fake_time.advance(30)
+    assert r.breaker.state == "half-open"
+    sandbox.reset_stats()
+    return r
+
+
+async def test_half_open_sends_exactly_one_probe_for_concurrent_lookups(sandbox, make_plugin, fake_time):
+    names = [f"prod.load.t{i}" for i in range(5)]
+    for n in names:
+        sandbox.add_table(n, f"s3://warehouse-east/{n}")
+    r = await _half_open(sandbox, make_plugin, fake_time, concurrency=8)
+    sandbox.delay_next(1, 0.2)  # the probe is still out while the others ask
+    outs = await asyncio.gather(*(r.resolve(ident(n)) for n in names))
+    assert sandbox.stats()["total"] == 1  # one probe reached the catalog
+    probe = [o for o in outs if isinstance(o, DataLocationResolved)]
+    refused = [o for o in outs if isinstance(o, DataLocationLookupFailed)]
+    assert len(probe) == 1 and len(refused) == 4
+    assert all(o.retryable and "probe is in flight" in o.message for o in refused)
+    assert r.breaker.state == "closed"  # the probe succeeded
+    assert all(isinstance(o, DataLocationResolved) for o in [await r.resolve(ident(n)) for n in names])
+    await r.aclose()
+
+
+async def test_a_cancelled_probe_lets_the_next_lookup_probe(sandbox, make_plugin, fake_time):
+    """The daemon stopping cancels a lookup in flight: the probe ends without evidence either way, and must not
+    leave the breaker waiting for its outcome for ever (every later lookup failing fast, "probe in flight")."""
+    r = await _half_open(sandbox, make_plugin, fake_time)
+    sandbox.delay_next(1, 30.0)
+    caller = asyncio.create_task(r.resolve(ORDERS))
+    await eventually(lambda: asyncio.sleep(0, sandbox.stats()["in_flight"] == 1), "the probe at the catalog")
+    flight = next(iter(r._flights._tasks.values()))
+    flight.cancel()  # what a shutdown does to the task that runs the request
+    await asyncio.gather(caller, flight, return_exceptions=True)
+    assert r.breaker.state == "half-open"
+    out = await r.resolve(ORDERS)  # probes (not refused as "a probe is in flight") and closes the breaker
+    assert isinstance(out, DataLocationResolved), out
+    assert sandbox.requests_for("prod.sales.orders") == 2 and r.breaker.state == "closed"
+    await r.aclose()
 
 
 async def test_not_found_and_auth_answers_do_not_trip_the_breaker(sandbox, make_plugin, fake_time):
