@@ -193,3 +193,25 @@ def test_a_record_from_a_newer_tether_is_refused_with_a_clear_message() -> None:
               f'"schema":{EVENT_SCHEMA_VERSION + 1}}}')
     with pytest.raises(ValueError, match="newer than this tether understands"):
         decode_event(future)
+
+
+async def test_a_snapshot_of_another_version_is_ignored_even_when_it_still_decodes(tmp_path: Path) -> None:
+    """A snapshot version is bumped when the world's meaning changes, not only its shape: one written by the
+    previous version whose bytes still fit today's World must be ignored all the same."""
+    current = next(p for p in LOGS
+                   if json.loads(p.with_suffix(".json").read_text())["snapshot_version"] == SNAPSHOT_VERSION)
+    path = tmp_path / current.name
+    shutil.copy(current, path)
+    log = await SqliteLog.open(path)
+    try:
+        snapshot = await log.load_snapshot("world")
+        assert snapshot is not None
+        world = decode_world(snapshot.state)
+        assert world is not None
+        older = msgspec.msgpack.encode({"version": SNAPSHOT_VERSION - 1, "world": world})
+        await log.save_snapshot(msgspec.structs.replace(snapshot, state=older))
+        assert decode_world(older) is None
+        resumed = await replay(log)
+        assert resumed.from_snapshot is None and resumed.events == snapshot.position[0]
+    finally:
+        await log.close()
