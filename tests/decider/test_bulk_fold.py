@@ -181,7 +181,7 @@ def _same(bulk: World, evolved: World) -> None:
     assert list(bulk.tombstones) == list(evolved.tombstones)
 
 
-@settings(max_examples=400, deadline=None, derandomize=True, database=None)
+@settings(max_examples=400, deadline=None)
 @given(st.lists(actions, min_size=1, max_size=60))
 @example([  # the last DataSource of a table is deleted while another one, new, is held: the answer stays
     ("source", "ds-t0-again", frozenset({"k0"}), False, "next", False, ""),

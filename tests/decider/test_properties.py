@@ -259,7 +259,7 @@ def check_replay(h: Harness, cut_fraction: float) -> None:
 # --- the property ---------------------------------------------------------------------------------------------
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, database=None,
+@settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(history=st.lists(actions, min_size=8, max_size=30), cut=st.floats(min_value=0.0, max_value=1.0))
 def test_random_histories_keep_the_invariants(history: list[tuple[Any, ...]], cut: float) -> None:

@@ -470,7 +470,7 @@ _affinities = st.builds(NodeAffinity, required=st.lists(_terms, max_size=3).map(
                         preferred=st.lists(_preferred, max_size=2).map(tuple))
 
 
-@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@settings(max_examples=200, deadline=None)
 @given(existing=_affinities, required=st.lists(_expressions, max_size=3), preferred=st.lists(_preferred, max_size=2))
 def test_merge_obeys_the_tightening_rules(existing: NodeAffinity, required: list[MatchExpression],
                                           preferred: list[PreferredTerm]) -> None:
