@@ -46,6 +46,8 @@ from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.catalog import SandboxCatalog
 from tether.adapters.sandbox.kube_emulator.testing import KUBECONFIG_ENV, TETHER_FINALIZERS, KubeEnv
 from tether.adapters.testing.clock import ManualClock
+from tether.core.envelope import CommandRecord
+from tether.core.events import Event
 
 CRDS = ("datadependency.volcano.sh_datasourceclaims", "datadependency.volcano.sh_datasources",
         "work.karmada.io_resourcebindings", "cluster.karmada.io_clusters")
@@ -187,6 +189,46 @@ class Stack:
         else:
             assert self.daemon is not None and self.daemon.runtime is not None
             await self.daemon.runtime.wait_idle(within=within)
+
+    async def logged(self, key: str, where: Callable[[Event], bool] = lambda event: True, *,
+                     within: float = 15.0) -> int:
+        """The offset of the last event about ``key`` in the daemon's log that satisfies ``where``, once there is
+        one (the daemon in this process only)."""
+        assert self.log is not None, "the daemon's log is in its own process"
+        log_ = self.log
+
+        async def probe() -> int:
+            found = 0
+            async for batch in log_.read("events"):
+                for record in batch:
+                    if record.key == key and where(record.event):  # type: ignore[union-attr]
+                        found = record.offset
+            return found
+
+        offset: int = await self.eventually(probe, within=within, what=f"an event about {key} in the log")
+        return offset
+
+    async def decided_through(self, offset: int | None = None, *, within: float = 15.0) -> int:
+        """Until the daemon's decider has committed its position through ``offset`` of the events stream (default:
+        the stream's end now): every event up to there is decided and the commands it produced are in the log.
+        This is how a test asserts that something was *not* done — wait for this, then look for the command —
+        instead of sleeping and hoping the daemon had its turn. Unlike :meth:`wait_idle`, it does not wait for the
+        commands in flight (a slow catalog lookup) to finish."""
+        assert self.log is not None, "the daemon's log is in its own process"
+        log_ = self.log
+        target = offset if offset is not None else (await log_.end("events")).get(0, 0)
+
+        async def decided() -> bool:
+            return (await log_.position("events", consumer="decider")).get(0, 0) >= target
+
+        await self.eventually(decided, within=within, what=f"the decider past events offset {target}")
+        return target
+
+    async def commands_for(self, key: str) -> list[CommandRecord]:
+        """Every command in the daemon's log targeting ``key``, in log order."""
+        assert self.log is not None, "the daemon's log is in its own process"
+        return [record async for batch in self.log.read("commands") for record in batch  # type: ignore[misc]
+                if record.key == key]
 
     async def stop_daemon(self) -> int:
         """Stop the daemon (as SIGTERM would); returns its exit code. The log stays open."""

@@ -48,8 +48,9 @@ from tether.adapters.kubernetes.webhook_certs import CA_FILE, MUTATING_WEBHOOKS,
 from tether.adapters.sandbox.kube_emulator.karmada_scheduler import detector_rewrite
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.daemon import Stack, delete_cluster_scoped, excluded, tether_stack
+from tether.core.commands import ResumeBinding
 from tether.core.decision import RETRY_MAX_MS
-from tether.core.events import BindingAdmissionDecided
+from tether.core.events import BindingAdmissionDecided, ObjectObserved
 from tether.projections.admission import ADMISSION_ANNOTATION, RELEASED_ANNOTATION
 
 pytestmark = pytest.mark.cluster
@@ -199,10 +200,21 @@ async def test_a_resolving_claim_holds_its_binding_until_the_placement_is_in(kar
         created = await stack.apply(binding(stack, "train-deployment", "train"))
         assert created["spec"]["suspension"] == {"scheduling": True}
         assert "Resolving" in created["metadata"]["annotations"][ADMISSION_ANNOTATION]
-        await asyncio.sleep(0.3)  # Karmada places a binding within ~50 ms when it may
+        # a probe: a binding created after it and free to go. Once Karmada has scheduled the probe and tether has
+        # decided on every event up to the probe's scheduled version, both have had their turn at the held binding
+        # (no sleep that hopes they did)
+        await stack.apply(binding(stack, "probe-deployment", "probe"))
+        await stack.wait_scheduled("probe-deployment", None)
+        scheduled_probe = await stack.logged(f"ResourceBinding/{stack.namespace}/probe-deployment",
+                                             lambda e: isinstance(e, ObjectObserved)
+                                             and bool(e.obj.spec_dict().get("clusters")))
+        await stack.decided_through(scheduled_probe)
         held = await stack.get("ResourceBinding", "train-deployment")
         assert held is not None and (held["spec"].get("suspension") or {}).get("scheduling")  # still held ...
         assert not held["spec"].get("clusters") and not (held.get("status") or {}).get("conditions")  # untouched
+        decided = await stack.commands_for(f"ResourceBinding/{stack.namespace}/train-deployment")
+        assert not [c for c in decided if isinstance(c.command, ResumeBinding)]  # ... and tether did not let it go
+        assert stack.catalog.stats()["in_flight"] == 1  # (all this while the lookup was still out)
 
         async def scheduled() -> dict[str, Any] | None:
             rb = await stack.get("ResourceBinding", "train-deployment")
