@@ -24,6 +24,8 @@ file) the endpoints are served over HTTPS, the certificate re-read when its file
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -57,6 +59,7 @@ class Endpoints:
         self.port = port
         self.tls = tls
         self._runner: web.AppRunner | None = None
+        self._reloader: asyncio.Task[None] | None = None  # the certificate's watch (ServingCertificate.watch)
         self.app = web.Application(client_max_size=MAX_PUSH_BYTES,
                                    middlewares=[self._reload_certificate] if tls is not None else [])
         self.app.add_routes([
@@ -141,8 +144,15 @@ class Endpoints:
         sockets = getattr(site._server, "sockets", None) or []
         if sockets:
             self.port = sockets[0].getsockname()[1]
+        if self.tls is not None:  # re-read on a timer too: a rotation to a new CA lets no request through
+            self._reloader = asyncio.create_task(self.tls.watch(), name="endpoints-certificate")
 
     async def stop(self) -> None:
+        if self._reloader is not None:
+            self._reloader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reloader
+            self._reloader = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -20,7 +20,8 @@ request costs a JSON decode, that function and a JSON encode.
   this server's. One server serves every webhook (one port, one certificate): a member still listing then holds
   back only its own pods, a Karmada relist only the bindings.
 * **TLS** from a certificate and key file (a Secret mounted by cert-manager, or written by
-  :mod:`.webhook_certs`), re-read when the files change: certificates rotate without a restart. New handshakes
+  :mod:`.webhook_certs`), re-read when the files change — checked by a task every ``reload_interval``, requests
+  or not (:class:`~.webhook_certs.ServingCertificate`): certificates rotate without a restart. New handshakes
   use the new certificate; connections already open keep theirs until they close.
 * **Bad requests** get a one-line reason and never reach a handler: a body over :data:`MAX_REVIEW_BYTES` a 413;
   one that is not an ``admission.k8s.io/v1`` ``AdmissionReview`` (not JSON, truncated, wrong types, another
@@ -36,6 +37,7 @@ Each answer is timed (``observe(webhook, outcome, seconds)``) for the daemon's m
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import inspect
 import time
@@ -173,6 +175,7 @@ class WebhookServer:
         self.port = port
         self.observe = observe
         self._runner: web.AppRunner | None = None
+        self._reloader: asyncio.Task[None] | None = None  # the certificate's watch (ServingCertificate.watch)
 
     # --- TLS -------------------------------------------------------------------------------------------------
 
@@ -202,9 +205,15 @@ class WebhookServer:
         sockets = getattr(server, "sockets", None) or ()
         if sockets:
             self.port = sockets[0].getsockname()[1]
+        self._reloader = asyncio.create_task(self.tls.watch(), name="webhook-certificate")
         log.info("admission webhooks serving", port=self.port, paths=sorted(self.handlers))
 
     async def stop(self) -> None:
+        if self._reloader is not None:
+            self._reloader.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._reloader
+            self._reloader = None
         if self._runner is not None:
             with suppress(Exception):
                 await self._runner.cleanup()

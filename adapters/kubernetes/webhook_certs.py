@@ -21,6 +21,7 @@ less than 30 days are left.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime as dt
 import ipaddress
@@ -146,9 +147,13 @@ class ServingCertificate:
     """A server's TLS context from ``cert_file`` and ``key_file``, re-read when they change (module doc).
 
     :meth:`context` loads them (an ``OSError`` or ``ssl.SSLError`` when they are missing or do not match: the
-    caller's start fails with it); :meth:`maybe_reload` — called on requests, at most every ``reload_interval``
-    seconds — re-reads them when their modification times changed. New handshakes use the new chain; open
-    connections keep theirs until they close. A half-written rotation keeps the current chain and is retried."""
+    caller's start fails with it); :meth:`watch` — a task of the server's, every ``reload_interval`` seconds —
+    and :meth:`maybe_reload` — on requests, at most as often — re-read them when their modification times changed.
+    The task is what matters: when a rotation also changes the CA the clients trust (a self-signed CA renewed, a
+    new issuer), every handshake with the old certificate fails, so no request ever gets far enough to notice the
+    new files. New handshakes use the new chain; open connections keep theirs until they close. A half-written
+    rotation (a key that does not match the certificate yet) is tried on a scratch context and not loaded: the
+    current chain keeps serving, and the next check tries again."""
 
     def __init__(self, cert_file: str, key_file: str, *, reload_interval: float = 30.0) -> None:
         self.cert_file = cert_file
@@ -161,11 +166,16 @@ class ServingCertificate:
     def _mtimes(self) -> tuple[float, float]:
         return os.stat(self.cert_file).st_mtime, os.stat(self.key_file).st_mtime
 
+    @staticmethod
+    def _new_context() -> ssl.SSLContext:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        return context
+
     def context(self) -> ssl.SSLContext:
         """The context, loading the files the first time."""
         if self._ssl is None:
-            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            context.minimum_version = ssl.TLSVersion.TLSv1_2
+            context = self._new_context()
             context.load_cert_chain(self.cert_file, self.key_file)
             self._ssl, self._loaded = context, self._mtimes()
         return self._ssl
@@ -173,16 +183,28 @@ class ServingCertificate:
     def reload_if_changed(self) -> bool:
         """Re-read the certificate when its files changed; True when it did."""
         try:
-            if self._ssl is None or self._mtimes() == self._loaded:
+            mtimes = self._mtimes()
+            if self._ssl is None or mtimes == self._loaded:
                 return False
+            # on a scratch context first: load_cert_chain replaces the certificate before it checks the key, so a
+            # pair caught half-way would leave the serving context with a certificate and a key that do not
+            # match — every handshake failing — instead of the old chain
+            self._new_context().load_cert_chain(self.cert_file, self.key_file)
             self._ssl.load_cert_chain(self.cert_file, self.key_file)  # replaces the chain for new handshakes
-            self._loaded = self._mtimes()
+            self._loaded = mtimes
         except (OSError, ssl.SSLError) as exc:  # a half-written rotation: keep serving the old chain, retry later
             log.warning("could not reload the certificate; keeping the current one", cert=self.cert_file,
                         error=str(exc))
             return False
         log.info("reloaded the certificate", cert=self.cert_file)
         return True
+
+    async def watch(self) -> None:
+        """Check the files every ``reload_interval`` seconds, requests or not (the class doc); run as a task."""
+        while True:
+            await asyncio.sleep(max(self.reload_interval, 0.05))  # (0, "on every request", is no pace for a loop)
+            self._checked = time.monotonic()
+            self.reload_if_changed()
 
     def maybe_reload(self) -> None:
         """:meth:`reload_if_changed`, at most every ``reload_interval`` seconds (cheap on every request)."""

@@ -21,6 +21,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import structlog
 from kubernetes_asyncio import client as k8s
 
 from tether.adapters.kubernetes.client import CONFIGMAPS, KubeClient, KubeError
@@ -181,3 +182,48 @@ def rotate(folder: Path, server: WebhookServer) -> bytes:
     Path(server.key_file).write_bytes(key.read_bytes())
     Path(server.cert_file).write_bytes(cert.read_bytes())
     return ca
+
+
+async def test_a_handler_that_raises_is_answered_500_and_the_failure_policy_applies(kube: KubeEnv,
+                                                                                    tmp_path: Path) -> None:
+    """A bug in a handler is a failed call, like tether being down: 500 with a one-line reason, logged with the
+    object's key, counted as an error — and the API server applies the webhook's failurePolicy to it."""
+    kube.require_loopback_webhooks()
+    cert, key, ca = ensure_self_signed(tmp_path / "certs", names=["127.0.0.1", "localhost"])
+    outcomes: list[tuple[str, str]] = []
+
+    def broken(request: AdmissionRequest) -> WebhookAnswer:
+        raise KeyError("spec")
+
+    server = WebhookServer(handlers={PATH: broken}, cert_file=str(cert), key_file=str(key),
+                           serving=lambda: (True, "ready"), host="127.0.0.1", port=0,
+                           observe=lambda path, outcome, seconds: outcomes.append((path, outcome)))
+    await server.start()
+    # (for Fixture.register's wait: this webhook refuses every call — with a 500 of its own, not a TLS error)
+    fixture = Fixture(kube, server, Stamp(), f"tether-test-broken-{secrets.token_hex(3)}", ca,
+                      {"serving": (False, "its handler raises")})
+    try:
+        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                  "request": {"uid": "u1", "operation": "CREATE", "namespace": kube.namespace,
+                              "object": {"kind": "ConfigMap", "metadata": {"name": "cm"}}}}
+        context = ssl.create_default_context(cadata=ca.decode())
+        with structlog.testing.capture_logs() as logs:
+            async with aiohttp.ClientSession() as http, http.post(
+                    f"https://127.0.0.1:{server.port}{PATH}", json=review, ssl=context) as response:
+                assert response.status == 500
+                assert await response.text() == f"tether webhook {PATH} failed: KeyError('spec')"
+        assert outcomes == [(PATH, "error")]
+        failed = [e for e in logs if e["event"] == "webhook handler failed; the webhook's failurePolicy applies"]
+        assert len(failed) == 1 and failed[0]["key"] == f"ConfigMap/{kube.namespace}/cm"
+
+        await fixture.register(failure_policy="Fail")
+        with pytest.raises(KubeError) as refused:
+            await fixture.create("refused")
+        assert refused.value.status >= 400
+        await fixture.register(failure_policy="Ignore")
+        admitted = await fixture.create("admitted")  # the policy's choice: admitted unchanged
+        assert STAMP not in (admitted["metadata"].get("annotations") or {})
+    finally:
+        with contextlib.suppress(KubeError):
+            await fixture.client.delete(MUTATING_WEBHOOKS, fixture.name)
+        await server.stop()
