@@ -8,7 +8,10 @@ run time.
   ``spec.secretRef`` → a Secret in the Karmada control plane holding ``token`` and ``caBundle``
   (``spec.insecureSkipTLSVerification`` honoured). The daemon's Cluster watch hands every Cluster to
   :meth:`MemberClusters.cluster_observed`; a Cluster without an endpoint or secret is not connected (a log line
-  with its name says why), a deleted Cluster disconnects.
+  with its name says why), a deleted Cluster disconnects. The Secret is read again at each observation of its
+  Cluster (Karmada's status heartbeats update it every few seconds): a rotated Secret (another resourceVersion)
+  reconnects the member with the new credentials; a missing, unreadable or malformed one leaves it unconnected
+  with a warning naming it, and the next observation tries again.
 
 **Isolation.** Each member has its own ``ApiClient``, its own watch sources and its own tasks; a member that is
 unreachable backs off in its own watch loops (``WatchSource.run``) and holds back only its own pod placement (its
@@ -331,9 +334,19 @@ class MemberClusters:
         except KubeError as exc:
             log.warning("member cluster secret unreadable", cluster=name, status=exc.status, message=exc.message)
             return
-        data = (secret or {}).get("data") or {}
+        if secret is None:
+            log.warning("member cluster secret not found", cluster=name, secret=secret_ref.get("name"),
+                        namespace=secret_ref.get("namespace", ""))
+            return
+        data = secret.get("data") or {}
         if "token" not in data:
             log.warning("member cluster secret has no token", cluster=name, secret=secret_ref.get("name"))
+            return
+        try:  # a Secret's data is base64; a token that is not (or not text) is this member's problem only
+            token = base64.b64decode(data["token"], validate=True).decode().strip()
+        except (ValueError, TypeError) as exc:
+            log.warning("member cluster secret malformed: its token is not base64 text", cluster=name,
+                        secret=secret_ref.get("name"), error=str(exc)[:200])
             return
         fingerprint = f"{endpoint}|{secret['metadata'].get('resourceVersion', '')}"
         held = self.members.get(name)
@@ -356,9 +369,9 @@ class MemberClusters:
         if spec.get("insecureSkipTLSVerification"):
             configuration.verify_ssl = False
         try:
-            api = _client_with_ca(configuration, base64.b64decode(data["caBundle"]) if data.get("caBundle") and
-                                  not spec.get("insecureSkipTLSVerification") else b"")
-        except (ValueError, OSError, ssl.SSLError) as exc:  # a caBundle that is no PEM: this member only
+            api = _client_with_ca(configuration, base64.b64decode(data["caBundle"], validate=True)
+                                  if data.get("caBundle") and not spec.get("insecureSkipTLSVerification") else b"")
+        except (ValueError, TypeError, OSError, ssl.SSLError) as exc:  # a caBundle that is no PEM: this member only
             log.warning("member cluster caBundle unusable", cluster=name, error=str(exc)[:200])
             return
         try:
