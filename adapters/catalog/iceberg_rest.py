@@ -428,13 +428,16 @@ def _shape(value: Any) -> str:
 
 
 def _error_message(body: bytes) -> str:
-    """The message of an Iceberg REST ``{"error": {"message", "type", "code"}}`` body, or the raw text."""
+    """The message of an Iceberg REST ``{"error": {"message", "type", "code"}}`` body, or the start of the raw
+    text (an HTML page from a proxy, a plain-text 502, a JSON body of another shape) — bounded either way."""
     try:
         doc = json.loads(body)
-        err = doc["error"]
-        return f"{err.get('type', 'Error')}: {err['message']}"[:500]
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
-        return body[:200].decode("utf-8", "replace").strip() or "(empty body)"
+    except (ValueError, RecursionError):  # (UnicodeDecodeError included; a body nested too deep)
+        doc = None
+    err = doc.get("error") if isinstance(doc, dict) else None
+    if isinstance(err, dict) and err.get("message") is not None:
+        return f"{err.get('type') or 'Error'}: {err['message']}"[:500]
+    return body[:200].decode("utf-8", "replace").strip() or "(empty body)"
 
 
 def _norm_path(path: str) -> str:
