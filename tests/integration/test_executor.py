@@ -258,3 +258,30 @@ async def test_an_invalid_write_is_not_taken_for_a_failed_precondition(kube: Kub
     assert isinstance(outcome, CommandFailed) and outcome.reason == "Invalid" and not outcome.retryable
     assert emulator.faults.count(verb="patch") == patches + 1
     await client.patch(CLAIMS, "latest", {"metadata": {"finalizers": None}}, namespace=kube.namespace)
+
+
+async def test_an_unreachable_api_server_is_a_retryable_failure_after_the_executor_retries() -> None:
+    """Connection refused is status 0 ``Unavailable``: retried with backoff by the executor, then handed to the
+    decider as retryable (its retry timer re-decides later) — never a crash of the executor loop."""
+    import socket
+
+    from kubernetes_asyncio import client as k8s
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nobody listens once the block ends
+    api = k8s.ApiClient(k8s.Configuration(host=f"http://127.0.0.1:{port}"))
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    try:
+        ref = ObjectRef(api_version="datadependency.volcano.sh/v1alpha1", kind="DataSourceClaim", name="c",
+                        namespace="ns", uid="u")
+        outcome, = await KubeExecutor(KubeClient(api), sleep=sleep, error_retries=3).apply(_status(ref, "A"))
+    finally:
+        await api.close()
+    assert isinstance(outcome, CommandFailed) and outcome.retryable
+    assert outcome.reason == "Unavailable" and "Connect" in outcome.message
+    assert len(slept) == 3  # backed off between the attempts, as many times as asked
