@@ -34,7 +34,7 @@ import pytest
 from click.testing import CliRunner
 
 from tether.adapters.cli import main
-from tether.adapters.cli.replay import replay
+from tether.adapters.cli.replay.fold import replay
 from tether.adapters.log.sqlite import SqliteLog
 from tether.core.commands import COMMAND_TYPES
 from tether.core.envelope import COMMAND_SCHEMA_VERSION, decode_command, decode_event, encode
