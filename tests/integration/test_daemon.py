@@ -28,6 +28,16 @@ from .test_migration import push
 LEASE = {"leader_elect": True, "lease_duration": 15.0, "renew_deadline": 10.0, "retry_period": 2.0}
 
 
+async def leading(stack: Stack) -> LeaderElector:
+    """The stack's daemon once it leads (a replica still campaigning is ready too: ``tether_stack`` returns then)."""
+    daemon = stack.daemon
+    assert daemon is not None
+    await stack.eventually(lambda: asyncio.sleep(0, daemon.leader is not None and daemon.leader.is_leader.is_set()),
+                           what="the first replica leading")
+    assert daemon.leader is not None
+    return daemon.leader
+
+
 async def turn(clock: ManualClock, *electors: LeaderElector | None, parked: int | None = None) -> None:
     """One retry period of the manual clock: each elector has made its next attempt (module doc)."""
     assert all(e is not None for e in electors)
@@ -100,7 +110,7 @@ async def test_the_daemon_freezes_its_startup_heap_once_recovered(kube: KubeEnv)
 async def test_leader_election_one_acts_then_the_other_takes_over(kube: KubeEnv) -> None:
     clock = ManualClock()
     async with tether_stack(kube, daemon_options=LEASE | {"identity": "first"}, lease_clock=clock) as stack:
-        assert stack.daemon.leader is not None and stack.daemon.leader.is_leader.is_set()
+        await leading(stack)
         with tempfile.TemporaryDirectory(prefix="tether-standby-") as tmp:
             standby_log = await SqliteLog.open(str(Path(tmp) / "tether.db"))
             cfg = stack.cfg.__class__(**{**stack.cfg.__dict__, "identity": "second",
@@ -148,6 +158,7 @@ async def test_a_daemon_that_loses_its_lease_stops_and_exits_1(kube: KubeEnv) ->
     clock = ManualClock()
     async with tether_stack(kube, daemon_options=LEASE | {"identity": "ousted"}, lease_clock=clock) as stack:
         daemon, running = stack.daemon, stack._task
+        await leading(stack)
         assert daemon is not None and daemon.leader is not None and running is not None
         table = stack.add_table("before", "east")
         await stack.apply(manifests.claim("before", namespace=stack.namespace, table=table))
@@ -225,13 +236,13 @@ async def _no_snapshot(position: dict[int, int]) -> None:
 async def test_leader_crash_standby_takes_over_after_expiry(kube: KubeEnv) -> None:
     clock = ManualClock()
     async with tether_stack(kube, daemon_options=LEASE | {"identity": "crashing"}, lease_clock=clock) as stack:
+        await leading(stack)
         with tempfile.TemporaryDirectory(prefix="tether-standby-") as tmp:
             standby_log = await SqliteLog.open(str(Path(tmp) / "tether.db"))
             cfg = stack.cfg.__class__(**{**stack.cfg.__dict__, "identity": "survivor",
                                          "log_url": f"sqlite:///{tmp}/tether.db"})
             standby, stop, task = await spawn_daemon(cfg, stack.env, standby_log, lease_clock=clock)
             try:
-                assert stack.daemon.leader is not None
                 await clock.settle(2)
                 stack.daemon.leader.release = _no_release  # type: ignore[method-assign]  # a crash releases nothing
                 await stack.stop_daemon()
