@@ -135,17 +135,26 @@ def main(argv: list[str] | None = None) -> int:
     lines = original.splitlines()
     survivors: list[Mutant] = []
     started = time.monotonic()
+
+    def passes(source: str) -> bool:
+        args.module.write_text(source)
+        try:
+            result = subprocess.run([sys.executable, "-m", "pytest", *pytest_args, "-p", "no:cacheprovider"],
+                                    capture_output=True, timeout=args.timeout, check=False)
+            return result.returncode == 0
+        except subprocess.TimeoutExpired:
+            return False
+        finally:
+            args.module.write_text(original)
+
     try:
+        # the baseline: the module as the mutants are written (unparsed, comments gone) must pass, or every mutant
+        # would count as killed
+        if not passes(ast.unparse(ast.parse(original))):
+            print(f"the tests fail on the unmutated {args.module} (as unparsed): fix that first", file=sys.stderr)
+            return 2
         for m in chosen:
-            args.module.write_text(mutated(original, m.index))
-            try:
-                result = subprocess.run([sys.executable, "-m", "pytest", *pytest_args, "-p", "no:cacheprovider"],
-                                        capture_output=True, timeout=args.timeout, check=False)
-                survived = result.returncode == 0
-            except subprocess.TimeoutExpired:
-                survived = False
-            finally:
-                args.module.write_text(original)
+            survived = passes(mutated(original, m.index))
             mark = "SURVIVED" if survived else "killed  "
             print(f"{mark} #{m.index:<3} line {m.line:<4} {m.what:<24} {lines[m.line - 1].strip()[:80]}", flush=True)
             if survived:
