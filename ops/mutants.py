@@ -1,6 +1,6 @@
 """A small mutation-testing run: break one module in many small ways, one at a time, and see which the tests catch.
 
-    python ops/mutants.py adapters/kubernetes/leader.py -- tests/integration/test_leader.py -q -x
+    python ops/mutants.py adapters/kubernetes/leader.py [--timeout S] [--only N ...] -- tests/integration -x
 
 Each mutant changes one thing in the module — a comparison flipped (``<`` ↔ ``<=``, ``==`` ↔ ``!=``, ``in`` ↔
 ``not in``), ``and`` ↔ ``or``, an ``if``'s condition negated, ``True`` ↔ ``False``, one statement in a function body
@@ -126,9 +126,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("module", type=Path)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per test run (a hang counts as killed)")
     parser.add_argument("--only", type=int, nargs="*", help="run these mutant indexes only")
-    parser.add_argument("pytest", nargs=argparse.REMAINDER, help="-- then pytest's arguments")
-    args = parser.parse_args(argv)
-    pytest_args = [a for a in args.pytest if a != "--"]
+    argv = sys.argv[1:] if argv is None else argv
+    if "--" not in argv:
+        parser.error("give the tests to run after --: ops/mutants.py MODULE [options] -- PYTEST_ARGS")
+    split = argv.index("--")
+    args = parser.parse_args(argv[:split])
+    pytest_args = argv[split + 1:]
     original = args.module.read_text()
     found = mutants(original)
     chosen = [m for m in found if args.only is None or m.index in args.only]
@@ -136,11 +139,14 @@ def main(argv: list[str] | None = None) -> int:
     survivors: list[Mutant] = []
     started = time.monotonic()
 
-    def passes(source: str) -> bool:
+    def passes(source: str, *, show: bool = False) -> bool:
         args.module.write_text(source)
         try:
             result = subprocess.run([sys.executable, "-m", "pytest", *pytest_args, "-p", "no:cacheprovider"],
                                     capture_output=True, timeout=args.timeout, check=False)
+            if show and result.returncode != 0:
+                print(result.stdout.decode(errors="replace")[-3000:], result.stderr.decode(errors="replace")[-3000:],
+                      file=sys.stderr)
             return result.returncode == 0
         except subprocess.TimeoutExpired:
             return False
@@ -150,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # the baseline: the module as the mutants are written (unparsed, comments gone) must pass, or every mutant
         # would count as killed
-        if not passes(ast.unparse(ast.parse(original))):
+        if not passes(ast.unparse(ast.parse(original)), show=True):
             print(f"the tests fail on the unmutated {args.module} (as unparsed): fix that first", file=sys.stderr)
             return 2
         for m in chosen:
