@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tether.adapters.kubernetes.client import LEASES, KubeClient, Resource
+from tether.adapters.kubernetes.client import LEASES, KubeClient, KubeError, Resource
 from tether.adapters.kubernetes.leader import LeaderElector, _micro_time
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.clock import ManualClock, next_attempt
@@ -197,3 +197,97 @@ async def test_a_released_lease_is_taken_at_the_next_attempt(kube: KubeEnv, cloc
 def test_a_lease_shorter_than_a_second_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 1 s"):
         LeaderElector(None, namespace="n", name="l", identity="i", lease_duration=0.5)  # type: ignore[arg-type]
+
+
+async def test_a_failing_lease_write_is_never_taken_for_leadership(kube: KubeEnv, clock: ManualClock,
+                                                                  lease_name: str) -> None:
+    """The API refusing the write (a 500 on the create or on the update, not a 409) is no leadership: only a write
+    the API accepted is."""
+    emulator = kube.require_emulator("injects API errors on the Lease writes")
+    base = KubeClient(kube.api_client)
+    candidate = elector(base, kube, clock, "candidate", lease_name)
+    emulator.faults.fail(code=500, verb="create", resource="leases", times=1)
+    with pytest.raises(KubeError):
+        await candidate.try_acquire_or_renew()
+    assert await base.get(LEASES, lease_name, namespace=kube.namespace) is None
+    assert await candidate.try_acquire_or_renew()  # (the API answers again)
+    emulator.faults.fail(code=500, verb="update", resource="leases", times=1)
+    with pytest.raises(KubeError):
+        await candidate.try_acquire_or_renew()  # the renewal's write failed: not renewed
+
+
+async def test_renewals_failing_only_on_the_write_give_leadership_up(kube: KubeEnv, clock: ManualClock,
+                                                                     lease_name: str,
+                                                                     running: list[asyncio.Task[None]]) -> None:
+    emulator = kube.require_emulator("injects API errors on the Lease writes")
+    leader = elector(KubeClient(kube.api_client), kube, clock, "leader", lease_name)
+    running.append(asyncio.create_task(leader.run()))
+    await clock.settle(1)
+    for _ in range(8):  # renewing well past a renew deadline: the deadline runs from the last renewal
+        await turn(clock, [leader])
+    emulator.faults.fail(code=500, verb="update", resource="leases", times=1)
+    await turn(clock, [leader])  # one failed renewal, right after a good one: still the leader
+    assert leader.is_leader.is_set() and not leader.lost.is_set()
+    emulator.faults.fail(code=500, verb="update", resource="leases", times=None)
+    for _ in range(4):  # reads succeed, every write fails: 10 s since the last renewal, not past the deadline
+        await turn(clock, [leader])
+        assert leader.is_leader.is_set()
+    await turn(clock, [leader], parked=0)  # 12 s
+    assert leader.lost.is_set() and not leader.is_leader.is_set()
+
+
+async def test_release_touches_only_a_lease_this_candidate_holds(kube: KubeEnv, clock: ManualClock,
+                                                                 lease_name: str) -> None:
+    emulator = kube.require_emulator("injects an API error on the release")
+    base = KubeClient(kube.api_client)
+    first, other = (elector(base, kube, clock, who, lease_name) for who in ("first", "other"))
+    assert not await other.release()  # never led: nothing to release
+    assert await first.try_acquire_or_renew()
+    first.is_leader.set()
+    taken = await lease(base, kube, lease_name)
+    now = _micro_time(clock.time())
+    taken["spec"].update(holderIdentity="other", renewTime=now, acquireTime=now)
+    await base.replace(LEASES, lease_name, taken, namespace=kube.namespace)
+    # taken over before this candidate noticed (it still believes it leads): its release must not hand the new
+    # holder's Lease away
+    assert not await first.release()
+    assert (await lease(base, kube, lease_name))["spec"]["holderIdentity"] == "other"
+    other.is_leader.set()
+    emulator.faults.fail(code=500, verb="update", resource="leases", times=1)
+    assert not await other.release()  # the API refused it: not released, says so
+    assert (await lease(base, kube, lease_name))["spec"]["holderIdentity"] == "other"
+
+
+async def test_the_lease_keeps_its_acquire_time_and_counts_every_transition(kube: KubeEnv, clock: ManualClock,
+                                                                            lease_name: str) -> None:
+    base = KubeClient(kube.api_client)
+    a, b = (elector(base, kube, clock, who, lease_name) for who in ("a", "b"))
+    assert await a.try_acquire_or_renew()
+    acquired = (await lease(base, kube, lease_name))["spec"]["acquireTime"]
+    clock.advance(2)
+    assert await a.try_acquire_or_renew()  # a renewal keeps the acquire time
+    spec = (await lease(base, kube, lease_name))["spec"]
+    assert spec["acquireTime"] == acquired and spec["renewTime"] != acquired and spec["leaseTransitions"] == 0
+    for holder, n in ((b, 1), (a, 2), (b, 3)):  # each takeover of an expired Lease counts
+        clock.advance(LEASE["lease_duration"] + 1)
+        assert await holder.try_acquire_or_renew()
+        assert (await lease(base, kube, lease_name))["spec"]["leaseTransitions"] == n
+
+
+async def test_the_holders_lease_duration_decides_expiry_not_the_candidates(kube: KubeEnv, clock: ManualClock,
+                                                                            lease_name: str) -> None:
+    """Replicas configured differently (a rollout changing the lease duration): expiry is judged by the duration
+    the holder wrote into the Lease."""
+    base = KubeClient(kube.api_client)
+    slow = elector(base, kube, clock, "slow", lease_name, lease_duration=40.0)
+    eager = elector(base, kube, clock, "eager", lease_name)  # 15 s
+    assert await slow.try_acquire_or_renew()
+    clock.advance(20)  # expired by the candidate's 15 s, not by the holder's 40 s
+    assert not await eager.try_acquire_or_renew()
+    clock.advance(21)
+    assert await eager.try_acquire_or_renew()
+
+
+def test_a_lease_of_one_second_is_accepted() -> None:
+    assert LeaderElector(None, namespace="n", name="l", identity="i",  # type: ignore[arg-type]
+                         lease_duration=1.0).lease_duration == 1.0
