@@ -42,6 +42,7 @@ class Scripted:
     def __init__(self) -> None:
         self.scripts: dict[str, list[Answer]] = {}
         self.requests: dict[str, int] = {}
+        self.forms: list[dict[str, str]] = []  # the form of each token request
         self.url = ""
 
     def script(self, path: str, *answers: Answer) -> None:
@@ -50,6 +51,8 @@ class Scripted:
     async def handle(self, request: web.Request) -> web.Response:
         path = request.path
         self.requests[path] = self.requests.get(path, 0) + 1
+        if request.method == "POST":
+            self.forms.append({k: str(v) for k, v in (await request.post()).items()})
         script = self.scripts.get(path) or [Answer(404, {"error": {"message": "no such path", "type": "X"}})]
         answer = script.pop(0) if len(script) > 1 else script[0]
         body = answer.body
@@ -192,3 +195,22 @@ async def test_a_404_with_any_body_is_not_in_catalog(scripted: Scripted, make_pl
     out = await resolve(make_plugin(scripted.url), fake_time)
     assert isinstance(out, DataSourceNotInCatalog), out
     assert "table 'prod.sales.orders' not found in catalog" in out.message
+
+
+async def test_the_token_request_carries_the_configured_scope(scripted: Scripted, make_plugin: Any,
+                                                              fake_time: Any) -> None:
+    scripted.script(TOKEN_PATH, Answer(200, {"access_token": "t", "expires_in": 600}))
+    scripted.script(TABLE_PATH, Answer(body=GOOD_TABLE))
+    auth = {**oauth2(scripted.url + TOKEN_PATH), "scope": "catalog:read"}
+    assert isinstance(await resolve(make_plugin(scripted.url, auth=auth), fake_time), DataLocationResolved)
+    assert scripted.forms == [{"grant_type": "client_credentials", "client_id": "tether", "client_secret": "s3cret",
+                               "scope": "catalog:read"}]
+
+
+async def test_a_401_on_a_static_token_is_not_retried(scripted: Scripted, make_plugin: Any, fake_time: Any) -> None:
+    """Only a cached OAuth2 token may have been revoked and be worth one more try; a bearer token that is refused
+    will be refused again."""
+    scripted.script(TABLE_PATH, Answer(401, {"error": {"message": "bad token", "type": "NotAuthorizedException"}}))
+    out = await resolve(make_plugin(scripted.url, auth={"type": "bearer", "token": "static"}), fake_time)
+    assert isinstance(out, DataLocationLookupFailed) and not out.retryable and "denied access (401)" in out.message
+    assert scripted.requests[TABLE_PATH] == 1

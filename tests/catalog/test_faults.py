@@ -239,3 +239,28 @@ async def test_a_cancelled_caller_does_not_cancel_the_shared_request(sandbox, ma
     out = await second
     assert isinstance(out, DataLocationResolved) and sandbox.requests_for("prod.sales.orders") == 1
     await r.aclose()
+
+
+def test_only_consecutive_failures_open_the_breaker() -> None:
+    b = CircuitBreaker(CircuitBreakerConfig(failure_threshold=3, reset_timeout=10), clock=lambda: 0.0)
+    for _ in range(5):  # failures with a success in between: never three in a row
+        b.record_failure()
+        b.record_failure()
+        b.record_success()
+    assert b.state == "closed" and b.before_request() is False
+    b.record_failure()
+    b.record_failure()
+    b.record_failure()
+    assert b.state == "open"
+
+
+def test_a_breaker_that_opens_again_after_a_good_probe_lets_the_next_probe_through() -> None:
+    now = [0.0]
+    b = CircuitBreaker(CircuitBreakerConfig(failure_threshold=1, reset_timeout=10), clock=lambda: now[0])
+    for cycle in range(3):  # open → half-open → the probe succeeds → closed → opens again …
+        b.record_failure()
+        assert b.state == "open"
+        now[0] += 10
+        assert b.before_request() is True, f"cycle {cycle}: no probe went out"
+        b.record_success()
+        assert b.state == "closed" and b.before_request() is False
