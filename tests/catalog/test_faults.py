@@ -246,19 +246,24 @@ def test_only_consecutive_failures_open_the_breaker() -> None:
     for _ in range(5):  # failures with a success in between: never three in a row
         b.record_failure()
         b.record_failure()
+        assert b.state == "closed"
         b.record_success()
-    assert b.state == "closed" and b.before_request() is False
     b.record_failure()
     b.record_failure()
     b.record_failure()
     assert b.state == "open"
 
 
-def test_a_breaker_that_opens_again_after_a_good_probe_lets_the_next_probe_through() -> None:
+def test_after_a_good_probe_the_threshold_counts_again() -> None:
+    """A probe that succeeded closes the breaker for good: the next failures count from zero up to the threshold
+    (a probe still marked in flight would re-open it at the first failure), and the next time it opens, a probe
+    goes out again."""
     now = [0.0]
-    b = CircuitBreaker(CircuitBreakerConfig(failure_threshold=1, reset_timeout=10), clock=lambda: now[0])
+    b = CircuitBreaker(CircuitBreakerConfig(failure_threshold=3, reset_timeout=10), clock=lambda: now[0])
     for cycle in range(3):  # open → half-open → the probe succeeds → closed → opens again …
-        b.record_failure()
+        for _ in range(3):
+            assert b.state == "closed", f"cycle {cycle}: opened before the threshold"
+            b.record_failure()
         assert b.state == "open"
         now[0] += 10
         assert b.before_request() is True, f"cycle {cycle}: no probe went out"
