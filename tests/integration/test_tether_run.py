@@ -176,7 +176,8 @@ async def test_tether_run_rides_out_an_api_server_outage(tmp_path: Path) -> None
                                                                        name="plugins"), namespace="default")
             async with tether_run("--kubeconfig", str(emulator.kubeconfig_path(tmp_path)),
                                   "--log", f"sqlite:///{tmp_path}/tether.db", "--plugin-configmap", "default/plugins",
-                                  "--watch-namespace", "default") as run:
+                                  # one replica: the subject is the API outage, not how long the Lease outlives it
+                                  "--watch-namespace", "default", "--no-leader-elect") as run:
                 await eventually(lambda: _ready(run), "tether run ready", within=30)
                 await client.create(CLAIMS, manifests.claim("before", namespace="default",
                                                             table="prod.outage.before"), namespace="default")
