@@ -21,6 +21,7 @@ import json
 from collections import deque
 from typing import Any
 
+from tether.adapters.kubernetes.executor import reschedule_needed
 from tether.adapters.kubernetes.manifests import data_source_manifest
 from tether.core.commands import (
     LOCATION_ANNOTATION,
@@ -228,7 +229,10 @@ class FakeCluster:
                 spec = raw.setdefault("spec", {})
                 plan = plan_placement(placement=spec.get("placement"), annotations=meta.get("annotations", {}),
                                       desired=frozenset(command.excluded_clusters) if command.injected else None)
-                reschedule = bool(command.reschedule_at) and spec.get("rescheduleTriggeredAt") != command.reschedule_at
+                # (the executor's own rule: a trigger only while it has a job to do — KubeExecutor's)
+                reschedule = command.injected and reschedule_needed(spec, raw.get("status") or {},
+                                                                    command.reschedule_at,
+                                                                    excluded=command.excluded_clusters)
                 if not plan.changed and not reschedule:
                     return ok(trim(raw), noop=True)
                 spec["placement"] = plan.placement

@@ -313,8 +313,10 @@ def bindings(ns: str, suffix: str) -> list[Step]:
     def rb(uids: dict[str, str]) -> ObjectRef:
         return _ref("ResourceBinding", ns, "job-deployment", uids["rb"])
 
+    placed = manifests.resource_binding("job", namespace=ns, suspended=True, exclude=["user-own"])
+    placed["spec"]["clusters"] = [{"name": "west", "replicas": 1}]  # where Karmada put it: excluding it reschedules
     return [
-        Create("rb", manifests.resource_binding("job", namespace=ns, suspended=True, exclude=["user-own"])),
+        Create("rb", placed),
         Run(lambda u: SetBindingPlacement(binding=rb(u), excluded_clusters=("west",)), "exclude"),
         Run(lambda u: SetBindingPlacement(binding=rb(u), excluded_clusters=("west",)), "exclude again"),
         Run(lambda u: SetBindingPlacement(binding=rb(u), excluded_clusters=("west", "north")), "exclude more"),
