@@ -2,10 +2,11 @@
 
 ``python tests/data/old_logs/records.py`` writes ``records-v<EVENT_SCHEMA_VERSION>.<COMMAND_SCHEMA_VERSION>.jsonl``
 next to this file: one JSON line per record, ``{"stream": "events" | "commands", "body": "<the record exactly as
-the log stores it, as a string>"}``. A committed file is never rewritten (the script refuses): it is what that
-record version wrote. When a type is added or a payload changes, bump the schema version the change calls for and
-write the new version's file next to the old ones. ``tests/log/test_old_logs.py`` decodes every committed file with
-the current code, and checks that the current version's file covers every type.
+the log stores it, as a string>"}``. A line once committed is never rewritten: it is what that record version
+wrote. A type added within a version (additive: old records keep their meaning) gets its line appended to the
+version's file by running the script again; a payload that changes meaning bumps the schema version, and the new
+version's file is written next to the old ones. ``tests/log/test_old_logs.py`` decodes every committed file with the
+current code, and checks that the current version's file covers every type.
 
 The values are small but shaped like the real thing (the objects are trimmed Kubernetes objects).
 """
@@ -55,6 +56,7 @@ from tether.core.events import (
     ObjectObserved,
     ObjectsListed,
     PodGateDecided,
+    SettingsApplied,
     TimerFired,
     event_key,
 )
@@ -111,6 +113,8 @@ EVENTS: tuple[Event, ...] = (
     TimerFired(timer_id="retry-command|set_binding_placement|1|ResourceBinding/team-a/etl-deployment",
                purpose="retry-command", subject="ResourceBinding/team-a/etl-deployment"),
     MemberDisconnected(cluster="member2", reason="its Cluster was deleted"),
+    SettingsApplied(max_hold_ms=600_000, plugin_configmap="volcano-global/volcano-global-datasource-plugins",
+                    admission_configmap="tether-system/tether-admission"),
     PodGateDecided(cluster="member1", namespace="team-a", request_uid="req-1", gated=True, generate_name="worker-",
                    patch=({"op": "add", "path": "/spec/schedulingGates", "value": [{"name": "tether.dev/placement"}]},),
                    reason="a PodGroup pod", decided_at="0:41"),
@@ -160,15 +164,20 @@ def records() -> list[EventRecord | CommandRecord]:
     return out
 
 
+def _type_of(line: dict[str, str]) -> str:
+    body = json.loads(line["body"])
+    return str((body.get("event") or body.get("command") or {}).get("type", ""))
+
+
 def main() -> int:
     path = Path(__file__).with_name(f"records-v{EVENT_SCHEMA_VERSION}.{COMMAND_SCHEMA_VERSION}.jsonl")
-    if path.exists() and "--force" not in sys.argv:
-        print(f"{path} exists: the records of a version are never rewritten (--force to do it anyway)")
-        return 1
+    kept = path.read_text().splitlines() if path.exists() else []
+    have = {_type_of(json.loads(line)) for line in kept if line.strip()}
     lines = [json.dumps({"stream": "events" if isinstance(r, EventRecord) else "commands",
                          "body": encode(r).decode()}, ensure_ascii=False) for r in records()]
-    path.write_text("\n".join(lines) + "\n")
-    print(f"wrote {len(lines)} records to {path}")
+    added = [line for line in lines if _type_of(json.loads(line)) not in have]  # (the committed lines stay)
+    path.write_text("\n".join([*kept, *added]) + "\n")
+    print(f"{path}: {len(kept)} records kept, {len(added)} added")
     return 0
 
 
