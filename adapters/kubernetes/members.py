@@ -342,12 +342,6 @@ class MemberClusters:
         if "token" not in data:
             log.warning("member cluster secret has no token", cluster=name, secret=secret_ref.get("name"))
             return
-        try:  # a Secret's data is base64; a token that is not (or not text) is this member's problem only
-            token = base64.b64decode(data["token"], validate=True).decode().strip()
-        except (ValueError, TypeError) as exc:
-            log.warning("member cluster secret malformed: its token is not base64 text", cluster=name,
-                        secret=secret_ref.get("name"), error=str(exc)[:200])
-            return
         fingerprint = f"{endpoint}|{secret['metadata'].get('resourceVersion', '')}"
         held = self.members.get(name)
         if held is not None:

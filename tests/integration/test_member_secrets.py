@@ -90,8 +90,8 @@ def b64(text: str | bytes) -> str:
 @pytest.mark.parametrize(("data", "warning"), [
     (None, "member cluster secret not found"),
     ({"caBundle": b64("x")}, "member cluster secret has no token"),
-    ({"token": "not base64!"}, "member cluster secret malformed: its token is not base64 text"),
-    ({"token": b64(b"\xff\xfe")}, "member cluster secret malformed: its token is not base64 text"),
+    ({"token": "not base64!"}, "member cluster secret's token is unreadable (not base64-encoded text)"),
+    ({"token": b64(b"\xff\xfe")}, "member cluster secret's token is unreadable (not base64-encoded text)"),
     ({"token": b64(TOKEN_A), "caBundle": b64("not a certificate")}, "member cluster caBundle unusable"),
 ])
 async def test_a_bad_secret_leaves_only_that_member_unconnected_with_a_warning(
