@@ -15,9 +15,10 @@ from tether.adapters.kubernetes.leader_endpoints import ENDPOINT_SLICES, MANAGED
 from tether.adapters.kubernetes.webhook_certs import CA_FILE, MUTATING_WEBHOOKS
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
+from tether.adapters.testing.clock import ManualClock, next_attempt
 from tether.adapters.testing.daemon import Stack, spawn_daemon, tether_stack
 
-from .test_daemon import FAST_LEASE
+from .test_daemon import LEASE, leading
 
 
 async def addresses(stack: Stack, service: str) -> list[str] | None:
@@ -42,11 +43,13 @@ async def test_the_leaders_address_and_ca_follow_the_lease(kube: KubeEnv, tmp_pa
                    "resources": ["resourcebindings"]}],
         # no namespace carries this label: the API server never calls it (only its caBundle matters here)
         "namespaceSelector": {"matchLabels": {"tether.dev/test-never": config_name}}}
-    options = FAST_LEASE | {
+    options = LEASE | {
         "identity": "first", "leader_services": [service], "pod_ip": "10.0.0.1", "pod_namespace": kube.namespace,
         "binding_webhook": True, "webhook_port": 0, "webhook_host": "127.0.0.1", "webhook_self_signed": True,
         "webhook_cert_dir": str(tmp_path / "first"), "webhook_configuration": config_name}
-    async with tether_stack(kube, daemon_options=options) as stack:
+    clock = ManualClock()  # the electors' time (test_daemon.py): a takeover when the test moves it
+    async with tether_stack(kube, daemon_options=options, lease_clock=clock) as stack:
+        await leading(stack)
         await stack.kube.create(MUTATING_WEBHOOKS, {"apiVersion": "admissionregistration.k8s.io/v1",
                                                     "kind": "MutatingWebhookConfiguration",
                                                     "metadata": {"name": config_name}, "webhooks": [hook]})
@@ -71,7 +74,7 @@ async def test_the_leaders_address_and_ca_follow_the_lease(kube: KubeEnv, tmp_pa
             cfg = dataclasses.replace(stack.cfg, identity="second", pod_ip="10.0.0.2",
                                       log_url=f"sqlite:///{tmp_path}/second.db",
                                       webhook_cert_dir=str(tmp_path / "second"))
-            second, stop, task = await spawn_daemon(cfg, stack.env, second_log)
+            second, stop, task = await spawn_daemon(cfg, stack.env, second_log, lease_clock=clock)
             try:
                 await stack.eventually(lambda: asyncio.sleep(0, second.webhook is not None), what="standby serving")
                 # a standby serving a webhook stays ready: the Services do not route by readiness
@@ -79,6 +82,9 @@ async def test_the_leaders_address_and_ca_follow_the_lease(kube: KubeEnv, tmp_pa
                 assert await addresses(stack, service) == ["10.0.0.1"]
 
                 assert await stack.stop_daemon() == 0  # a rollout: the leader goes, releasing the Lease
+                assert second.leader is not None
+                await clock.settle(1)
+                await next_attempt(clock, [second.leader], seconds=LEASE["retry_period"])  # takes the released Lease
                 await asyncio.wait_for(second.started.wait(), 10)
 
                 async def moved() -> bool:
