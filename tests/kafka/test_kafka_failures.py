@@ -83,13 +83,17 @@ async def test_replica_dies_and_the_other_takes_over(kafka_url: str) -> None:
         await seed.append("commands", [command(i) for i in range(total)])
     applied: dict[str, list[str]] = {"a": [], "b": []}
     committed_by_a: set[str] = set()
-    a_has_work = asyncio.Event()
+    b_has_work = asyncio.Event()
+    a_is_gone = asyncio.Event()
 
     async def replica(name: str, log: KafkaLog, *, die_after: int | None = None) -> None:
         async for batch in log.consume("commands", consumer="executor", batch_size=10):
             applied[name].extend(r.id for r in batch.records)  # type: ignore[union-attr]
-            if name == "a":
-                a_has_work.set()
+            if name == "b" and not a_is_gone.is_set():
+                # b works slowly until a has died, so that work is left for a however fast the broker is (b
+                # alone would otherwise finish all of it before the group rebalances for a, and a would get none)
+                b_has_work.set()
+                await asyncio.sleep(0.3)
             if die_after is not None and len(applied[name]) >= die_after:
                 # crash: this batch was applied but never committed
                 raise asyncio.CancelledError
@@ -102,12 +106,13 @@ async def test_replica_dies_and_the_other_takes_over(kafka_url: str) -> None:
     log_a, log_b = KafkaLog(kafka_url), KafkaLog(kafka_url)
     try:
         task_b = asyncio.create_task(replica("b", log_b))
-        await asyncio.sleep(1.2)  # b joins first and owns every partition …
+        await asyncio.wait_for(b_has_work.wait(), 30)  # b joins first and owns every partition …
         task_a = asyncio.create_task(replica("a", log_a, die_after=30))
         # … then a joins: the group rebalances and a gets half of the partitions; a dies after 30 records
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(task_a, 30)
         await log_a.close()
+        a_is_gone.set()
         assert applied["a"], "replica a never got a partition"
         b_before_death = len(applied["b"])
         await asyncio.wait_for(task_b, 30)
