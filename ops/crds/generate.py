@@ -290,6 +290,7 @@ BINDING_SPEC = obj({
     "suspension": obj({"scheduling": BOOL, "dispatching": BOOL,
                        "dispatchingOnClusters": obj({"clusterNames": arr(STR)})}),
     "schedulePriority": obj({"priority": with_default(INT32, 0)}),
+    "conflictResolution": enum("Abort", "Overwrite", default="Abort"),
 }, required=["resource"])
 BINDING_STATUS = obj({
     "schedulerObservedGeneration": INT64,
@@ -323,6 +324,8 @@ POLICY_SPEC = obj({
     "placement": PLACEMENT,
     "schedulerName": with_default(STR, "default-scheduler"),
     "priority": with_default(INT32, 0),
+    "conflictResolution": enum("Abort", "Overwrite", default="Abort"),
+    "preemption": enum("Always", "Never", default="Never"),
 }, required=["resourceSelectors"])
 
 # Volcano: what queue admission reads of a queue, and what a gang needs of a pod group.
@@ -334,6 +337,7 @@ QUEUE_SPEC = obj({
     "priority": INT32,
     "reclaimable": BOOL,
     "parent": STR,
+    "dequeueStrategy": enum("fifo", "traverse", default="traverse"),
 })
 QUEUE_STATUS = obj({"state": STR, "allocated": RESOURCES})
 VOLCANO_PODGROUP_SPEC = obj({

@@ -15,7 +15,7 @@ compared as stored. Uids differ between the two (each backend makes its own): a 
 the label of the create that made it.
 
 What is not compared, on purpose: resourceVersions, uids, timestamps, fields an API server defaults
-(``spec.reclaimPolicy``…), and the human wording of messages.
+(``spec.reclaimPolicy``, ``conflictResolution``, ``dequeueStrategy``), and the human wording of messages.
 """
 
 from __future__ import annotations
@@ -160,7 +160,8 @@ def view(obj: dict[str, Any] | KubeObject | None) -> dict[str, Any] | None:
     raw: dict[str, Any] = as_json(obj) if isinstance(obj, KubeObject) else obj
     meta = raw.get("metadata") or {}
     spec = dict(raw.get("spec") or {})
-    spec.pop("reclaimPolicy", None)  # defaulted by the CRD on an API server, not by the fake
+    for defaulted in ("reclaimPolicy", "conflictResolution", "dequeueStrategy"):
+        spec.pop(defaulted, None)  # defaulted by the CRD on an API server, not by the fake
     spec.pop("replicaRequirements", None)  # (quantities normalised by an API server)
     return {
         "kind": raw.get("kind"), "namespace": meta.get("namespace", ""), "name": meta.get("name"),
@@ -244,11 +245,11 @@ def recreated_objects(ns: str, suffix: str) -> list[Step]:
 
     return [
         Create("r#1", manifests.claim("r", namespace=ns, table=f"db.r{suffix}")),
-        Create("rb#1", manifests.resource_binding("app", namespace=ns, suspended=True)),
+        Create("rb#1", unscheduled(manifests.resource_binding("app", namespace=ns, suspended=True))),
         Delete("DataSourceClaim", ns, "r"),
         Delete("ResourceBinding", ns, "app-deployment"),
         Create("r#2", manifests.claim("r", namespace=ns, table=f"db.r{suffix}")),
-        Create("rb#2", manifests.resource_binding("app", namespace=ns, suspended=True)),
+        Create("rb#2", unscheduled(manifests.resource_binding("app", namespace=ns, suspended=True))),
         Run(lambda u: AddFinalizer(target=old_claim(u), finalizer=CLAIM_FINALIZER), "finalizer for the old claim"),
         Run(lambda u: _status(old_claim(u), "Pending"), "status for the old claim"),
         Run(lambda u: RemoveFinalizer(target=old_claim(u), finalizer=CLAIM_FINALIZER), "release the old claim"),
@@ -309,11 +310,18 @@ def data_source_deleted(ns: str, suffix: str) -> list[Step]:
     ]
 
 
+def unscheduled(binding: dict[str, Any]) -> dict[str, Any]:
+    """A binding no scheduler picks up: on a real control plane karmada-scheduler would place a resumed binding
+    onto whatever Clusters exist (``spec.clusters`` rewritten under the comparison), and the fake has none."""
+    binding["spec"]["schedulerName"] = "tether-test-no-scheduler"
+    return binding
+
+
 def bindings(ns: str, suffix: str) -> list[Step]:
     def rb(uids: dict[str, str]) -> ObjectRef:
         return _ref("ResourceBinding", ns, "job-deployment", uids["rb"])
 
-    placed = manifests.resource_binding("job", namespace=ns, suspended=True, exclude=["user-own"])
+    placed = unscheduled(manifests.resource_binding("job", namespace=ns, suspended=True, exclude=["user-own"]))
     placed["spec"]["clusters"] = [{"name": "west", "replicas": 1}]  # where Karmada put it: excluding it reschedules
     return [
         Create("rb", placed),

@@ -108,6 +108,8 @@ def refusals(ours: dict[str, Any], theirs: dict[str, Any], path: str = "") -> It
             yield from refusals(our_addl, sub, here)
         elif not _preserves(ours) and our_addl is not True:
             yield f"{here}: not in tether's schema (it would be pruned)"
+        elif "default" in sub:  # kept as given here, but a real API server stores its default when it is absent
+            yield f"{here}: defaulted to {sub['default']!r} there, not typed here"
     if isinstance(theirs.get("additionalProperties"), dict):
         if isinstance(our_addl, dict):
             yield from refusals(our_addl, theirs["additionalProperties"], f"{path}[*]")
