@@ -27,11 +27,13 @@ import random
 import pytest
 
 from tether.adapters.testing.chaos_run import crash_restart, passed
+from tether.adapters.testing.kafka_audit import LogContents, audit
 from tether.adapters.testing.kafka_durable import DurableBroker
+from tether.core.commands import StartTimer, command_id, command_target
+from tether.core.envelope import CommandRecord, encode
 
-pytestmark = pytest.mark.slow
 
-
+@pytest.mark.slow
 async def test_broker_killed_and_restarted_mid_run(durable_kafka_broker: DurableBroker) -> None:
     seed = int(os.environ.get("TETHER_CHAOS_SEED") or random.randrange(1 << 30))
     print(f"kafka broker restart seed {seed}")
@@ -48,3 +50,29 @@ async def test_broker_killed_and_restarted_mid_run(durable_kafka_broker: Durable
     assert report["duplicate_data_sources"] == {} and report["unconstrained"] == []
     assert report["history_gaps"] == [] and report["split_groups"] == {}
     assert passed(report)
+
+
+def _command_bytes(i: int, *, reason: str = "") -> bytes:
+    cmd = StartTimer(timer_id=f"t{i}", fire_at_ms=i, purpose="test", subject=f"Obj/ns/o{i}")
+    return encode(CommandRecord(id=command_id(cmd), at_ms=1_700_000_000_000 + i, key=command_target(cmd),
+                                command=cmd, causation=f"0:{i}", reason=reason))
+
+
+def test_the_audit_finds_lost_changed_gapped_and_conflicting_records() -> None:
+    """The checks of the broker-restart test can fail: the audit on hand-made log contents."""
+    a, b, c = _command_bytes(1), _command_bytes(2), _command_bytes(3)
+    cut: LogContents = {("events", 0): [(0, b"k", b"e0"), (1, b"k", b"e1")], ("commands", 0): [(0, b"c", a)]}
+    intact: LogContents = {("events", 0): [(0, b"k", b"e0"), (1, b"k", b"e1"), (2, b"k", b"e2")],
+                           ("commands", 0): [(0, b"c", a), (1, b"c", b), (2, b"c", a)]}
+    ok = audit([cut], intact)
+    assert (ok.lost, ok.gaps, ok.conflicts) == ([], [], [])
+    assert (ok.checked, ok.redecided, ok.appended_after) == (3, 1, 3)
+
+    lost = audit([cut], {("events", 0): [(0, b"k", b"e0")], ("commands", 0): [(0, b"c", b)]})
+    assert lost.lost == ["events[0]@1: gone", "commands[0]@0: changed"]
+
+    gapped = audit([], {("events", 0): [(0, b"k", b"e0"), (2, b"k", b"e2")], ("commands", 0): [(1, b"c", c)]})
+    assert gapped.gaps == ["commands[0]: offset 1 where 0 was next", "events[0]: offset 2 where 1 was next"]
+
+    redecided_otherwise = audit([], {("commands", 0): [(0, b"c", a), (1, b"c", _command_bytes(1, reason="x"))]})
+    assert len(redecided_otherwise.conflicts) == 1 and "2 different contents" in redecided_otherwise.conflicts[0]
