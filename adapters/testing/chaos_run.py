@@ -20,7 +20,7 @@ recorded state (:mod:`.chaos_checks`):
 With ``broker_restarts`` (a :class:`~tether.adapters.testing.kafka_durable.DurableBroker`), the broker itself is
 killed with SIGKILL and started again on its storage at points drawn like the kills, and the log is audited on the
 broker's bytes (:mod:`.kafka_audit`): ``lost_records`` (acknowledged before a restart, gone or changed after),
-``offset_gaps`` and ``command_conflicts`` (a command decided twice with different bytes) must be empty.
+``offset_disorder`` and ``command_conflicts`` (a command decided twice with different bytes) must be empty.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ async def crash_restart(*, claims: int, kills: int, tables: int, groups: int, se
     ``cut_seconds`` and then let through again — the daemon's producer and consumer lose the broker and come back
     (module doc of adapters/testing/kafka.py: tansu keeps its data in memory, so a restarted broker would have
     lost the log; a cut is the restart as the clients see it, with the data kept). ``broker_restarts`` (with a
-    :class:`DurableBroker`): that many times, the broker is killed and started again, the log read just before
-    each kill and audited at the end (module doc)."""
+    :class:`DurableBroker`): that many times, the broker is killed, left down ``cut_seconds`` and started again,
+    the log read just before each kill and audited at the end (module doc)."""
     say = progress or (lambda _line: None)
     started = time.monotonic()
     async with chaos_world(tables=tables, seed=seed, kafka_bootstrap=kafka_bootstrap, replicas=replicas) as world:
@@ -101,7 +101,7 @@ async def crash_restart(*, claims: int, kills: int, tables: int, groups: int, se
                 if what == "restart":
                     assert isinstance(broker, DurableBroker)
                     cuts_before_restarts.append(await read_log(world.log_url))
-                    await asyncio.to_thread(broker.restart)
+                    await asyncio.to_thread(broker.restart, down_seconds=cut_seconds)
                     say(f"{created}/{claims} created: broker killed and restarted ({broker.restarts}/"
                         f"{len(restart_at)}) after {sum(map(len, cuts_before_restarts[-1].values()))} records")
                     continue
@@ -154,7 +154,7 @@ def passed(report: dict[str, Any]) -> bool:
     return bool(report["converged"] and not report["duplicate_data_sources"] and not report["unconstrained_count"]
                 and not report["history_gaps"] and not report["split_groups"]
                 and report["lookups"] <= report["lookup_bound"] and not report["replay_difference_count"]
-                and not report.get("lost_count") and not report.get("offset_gaps")
+                and not report.get("lost_count") and not report.get("offset_disorder")
                 and not report.get("command_conflicts"))
 
 

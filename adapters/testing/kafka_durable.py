@@ -131,15 +131,18 @@ class DurableBroker:
             raise
         return self
 
-    def restart(self) -> None:
+    def restart(self, *, down_seconds: float = 0.0) -> None:
         """``kill -9`` the broker (whatever it is doing: unacknowledged produces are lost, acknowledged ones are in
-        the bucket), then start it again on the same port and storage; returns once it accepts connections."""
+        the bucket), leave it down ``down_seconds`` (a real broker takes seconds to come back: longer than the
+        consumers' session timeout, their groups rebalance), then start it again on the same port and storage;
+        returns once it accepts connections."""
         process = self.broker.process
         assert process is not None, "the broker is not running"
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=10)
         self.broker.process = None
         self.restarts += 1
+        time.sleep(down_seconds)
         deadline = time.monotonic() + 30
         while True:  # the port is free at once (SO_REUSEADDR); retry a bind race with the kernel all the same
             try:

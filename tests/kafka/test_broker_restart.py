@@ -10,8 +10,9 @@ bindings and a pod group — and at a point drawn from the seed the broker (not 
 What must hold (adapters/testing/chaos_run.py and kafka_audit.py):
 
 * nothing lost: every record the broker had acknowledged just before the kill is, after the run, at the same
-  offset with the same bytes; every partition's offsets run 0, 1, 2, … without a gap, and records were appended
-  after the restart (the offsets went on);
+  offset with the same bytes; every partition's offsets strictly increase, and records were appended after the
+  restart (the offsets went on). An append in flight at the kill may leave a hole of offsets (tansu reserves them
+  before it stores the batch; kafka_audit.py): reported, and allowed, since nothing there was acknowledged;
 * nothing decided twice with different results: a command stored more than once for one causing event (the
   daemon re-processes what it had not committed) has the same bytes every time, and ``tether replay --diff``
   re-derives every recorded command and webhook decision from the log as it is;
@@ -43,7 +44,7 @@ async def test_broker_killed_and_restarted_mid_run(durable_kafka_broker: Durable
     print(json.dumps(report))
     assert report["broker_restarts"] == 1 and durable_kafka_broker.restarts == 1
     assert report["lost_records"] == [] and report["records_checked"] > 0
-    assert report["offset_gaps"] == [] and report["appended_after_restarts"] > 0
+    assert report["offset_disorder"] == [] and report["appended_after_restarts"] > 0
     assert report["command_conflicts"] == []
     assert report["replay_differences"] == []
     assert report["converged"], report["state"]
@@ -58,21 +59,23 @@ def _command_bytes(i: int, *, reason: str = "") -> bytes:
                                 command=cmd, causation=f"0:{i}", reason=reason))
 
 
-def test_the_audit_finds_lost_changed_gapped_and_conflicting_records() -> None:
+def test_the_audit_finds_lost_changed_disordered_and_conflicting_records() -> None:
     """The checks of the broker-restart test can fail: the audit on hand-made log contents."""
     a, b, c = _command_bytes(1), _command_bytes(2), _command_bytes(3)
     cut: LogContents = {("events", 0): [(0, b"k", b"e0"), (1, b"k", b"e1")], ("commands", 0): [(0, b"c", a)]}
     intact: LogContents = {("events", 0): [(0, b"k", b"e0"), (1, b"k", b"e1"), (2, b"k", b"e2")],
                            ("commands", 0): [(0, b"c", a), (1, b"c", b), (2, b"c", a)]}
     ok = audit([cut], intact)
-    assert (ok.lost, ok.gaps, ok.conflicts) == ([], [], [])
+    assert (ok.lost, ok.disorder, ok.holes, ok.conflicts) == ([], [], [], [])
     assert (ok.checked, ok.redecided, ok.appended_after) == (3, 1, 3)
 
     lost = audit([cut], {("events", 0): [(0, b"k", b"e0")], ("commands", 0): [(0, b"c", b)]})
     assert lost.lost == ["events[0]@1: gone", "commands[0]@0: changed"]
 
-    gapped = audit([], {("events", 0): [(0, b"k", b"e0"), (2, b"k", b"e2")], ("commands", 0): [(1, b"c", c)]})
-    assert gapped.gaps == ["commands[0]: offset 1 where 0 was next", "events[0]: offset 2 where 1 was next"]
+    holed = audit([], {("events", 0): [(0, b"k", b"e0"), (3, b"k", b"e3")], ("commands", 0): [(1, b"c", c)]})
+    assert holed.holes == ["commands[0]: 0..0", "events[0]: 1..2"] and holed.disorder == []
+    disordered = audit([], {("events", 0): [(0, b"k", b"e0"), (2, b"k", b"e2"), (2, b"k", b"e2"), (1, b"k", b"")]})
+    assert disordered.disorder == ["events[0]: offset 2 after 2", "events[0]: offset 1 after 2"]
 
     redecided_otherwise = audit([], {("commands", 0): [(0, b"c", a), (1, b"c", _command_bytes(1, reason="x"))]})
     assert len(redecided_otherwise.conflicts) == 1 and "2 different contents" in redecided_otherwise.conflicts[0]
