@@ -133,9 +133,9 @@ class DurableBroker:
 
     def restart(self, *, down_seconds: float = 0.0) -> None:
         """``kill -9`` the broker (whatever it is doing: unacknowledged produces are lost, acknowledged ones are in
-        the bucket), leave it down ``down_seconds`` (a real broker takes seconds to come back: longer than the
-        consumers' session timeout, their groups rebalance), then start it again on the same port and storage;
-        returns once it accepts connections."""
+        the bucket), leave it down ``down_seconds`` (a real broker takes seconds to come back), then start it again
+        on the same port and storage; returns once it accepts connections. The consumer groups, kept in the bucket,
+        survive: measured, members back after 3 s down (their session: 2 s) went on without a rebalance."""
         process = self.broker.process
         assert process is not None, "the broker is not running"
         process.send_signal(signal.SIGKILL)
