@@ -16,6 +16,11 @@ recorded state (:mod:`.chaos_checks`):
   it died, nothing more;
 * ``replay_differences``: ``tether replay --diff`` of the log re-derives every recorded command and webhook
   decision — nothing was decided twice with different results.
+
+With ``broker_restarts`` (a :class:`~tether.adapters.testing.kafka_durable.DurableBroker`), the broker itself is
+killed with SIGKILL and started again on its storage at points drawn like the kills, and the log is audited on the
+broker's bytes (:mod:`.kafka_audit`): ``lost_records`` (acknowledged before a restart, gone or changed after),
+``offset_disorder`` and ``command_conflicts`` (a command decided twice with different bytes) must be empty.
 """
 
 from __future__ import annotations
@@ -30,21 +35,26 @@ from tether.adapters.log.url import open_log
 from tether.adapters.testing.chaos import REGIONS, World, chaos_world
 from tether.adapters.testing.chaos_checks import History, duplicate_data_sources, unconstrained_versions
 from tether.adapters.testing.kafka import ProxiedBroker
+from tether.adapters.testing.kafka_audit import LogContents, audit, read_log
+from tether.adapters.testing.kafka_durable import DurableBroker
 
 GROUP_SIZE = 4
 
 
 async def crash_restart(*, claims: int, kills: int, tables: int, groups: int, seed: int,
                         kafka_bootstrap: str | None = None, replicas: int = 1, settle_within: float = 300.0,
-                        concurrency: int = 8, broker: ProxiedBroker | None = None, broker_cuts: int = 0,
-                        cut_seconds: float = 3.0, progress: Any = None) -> dict[str, Any]:
+                        concurrency: int = 8, broker: ProxiedBroker | DurableBroker | None = None,
+                        broker_cuts: int = 0, broker_restarts: int = 0, cut_seconds: float = 3.0,
+                        progress: Any = None) -> dict[str, Any]:
     """Run the workload with ``kills`` SIGKILLs of the daemon; the report (module doc). ``concurrency``: workloads
     created at once (as many clients of the API server). ``progress``: a callable given a short line now and then
     (the script prints them to stderr). ``broker`` (a :class:`ProxiedBroker` whose proxy ``kafka_bootstrap`` is) and
     ``broker_cuts``: that many times, at points drawn like the kills, every connection to the broker is cut for
     ``cut_seconds`` and then let through again — the daemon's producer and consumer lose the broker and come back
     (module doc of adapters/testing/kafka.py: tansu keeps its data in memory, so a restarted broker would have
-    lost the log; a cut is the restart as the clients see it, with the data kept)."""
+    lost the log; a cut is the restart as the clients see it, with the data kept). ``broker_restarts`` (with a
+    :class:`DurableBroker`): that many times, the broker is killed, left down ``cut_seconds`` and started again,
+    the log read just before each kill and audited at the end (module doc)."""
     say = progress or (lambda _line: None)
     started = time.monotonic()
     async with chaos_world(tables=tables, seed=seed, kafka_bootstrap=kafka_bootstrap, replicas=replicas) as world:
@@ -53,6 +63,9 @@ async def crash_restart(*, claims: int, kills: int, tables: int, groups: int, se
         rng = world.rng
         kill_at = set(rng.sample(range(1, claims), min(kills, claims - 1)))
         cut_at = sorted(rng.sample(range(1, claims), min(broker_cuts, claims - 1))) if broker is not None else []
+        restart_at = sorted(rng.sample(range(1, claims), min(broker_restarts, claims - 1))) \
+            if isinstance(broker, DurableBroker) else []
+        cuts_before_restarts: list[LogContents] = []
         table_of = {f"w{i}": world.tables[rng.randrange(len(world.tables))] for i in range(claims)}
         group_every = max(1, claims // groups) if groups else 0  # (at most `groups` of them)
         killed: list[str] = []
@@ -80,11 +93,20 @@ async def crash_restart(*, claims: int, kills: int, tables: int, groups: int, se
 
         async def killer() -> None:  # SIGKILL the daemon (or cut the broker) as the workload passes each point
             nonlocal cuts
-            for point, what in sorted([(p, "kill") for p in kill_at] + [(p, "cut") for p in cut_at]):
+            points = [(p, "kill") for p in kill_at] + [(p, "cut") for p in cut_at] \
+                + [(p, "restart") for p in restart_at]
+            for point, what in sorted(points):
                 async with progressed:
                     await progressed.wait_for(lambda p=point: created >= p)
+                if what == "restart":
+                    assert isinstance(broker, DurableBroker)
+                    cuts_before_restarts.append(await read_log(world.log_url))
+                    await asyncio.to_thread(broker.restart, down_seconds=cut_seconds)
+                    say(f"{created}/{claims} created: broker killed and restarted ({broker.restarts}/"
+                        f"{len(restart_at)}) after {sum(map(len, cuts_before_restarts[-1].values()))} records")
+                    continue
                 if what == "cut":
-                    assert broker is not None
+                    assert isinstance(broker, ProxiedBroker)
                     await asyncio.to_thread(broker.proxy.cut)
                     await asyncio.sleep(cut_seconds)
                     await asyncio.to_thread(broker.proxy.restore)
@@ -111,10 +133,11 @@ async def crash_restart(*, claims: int, kills: int, tables: int, groups: int, se
         lookups = world.lookups()
         await world.daemons.stop()
         differences = await _replay_differences(world.log_url)
+        log_audit = audit(cuts_before_restarts, await read_log(world.log_url)).report() if restart_at else {}
         restarts = world.daemons.starts - len(world.daemons.replicas)
         return {
             "seed": seed, "claims": claims, "tables": tables, "groups": len(world.groups),
-            "kills": len(killed), "broker_cuts": cuts,
+            "kills": len(killed), "broker_cuts": cuts, "broker_restarts": len(cuts_before_restarts),
             "restarts": restarts, "replicas": replicas, "log": "kafka" if kafka_bootstrap else "sqlite",
             "converged": converged, "state": state, "duplicate_data_sources": duplicates,
             "unconstrained": unconstrained[:20], "unconstrained_count": len(unconstrained),
@@ -122,7 +145,7 @@ async def crash_restart(*, claims: int, kills: int, tables: int, groups: int, se
             "history_gaps": history.gaps, "split_groups": split, "lookups": lookups,
             "lookup_bound": tables * (1 + restarts), "replay_differences": differences[:20],
             "replay_difference_count": len(differences), "workload_seconds": round(workload_seconds, 1),
-            "seconds": round(time.monotonic() - started, 1),
+            "seconds": round(time.monotonic() - started, 1), **log_audit,
         }
 
 
@@ -130,7 +153,9 @@ def passed(report: dict[str, Any]) -> bool:
     """Whether a report shows every guarantee held."""
     return bool(report["converged"] and not report["duplicate_data_sources"] and not report["unconstrained_count"]
                 and not report["history_gaps"] and not report["split_groups"]
-                and report["lookups"] <= report["lookup_bound"] and not report["replay_difference_count"])
+                and report["lookups"] <= report["lookup_bound"] and not report["replay_difference_count"]
+                and not report.get("lost_count") and not report.get("offset_disorder")
+                and not report.get("command_conflicts"))
 
 
 async def _converge(world: World, expected: dict[str, frozenset[str]], *, within: float) -> tuple[bool, dict[str, Any]]:

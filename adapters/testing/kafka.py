@@ -61,7 +61,8 @@ def wait_for_port(port: int, timeout: float = 15.0) -> None:
 
 
 class TansuBroker:
-    """A tansu broker on a free loopback port, memory storage. Never restart it mid-test: data is in memory."""
+    """A tansu broker on a free loopback port, memory storage by default: never restart that one mid-test, its
+    data is in memory (adapters/testing/kafka_durable.py starts one on storage that survives a restart)."""
 
     def __init__(self, *, port: int | None = None, advertised_port: int | None = None, binary: Path | None = None):
         self.binary = binary or tansu_binary()
@@ -75,7 +76,11 @@ class TansuBroker:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.advertised_port}"
 
-    def start(self) -> TansuBroker:
+    def start(self, *, storage: str = "memory://tansu/", env: dict[str, str] | None = None,
+              log: Path | None = None) -> TansuBroker:
+        """Start the broker on ``storage`` (a ``--storage-engine`` URL), with ``env`` as its environment (ours by
+        default) and its output appended to ``log`` (discarded by default); returns once it accepts connections."""
+        out = log.open("ab") if log else subprocess.DEVNULL
         self.process = subprocess.Popen(
             [
                 str(self.binary),
@@ -85,11 +90,14 @@ class TansuBroker:
                 "--advertised-listener-url",
                 f"tcp://127.0.0.1:{self.advertised_port}",
                 "--storage-engine",
-                "memory://tansu/",
+                storage,
             ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
+        if log:
+            out.close()  # type: ignore[union-attr]
         try:
             wait_for_port(self.port)
         except BaseException:

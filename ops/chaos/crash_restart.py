@@ -6,7 +6,9 @@ stand-in, a member emulator with racks of nodes, ``tether run`` with queue admis
 workload creates ``--claims`` claims over ``--tables`` tables, a ResourceBinding per workload and ``--groups`` gated
 pod groups; at ``--kills`` points drawn from the seed, the daemon is killed with SIGKILL and started again at once.
 With ``--kafka`` the log is Kafka (a tansu broker started here) and ``--replicas`` replicas (default 2) campaign
-for the Lease: each kill is the leader's.
+for the Lease: each kill is the leader's. ``--broker-restarts N`` (with ``--kafka``) also kills the broker itself
+N times and starts it again on its storage (adapters/testing/kafka_durable.py), and audits the log on the broker's
+bytes: nothing acknowledged lost, no offset gap, no command stored twice with different bytes.
 
 What must hold at the end (adapters/testing/chaos_run.py): converged (every claim Bound, every binding on clusters
 holding its data, every pod bound), no duplicate DataSource, no binding version scheduled without its data
@@ -17,7 +19,7 @@ The seed is printed first (``--seed`` repeats a run); progress goes to stderr; t
 object, the report, with ``"passed"``. Exit code 0 when it passed, 1 when not.
 
 Usage: ``python ops/chaos/crash_restart.py [--claims 5000] [--kills 20] [--tables 50] [--groups 40] [--seed N]
-[--kafka [--replicas 2]]``.
+[--kafka [--replicas 2] [--broker-restarts N]]``.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ async def main() -> int:
     parser.add_argument("--groups", type=int, default=40, help="pod groups of 4 gated pods in the member")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--kafka", action="store_true", help="the Kafka log (tansu) with --replicas replicas")
+    parser.add_argument("--broker-restarts", type=int, default=0,
+                        help="with --kafka: kill -9 and restart the broker (tansu on S3 storage) this many times")
     parser.add_argument("--replicas", type=int, default=None, help="daemon replicas (default 1; 2 with --kafka)")
     parser.add_argument("--settle", type=float, default=900.0, help="seconds to wait for convergence at the end")
     parser.add_argument("--concurrency", type=int, default=16, help="workloads created at once")
@@ -61,7 +65,13 @@ async def main() -> int:
     options = {"claims": args.claims, "kills": args.kills, "tables": args.tables, "groups": args.groups,
                "seed": seed, "replicas": replicas, "settle_within": args.settle, "concurrency": args.concurrency,
                "progress": say}
-    if args.kafka:
+    if args.kafka and args.broker_restarts:
+        from tether.adapters.testing.kafka_durable import durable_broker
+
+        with durable_broker() as durable:
+            report = await crash_restart(kafka_bootstrap=durable.bootstrap, broker=durable,
+                                         broker_restarts=args.broker_restarts, **options)
+    elif args.kafka:
         from tether.adapters.testing.kafka import running_broker
 
         with running_broker(proxied=False) as broker:

@@ -1,4 +1,5 @@
-"""Fixtures of the Kafka tests: one tansu broker (behind a cuttable TCP proxy) for the whole session."""
+"""Fixtures of the Kafka tests: one tansu broker (behind a cuttable TCP proxy) for the whole session, and a durable
+broker of its own for a test that restarts it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tether.adapters.testing.kafka import ProxiedBroker, kafka_test_url, tansu_binary
+from tether.adapters.testing.kafka_durable import DurableBroker, durable_broker_unavailable
 
 _HERE = Path(__file__).parent
 _counter = itertools.count()
@@ -41,3 +43,17 @@ def kafka_prefix() -> str:
 @pytest.fixture
 def kafka_url(kafka_broker: ProxiedBroker, kafka_prefix: str) -> str:
     return kafka_test_url(kafka_broker.bootstrap, kafka_prefix)
+
+
+@pytest.fixture
+def durable_kafka_broker(tmp_path: Path) -> Iterator[DurableBroker]:
+    """A broker of its own that survives ``kill -9`` (tansu on S3 storage, adapters/testing/kafka_durable.py); its
+    output and the S3 server's are in the test's tmp_path."""
+    reason = durable_broker_unavailable()
+    if reason:
+        pytest.skip(reason)
+    broker = DurableBroker(log_dir=tmp_path).start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
