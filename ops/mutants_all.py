@@ -1,0 +1,97 @@
+"""Mutation-test every module of ``ops/mutants.plan`` against its own tests; a table per module and one score.
+
+    python ops/mutants_all.py [--sample N --seed S] [--record FILE] [--timeout S] [MODULE ...]
+    python ops/mutants_all.py --table FILE          # the table of a record, again
+
+The plan names, for each module, the fastest tests that claim to cover it (unit tests where there are any, the
+integration tests only where a module has none), so that a whole tree fits in an evening on a shared machine: a
+mutant the integration tests would catch and the unit tests do not is a gap in the unit tests, which is what a
+survivor is for. ``--sample N`` runs N mutants per module, drawn from one seed (printed), the same N for the same
+seed; the table says how many of each module's mutants ran. Each module's result is appended to the record (JSON
+lines) as it finishes, so a long run can be stopped and resumed (``--resume`` skips the modules it holds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import mutants  # (the sibling script, not a package)
+
+PLAN = Path(__file__).with_name("mutants.plan")
+
+
+def plan(path: Path) -> dict[Path, list[str]]:
+    """``module  pytest-args…`` per line; ``#`` starts a comment."""
+    out = {}
+    for line in path.read_text().splitlines():
+        words = line.split("#")[0].split()
+        if words:
+            out[Path(words[0])] = words[1:]
+    return out
+
+
+def table(rows: list[dict[str, object]]) -> str:
+    lines = [f"| {'module':<42} | killed | run | of | score |", f"|{'-' * 44}|-------:|----:|---:|------:|"]
+    killed = ran = found = 0
+    for row in rows:
+        k, r, f = int(row["killed"]), int(row["ran"]), int(row["found"])  # type: ignore[call-overload]
+        killed, ran, found = killed + k, ran + r, found + f
+        lines.append(f"| {row['module']!s:<42} | {k:>6} | {r:>3} | {f:>3} | {100 * k / max(1, r):>4.0f}% |")
+    lines.append(f"| {'total':<42} | {killed:>6} | {ran:>3} | {found:>3} | {100 * killed / max(1, ran):>4.0f}% |")
+    lines.append(f"\n{ran} of {found} mutants ran ({100 * ran / max(1, found):.0f}%); "
+                 f"{killed} killed ({100 * killed / max(1, ran):.1f}%)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("modules", nargs="*", type=Path, help="only these modules of the plan")
+    parser.add_argument("--plan", type=Path, default=PLAN)
+    parser.add_argument("--sample", type=int, help="this many mutants per module (deterministic: --seed)")
+    parser.add_argument("--seed", type=int, help="the samples' seed (printed; random when not given)")
+    parser.add_argument("--timeout", type=float, default=300.0,
+                        help="seconds per test run at most, and 4 times the unmutated run (a hang is a kill)")
+    parser.add_argument("--record", type=Path, help="append each module's result to this file (JSON lines)")
+    parser.add_argument("--resume", action="store_true", help="skip the modules the record already holds")
+    parser.add_argument("--table", type=Path, help="only print the table of this record")
+    args = parser.parse_args(argv)
+    if args.table:
+        print(table([json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]))
+        return 0
+    tests = plan(args.plan)
+    unknown = [m for m in args.modules if m not in tests]
+    if unknown:
+        parser.error(f"not in {args.plan}: {', '.join(map(str, unknown))}")
+    done = set()
+    if args.resume and args.record and args.record.exists():
+        done = {json.loads(line)["module"] for line in args.record.read_text().splitlines() if line.strip()}
+    seed = args.seed if args.seed is not None else random.randrange(10**6)
+    print(f"seed {seed}" + (f", {args.sample} mutants per module" if args.sample else ""), flush=True)
+    rows = []
+    for module in args.modules or list(tests):
+        if str(module) in done:
+            continue
+        found = mutants.mutants(module.read_text())
+        chosen = mutants.choose(found, module=module, only=None, sample=args.sample, seed=seed)
+        result = mutants.run(module, [*tests[module], "-x", "-q"], timeout=args.timeout, chosen=chosen, echo=False)
+        if result is None:  # (the tests fail on the unmutated module: said above; the others still run)
+            continue
+        row = {"module": str(module), "killed": result.killed, "ran": len(chosen), "found": len(found),
+               "seconds": round(result.seconds), "seed": seed, "sample": args.sample,
+               "survivors": [f"#{m.index} line {m.line} {m.what}" for m in result.survivors]}
+        print(f"{module}: {result.killed}/{len(chosen)} killed (of {len(found)}) in {result.seconds:.0f}s", flush=True)
+        rows.append(row)
+        if args.record:
+            with args.record.open("a") as record:
+                record.write(json.dumps(row) + "\n")
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
