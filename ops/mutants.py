@@ -55,6 +55,8 @@ def _is_log_call(node: ast.AST) -> bool:
 
 def _sites(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     """Every place a mutant can be made, in a stable order, with what it would do."""
+    # a constant given as a keyword (``frozen=True``) is named by it: the line alone does not say which one flips
+    keywords = {id(k.value): k.arg for k in ast.walk(tree) if isinstance(k, ast.keyword) and k.arg}
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
             for i, op in enumerate(node.ops):
@@ -65,7 +67,8 @@ def _sites(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
         elif isinstance(node, ast.If | ast.While):
             yield node, "negate"
         elif isinstance(node, ast.Constant) and isinstance(node.value, bool):
-            yield node, f"const:{node.value}→{not node.value}"
+            name = f"{keywords[id(node)]}=" if id(node) in keywords else ""
+            yield node, f"const:{name}{node.value}→{not node.value}"
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             for i, stmt in enumerate(node.body):
                 if i == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
@@ -182,6 +185,8 @@ def run(module: Path, pytest_args: list[str], *, timeout: float, chosen: list[Mu
     sys.pycache_prefix = str(cache)
     sys.dont_write_bytecode = False
     os.environ.setdefault("TETHER_HYPOTHESIS", "deterministic")
+    # stopped (kill, or Ctrl-C where a background start ignores it), the module is restored all the same
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     original = module.read_text()
     stat = module.stat()
     lines = original.splitlines()
@@ -232,6 +237,7 @@ def _pytest_in_a_fork(pytest_args: list[str], *, timeout: float, show: bool) -> 
         pid = os.fork()
         if pid == 0:  # the child: its own process group (to be killed whole), its output to the file
             try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 os.setpgid(0, 0)
                 os.dup2(output.fileno(), 1)
                 os.dup2(output.fileno(), 2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import time
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from tether.core.admission.decider import binding_observed, decide_binding_event
 from tether.core.commands import CreateDataSource
 from tether.core.datadependency.decider import DecisionPass, decide
 from tether.core.decision import Decision
-from tether.core.envelope import CommandRecord, EventRecord, encode, rfc3339
+from tether.core.envelope import CommandRecord, EventRecord, encode, parse_rfc3339_ms, rfc3339
 from tether.core.events import CommandFailed, DataLocationResolved, ObjectObserved
 from tether.core.identity import make_identity
 from tether.core.kube import Condition, ObjectRef, object_key
@@ -40,6 +41,22 @@ def _plain_rfc3339(at_ms: int) -> str:
 def test_rfc3339_memo_answers_for_its_own_second_only(times: list[int]) -> None:
     for at_ms in times + [t + 1 for t in times] + [-1, 0, -1, 999, 1000, -1000, -1001]:
         assert rfc3339(at_ms) == _plain_rfc3339(at_ms)
+
+
+def test_rfc3339_parses_back_and_a_time_without_a_zone_is_utc_in_any_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A creationTimestamp or a ``tether replay --until`` typed without ``Z`` means UTC, not the zone of the
+    machine that happens to read it."""
+    noon = int(dt.datetime(2026, 1, 2, 12, 0, 5, tzinfo=dt.UTC).timestamp() * 1000)
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        assert parse_rfc3339_ms(rfc3339(noon)) == noon
+        assert parse_rfc3339_ms("2026-01-02T12:00:05") == noon
+        assert parse_rfc3339_ms("2026-01-02T14:00:05.250+02:00") == noon + 250
+        assert parse_rfc3339_ms("yesterday") is None
+    finally:
+        monkeypatch.undo()
+        time.tzset()
 
 
 def test_command_target_table_matches_the_match() -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from tether.adapters.cli import main
 from tether.adapters.cli.replay.fold import replay
 from tether.adapters.log.sqlite import SqliteLog
 from tether.core.commands import COMMAND_TYPES
-from tether.core.envelope import COMMAND_SCHEMA_VERSION, decode_command, decode_event, encode
+from tether.core.envelope import COMMAND_SCHEMA_VERSION, UPCASTERS, decode_command, decode_event, encode, upcast
 from tether.core.events import EVENT_SCHEMA_VERSION, EVENT_TYPES
 from tether.projections.snapshot import SNAPSHOT_VERSION, decode_world
 
@@ -193,6 +194,27 @@ def test_a_record_from_a_newer_tether_is_refused_with_a_clear_message() -> None:
               f'"schema":{EVENT_SCHEMA_VERSION + 1}}}')
     with pytest.raises(ValueError, match="newer than this tether understands"):
         decode_event(future)
+
+
+def test_an_older_schema_goes_through_each_upcaster_once_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No payload has changed incompatibly yet, so no upcaster is registered: stand-ins check the chain the first
+    real one will rely on — each step once, in order, each seeing the version it upcasts from — and that a record
+    with no step for its version is refused with a clear message."""
+    seen: list[int] = []
+
+    def upcaster(version: int) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        def step(raw: dict[str, Any]) -> dict[str, Any]:
+            assert raw["schema"] == version and len(seen) < 2, f"step {version} called on {raw} after {seen}"
+            seen.append(version)
+            return {**raw, "steps": [*raw.get("steps", []), version]}
+        return step
+
+    monkeypatch.setitem(UPCASTERS, ("events", 1), upcaster(1))
+    monkeypatch.setitem(UPCASTERS, ("events", 2), upcaster(2))
+    assert upcast("events", {"schema": 1}, current=3) == {"schema": 3, "steps": [1, 2]}
+    assert seen == [1, 2]
+    with pytest.raises(ValueError, match="no upcaster for commands schema 1"):
+        upcast("commands", {"schema": 1}, current=2)
 
 
 async def test_a_snapshot_of_another_version_is_ignored_even_when_it_still_decodes(tmp_path: Path) -> None:
