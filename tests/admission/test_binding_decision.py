@@ -122,4 +122,17 @@ def test_a_queue_managed_kind_is_created_suspended_and_others_are_not() -> None:
 def test_a_malformed_binding_is_admitted_unchanged_with_a_reason() -> None:
     h = universe()
     verdict = decide_binding_admission(world=h.world, operation="CREATE", obj={"metadata": "nonsense", "spec": 1})
-    assert verdict.patch == () and "malformed" in verdict.reason
+    assert verdict.patch == () and "malformed" in verdict.reason and not verdict.suspended  # (recorded as placed)
+    deleted = decide_binding_admission(world=h.world, operation="DELETE", obj=binding())
+    assert deleted.patch == () and not deleted.suspended and "nothing to decide" in deleted.reason
+
+
+def test_a_binding_with_annotations_keeps_them_and_gets_the_hold_beside_them() -> None:
+    """The hold is added as one key of the existing map (its ``/`` escaped in the JSON Pointer), not as a new map
+    that would drop the others."""
+    h = universe()
+    h.feed(ObjectObserved(obj=h.cluster.put(m.claim("c", table="db.east1", workload="w1"))))  # lookup in flight
+    out, _ = admitted(h, "CREATE", binding(annotations={"team": "ml", "example.com/a~b": "kept"}))
+    annotations = out["metadata"]["annotations"]
+    assert (annotations["team"], annotations["example.com/a~b"]) == ("ml", "kept")
+    assert "default/c (Resolving)" in annotations[ADMISSION_ANNOTATION]

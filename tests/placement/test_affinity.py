@@ -20,6 +20,8 @@ from tether.core.placement.node_affinity import (
     InvalidAffinity,
     node_affinity_score,
     parse_node_affinity,
+    requirement_matches,
+    term_matches,
     tighten_node_affinity,
 )
 
@@ -57,6 +59,33 @@ def test_malformed_affinity_names_the_field() -> None:
         tighten_node_affinity({REQUIRED: {"nodeSelectorTerms": ["x"]}},
                               required=[NodeSelectorTerm(match_expressions=(HOST,))])
     assert caught.value.path == f"nodeAffinity.{REQUIRED}.nodeSelectorTerms[0]"
+    assert str(caught.value).startswith(f"nodeAffinity.{REQUIRED}.nodeSelectorTerms[0]: ")  # the one-line reason
+
+
+def _req(key: str, operator: str, *values: str) -> NodeSelectorRequirement:
+    return NodeSelectorRequirement(key=key, operator=operator, values=values)
+
+
+@pytest.mark.parametrize(("requirement", "value", "matches"), [
+    (_req("gpus", "Gt", "4"), "5", True), (_req("gpus", "Gt", "4"), "4", False), (_req("gpus", "Gt", "4"), "3", False),
+    (_req("gpus", "Lt", "4"), "3", True), (_req("gpus", "Lt", "4"), "4", False), (_req("gpus", "Lt", "4"), "5", False),
+    (_req("gpus", "Gt", "4"), None, False), (_req("gpus", "Gt", "4"), "many", False),  # absent, not an integer
+    (_req("gpus", "Gt", "4", "5"), "9", False), (_req("gpus", "Lt"), "1", False),  # Gt/Lt take one value exactly
+    (_req("zone", "In", "a", "b"), "b", True), (_req("zone", "NotIn", "a"), None, True),
+    (_req("zone", "Exists"), "", True), (_req("zone", "DoesNotExist"), "a", False),
+])
+def test_a_requirement_matches_as_kube_schedulers_does(requirement: NodeSelectorRequirement, value: str | None,
+                                                       matches: bool) -> None:
+    assert requirement_matches(requirement, value) is matches
+
+
+def test_match_fields_look_at_the_nodes_name_only() -> None:
+    on_n1 = NodeSelectorTerm(match_fields=(_req("metadata.name", "In", "n1"),))
+    assert term_matches(on_n1, name="n1", labels={})
+    assert not term_matches(on_n1, name="n2", labels={"metadata.name": "n1"})  # a label of that name is not a field
+    not_n1 = NodeSelectorTerm(match_fields=(_req("metadata.name", "NotIn", "n1"),))
+    assert term_matches(not_n1, name="n2", labels={}) and not term_matches(not_n1, name="n1", labels={})
+    assert not term_matches(NodeSelectorTerm(), name="n1", labels={})  # an empty term matches no node
 
 
 def test_score_is_kube_schedulers_filter_and_weight_sum() -> None:
