@@ -11,7 +11,7 @@ from typing import Any
 
 from tether.adapters.kubernetes import manifests as m
 from tether.adapters.testing.fake_cluster import Harness
-from tether.core.commands import ResumeBinding, UpdateQueueStatus
+from tether.core.commands import CreateQueue, ResumeBinding, UpdateQueueStatus
 from tether.core.events import ObjectObserved
 from tether.projections.admission import ADMISSION_ANNOTATION, OVERRUN_ANNOTATION
 
@@ -66,6 +66,20 @@ def test_two_queues_are_admitted_round_robin_in_volcano_globals_order() -> None:
     assert resumed(h) == ["rb1", "rb4", "rb2", "rb5", "rb3", "rb6"]
     queue = h.obj("Queue", "", "q1")
     assert queue is not None and queue["status"]["running"] == 3 and queue["status"]["allocated"] == {"cpu": "3"}
+    # no binding is in the default queue, so it is not created; the released notes are annotations, not Events
+    assert not [c for c in h.commands if isinstance(c.command, CreateQueue)]
+    assert all(e.reason for e in h.cluster.kube_events)
+
+
+def test_the_default_queue_is_created_once_when_a_binding_is_in_it() -> None:
+    h = universe(queues={})
+    h.apply(m.deployment("a"))  # no queue annotation: Volcano's default queue
+    suspended_binding(h, "a", cpu="1", created="2026-01-01T00:00:00Z")
+    h.advance(1_000)
+    h.advance(1_000)
+    created = [c.command for c in h.commands if isinstance(c.command, CreateQueue)]
+    assert created == [CreateQueue(name="default")] and h.obj("Queue", "", "default") is not None
+    assert resumed(h) == ["a"]
 
 
 def test_a_five_cpu_queue_admits_two_and_two_and_holds_the_next_two_with_a_reason() -> None:

@@ -81,3 +81,15 @@ def test_a_binding_that_does_not_fit_does_not_block_the_next(config: AdmissionCo
     out = admission_cycle(queues=[queue], bindings=bindings, clusters=CLUSTERS, config=config)
     assert out.resume == ("default/small",)
     assert out.held[0].reason == "queue queue1: cpu 4/3"
+
+
+@CONFIGS
+def test_a_queue_out_of_cpu_still_admits_a_binding_that_asks_for_no_cpu(config: AdmissionConfig) -> None:
+    """Once the queue's CPU is used up, the bindings asking for CPU are held at once; one asking for memory only
+    is still offered, and admitted."""
+    queue = Queue(name="queue1", capability=resource_list({"cpu": "2"}))
+    bindings = [rb("running", "queue1", 1, cpu="2", suspended=False), rb("cpu", "queue1", 2, cpu="1"),
+                rb("more-cpu", "queue1", 3, cpu="1"), rb("memory-only", "queue1", 4, cpu="0", memory="1G")]
+    out = admission_cycle(queues=[queue], bindings=bindings, clusters=CLUSTERS, config=config)
+    assert out.resume == ("default/memory-only",)
+    assert sorted(h.binding for h in out.held) == ["default/cpu", "default/more-cpu"]

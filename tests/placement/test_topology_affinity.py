@@ -62,6 +62,13 @@ def test_parse_defaults() -> None:
     assert parse_pod_group(zero).min_member == 1
 
 
+def test_a_node_selector_may_pick_a_node_by_name() -> None:
+    spec = parse_pod_group(pod_group(required=[{"topologyKey": "zone"}], nodeSelector={"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n1"]}]}]}))
+    assert spec.affinity.node_selector == (NodeSelectorTerm(match_fields=(
+        NodeSelectorRequirement(key="metadata.name", operator="NotIn", values=("n1",)),)),)
+
+
 def _with(path: list[str | int], value: Any) -> dict[str, Any]:
     obj = pod_group(required=[{"topologyKey": "zone"}], preferred=[{"topologyKey": "rack"}],
                     sortRules=[{"resource": "CPU", "order": "Ascending"}],
@@ -99,6 +106,8 @@ EXPRESSION: list[str | int] = [*AFFINITY, "nodeSelector", "nodeSelectorTerms", 0
     (_with(EXPRESSION, {"key": "", "operator": "Exists"}), "key: must be a non-empty string"),
     (_with([*AFFINITY, "nodeSelector", "nodeSelectorTerms", 0, "matchFields"],
            [{"key": "metadata.labels", "operator": "In", "values": ["a"]}]), "only metadata.name"),
+    (_with([*AFFINITY, "nodeSelector", "nodeSelectorTerms", 0, "matchFields"],
+           [{"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}]), "must have exactly one element"),
     (_with(["spec", "affinity", "podGroupAntiAffinity"], {"required": [{"topologyKey": "tor"}]}), "not supported"),
 ])
 def test_malformed_pod_groups_are_refused_with_the_field(obj: dict[str, Any], message: str) -> None:
