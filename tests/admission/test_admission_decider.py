@@ -12,7 +12,7 @@ from typing import Any
 from tether.adapters.kubernetes import manifests as m
 from tether.adapters.testing.fake_cluster import Harness
 from tether.core.commands import CreateQueue, ResumeBinding, UpdateQueueStatus
-from tether.core.events import ObjectObserved
+from tether.core.events import ListsStarted, ObjectObserved, ObjectsListed, list_source
 from tether.projections.admission import ADMISSION_ANNOTATION, OVERRUN_ANNOTATION
 
 MANAGED = "kinds: [apps/Deployment]\n"
@@ -95,6 +95,22 @@ def test_a_five_cpu_queue_admits_two_and_two_and_holds_the_next_two_with_a_reaso
     assert any(e.reason == "AdmissionHeld" for e in h.cluster.kube_events)
     h.advance(5_000)  # later cycles change nothing: still 4 of 5 CPUs used
     assert resumed(h) == ["a", "b"]
+
+
+def test_nothing_is_admitted_from_a_half_listed_world() -> None:
+    """While the bindings are being listed, a cycle does not know every binding the queue is charged for: it
+    admits nothing until the list has ended."""
+    h = universe(queues={"q1": {"weight": 1}})
+    workload(h, "a", "q1")
+    h.feed(ListsStarted(sources=(list_source("ResourceBinding"),)))
+    suspended_binding(h, "a", cpu="1", created="2026-01-01T00:00:00Z")
+    h.advance(1_000)
+    h.advance(1_000)
+    assert resumed(h) == []
+    h.feed(ObjectsListed(kind="ResourceBinding", keys=("ResourceBinding/default/a",)))
+    h.settle()
+    h.advance(1_000)
+    assert resumed(h) == ["a"]
 
 
 def test_a_failed_resume_is_retried_and_counted_once() -> None:

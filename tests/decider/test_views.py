@@ -15,7 +15,7 @@ from tether.core.commands import CreateDataSource
 from tether.core.envelope import EventRecord
 from tether.core.events import CommandSucceeded, ObjectDeleted, ObjectObserved
 from tether.core.identity import make_identity
-from tether.core.kube import trim
+from tether.core.kube import LAST_APPLIED, trim
 from tether.projections import views
 from tether.projections.bulk import fold_batch
 from tether.projections.snapshot import decode_world, encode_world
@@ -43,6 +43,18 @@ WELL_TYPED_CLAIMS = {
     "whitespace in name": _claim(dataSourceName="db. orders "),
     "unknown fields": _claim(somethingNew={"nested": [1, 2, 3]}),
 }
+
+
+def test_trim_drops_kubectls_copy_of_the_object_and_keeps_the_other_annotations() -> None:
+    """``kubectl apply``'s last-applied annotation is a second copy of the whole object: kept, it would double
+    what every object costs in the world and in the log."""
+    raw = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"},
+           "metadata": {"name": "a", "namespace": "n", "managedFields": [{"manager": "kubectl"}],
+                        "annotations": {LAST_APPLIED: '{"apiVersion": "v1", "kind": "ConfigMap"}', "team": "ml"}}}
+    obj = trim(raw)
+    assert obj.metadata.annotations == {"team": "ml"} and obj.data == {"k": "v"}
+    raw["metadata"]["annotations"] = {LAST_APPLIED: "{}"}
+    assert trim(raw).metadata.annotations == {}
 
 
 @pytest.mark.parametrize("name", sorted(WELL_TYPED_CLAIMS))
