@@ -95,6 +95,15 @@ async def test_oauth2_default_token_url_is_under_the_base_path(sandbox, make_plu
     await r.aclose()
 
 
+async def test_oauth2_token_url_given_as_a_path_is_on_the_endpoints_host(sandbox, make_plugin, fake_time):
+    sandbox.require_auth("oauth2", client_id="tether", client_secret="s3cret")
+    r = AmoroResolver(make_plugin(sandbox.url, auth={**oauth2(sandbox.url), "tokenUrl": "/v1/oauth/tokens"}),
+                      **fake_time.options())
+    assert isinstance(await r.resolve(ORDERS), DataLocationResolved)
+    assert sandbox.token_requests == 1
+    await r.aclose()
+
+
 async def test_oauth2_rejected_client_is_a_non_retryable_failure(sandbox, make_plugin, fake_time):
     sandbox.require_auth("oauth2", client_id="tether", client_secret="s3cret")
     out = await resolve_once(make_plugin(sandbox.url, auth=oauth2(sandbox.url, secret="wrong")), fake_time)

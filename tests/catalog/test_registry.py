@@ -29,18 +29,22 @@ class FakeResolver:
 
 def broken(plugin, *, session=None):
     raise RuntimeError("cannot start")
+
+def not_a_resolver(plugin, *, session=None):
+    return object()
 '''
 
 
 @pytest.fixture
 def third_party(tmp_path, monkeypatch):
-    """A real installed distribution on sys.path declaring two ``tether.catalogs`` entry points."""
+    """A real installed distribution on sys.path declaring three ``tether.catalogs`` entry points."""
     (tmp_path / "fakecat_plugin.py").write_text(textwrap.dedent(FAKE_PLUGIN))
     dist = tmp_path / "fakecat-0.1.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fakecat\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text(
         "[tether.catalogs]\nfake = fakecat_plugin:FakeResolver\nbroken = fakecat_plugin:broken\n"
+        "odd = fakecat_plugin:not_a_resolver\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
 
@@ -68,6 +72,11 @@ async def test_third_party_entry_point(third_party):
     assert await r.resolve(ident, trigger="push") == DataLocationResolved(
         identity=ident, location="fake://a.b", trigger="push"
     )
+
+
+def test_a_plugin_that_returns_no_resolver_is_refused_with_its_type(third_party):
+    with pytest.raises(TypeError, match="catalog plugin 'odd' returned object, not a CatalogResolver"):
+        load_resolver(plugin("mine", type="odd"))
 
 
 async def test_broken_third_party_plugin_spoils_only_its_system(third_party):
