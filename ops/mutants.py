@@ -107,7 +107,7 @@ def _apply(node: ast.AST, what: str) -> int:
         node.value = not node.value
         return node.lineno
     field = "body" if kind == "drop" else kind.removeprefix("drop-")
-    body = getattr(node, field)
+    body: list[ast.stmt] = getattr(node, field)
     stmt = body[int(arg)]
     body[int(arg)] = ast.copy_location(ast.Pass(), stmt)
     return stmt.lineno

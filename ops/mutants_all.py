@@ -2,6 +2,7 @@
 
     python ops/mutants_all.py [--sample N --seed S] [--record FILE] [--timeout S] [MODULE ...]
     python ops/mutants_all.py --table FILE          # the table of a record, again
+    python ops/mutants_all.py --survivors FILE --record FILE   # only the survivors of a record, again
 
 The plan names, for each module, the fastest tests that claim to cover it (unit tests where there are any, the
 integration tests only where a module has none), so that a whole tree fits in an evening on a shared machine: a
@@ -9,6 +10,8 @@ mutant the integration tests would catch and the unit tests do not is a gap in t
 survivor is for. ``--sample N`` runs N mutants per module, drawn from one seed (printed), the same N for the same
 seed; the table says how many of each module's mutants ran. Each module's result is appended to the record (JSON
 lines) as it finishes, so a long run can be stopped and resumed (``--resume`` skips the modules it holds).
+``--survivors`` runs again only the mutants a record says survived (after tests were added for them) and appends
+what it finds to the record as a re-run: the table counts the mutants it now kills as killed.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import json
 import random
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 import mutants  # (the sibling script, not a package)
@@ -35,11 +39,27 @@ def plan(path: Path) -> dict[Path, list[str]]:
     return out
 
 
-def table(rows: list[dict[str, object]]) -> str:
+def merged(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per module: a re-run of a module's survivors counts those it killed and keeps its survivors."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        base = out.get(row["module"])
+        if row.get("rerun") and base is not None:
+            base.update(killed=base["killed"] + row["killed"], survivors=row["survivors"])
+        else:
+            out[row["module"]] = dict(row)
+    return list(out.values())
+
+
+def read(record: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in record.read_text().splitlines() if line.strip()]
+
+
+def table(rows: list[dict[str, Any]]) -> str:
     lines = [f"| {'module':<42} | killed | run | of | score |", f"|{'-' * 44}|-------:|----:|---:|------:|"]
     killed = ran = found = 0
     for row in rows:
-        k, r, f = int(row["killed"]), int(row["ran"]), int(row["found"])  # type: ignore[call-overload]
+        k, r, f = int(row["killed"]), int(row["ran"]), int(row["found"])
         killed, ran, found = killed + k, ran + r, found + f
         lines.append(f"| {row['module']!s:<42} | {k:>6} | {r:>3} | {f:>3} | {100 * k / max(1, r):>4.0f}% |")
     lines.append(f"| {'total':<42} | {killed:>6} | {ran:>3} | {found:>3} | {100 * killed / max(1, ran):>4.0f}% |")
@@ -59,10 +79,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", type=Path, help="append each module's result to this file (JSON lines)")
     parser.add_argument("--resume", action="store_true", help="skip the modules the record already holds")
     parser.add_argument("--table", type=Path, help="only print the table of this record")
+    parser.add_argument("--survivors", type=Path, help="run only the mutants that survived in this record")
     args = parser.parse_args(argv)
     if args.table:
-        print(table([json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]))
+        print(table(merged(read(args.table))))
         return 0
+    again: dict[str, set[int]] = {}
+    if args.survivors:
+        again = {row["module"]: {int(s.split()[0].lstrip("#")) for s in row["survivors"]}
+                 for row in merged(read(args.survivors)) if row["survivors"]}
     tests = plan(args.plan)
     unknown = [m for m in args.modules if m not in tests]
     if unknown:
@@ -74,22 +99,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"seed {seed}" + (f", {args.sample} mutants per module" if args.sample else ""), flush=True)
     rows = []
     for module in args.modules or list(tests):
-        if str(module) in done:
+        if str(module) in done or (args.survivors and str(module) not in again):
             continue
         found = mutants.mutants(module.read_text())
-        chosen = mutants.choose(found, module=module, only=None, sample=args.sample, seed=seed)
+        only = sorted(again[str(module)]) if args.survivors else None
+        chosen = mutants.choose(found, module=module, only=only, sample=None if only else args.sample, seed=seed)
         result = mutants.run(module, [*tests[module], "-x", "-q"], timeout=args.timeout, chosen=chosen, echo=False)
         if result is None:  # (the tests fail on the unmutated module: said above; the others still run)
             continue
         row = {"module": str(module), "killed": result.killed, "ran": len(chosen), "found": len(found),
                "seconds": round(result.seconds), "seed": seed, "sample": args.sample,
-               "survivors": [f"#{m.index} line {m.line} {m.what}" for m in result.survivors]}
+               "survivors": [f"#{m.index} line {m.line} {m.what}" for m in result.survivors],
+               "rerun": bool(args.survivors)}
         print(f"{module}: {result.killed}/{len(chosen)} killed (of {len(found)}) in {result.seconds:.0f}s", flush=True)
         rows.append(row)
         if args.record:
             with args.record.open("a") as record:
                 record.write(json.dumps(row) + "\n")
-    print(table(rows))
+    print(table(merged(read(args.record)) if args.record else rows))
     return 0
 
 
