@@ -102,8 +102,8 @@ def test_nothing_is_admitted_from_a_half_listed_world() -> None:
     admits nothing until the list has ended."""
     h = universe(queues={"q1": {"weight": 1}})
     workload(h, "a", "q1")
-    h.feed(ListsStarted(sources=(list_source("ResourceBinding"),)))
-    suspended_binding(h, "a", cpu="1", created="2026-01-01T00:00:00Z")
+    suspended_binding(h, "a", cpu="1", created="2026-01-01T00:00:00Z")  # the next cycle is due in a second
+    h.feed(ListsStarted(sources=(list_source("ResourceBinding"),)))  # a relist starts first
     h.advance(1_000)
     h.advance(1_000)
     assert resumed(h) == []

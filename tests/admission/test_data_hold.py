@@ -139,6 +139,7 @@ def test_past_max_hold_the_binding_is_released_without_the_data_constraint_and_p
                        f"failed: {CIRCUIT_OPEN}"
     [warning] = events(h, "ReleasedWithoutData")
     assert (warning.event_type, warning.message) == ("Warning", released)
+    assert [e.reason for e in h.cluster.kube_events if e.message == released] == ["ReleasedWithoutData"]  # once
     assert excluded(rb) == []  # free to go anywhere now
     del h.cluster.catalog_failures[TABLE]
     h.advance(6 * MINUTE)  # the next lookup retry answers: tether places it where the data is

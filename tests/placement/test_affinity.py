@@ -45,6 +45,14 @@ def test_both_capabilities_merge_the_same_way() -> None:
     assert via_dataflow[PREFERRED] == [NEAR.as_dict()]
 
 
+def test_an_affinity_given_as_data_keeps_its_preferred_terms() -> None:
+    merged = dataflow.merge_node_affinity(existing=NodeAffinity(preferred=(NEAR,)), required=[HOST])
+    assert merged[PREFERRED] == [{"weight": 50, "preference": {"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}}]
+    assert merged[REQUIRED] == {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}]}
+
+
 def test_repeated_additions_are_added_once() -> None:
     once = tighten_node_affinity(OWN, required=[NodeSelectorTerm(match_expressions=(HOST, HOST))],
                                  preferred=[NEAR, NEAR]).node_affinity
