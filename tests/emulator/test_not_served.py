@@ -24,7 +24,15 @@ from typing import Any
 import msgspec
 import pytest
 
-from tether.adapters.kubernetes.client import CONFIGMAPS, DATASOURCES, KubeClient, KubeError, Resource, error_of
+from tether.adapters.kubernetes.client import (
+    CONFIGMAPS,
+    DATASOURCES,
+    KubeClient,
+    KubeError,
+    Resource,
+    error_of,
+    merge_patch,
+)
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 
 pytestmark = pytest.mark.cluster
@@ -139,3 +147,21 @@ def test_an_error_answer_is_a_kube_error_whatever_its_body(status: int, content_
     error = error_of(status, content_type, body)
     assert (error.status, error.reason, error.message, error.not_served) == expected
     assert error.retryable == (status >= 500 or status == 409)
+
+
+def test_the_wait_an_error_asks_for_comes_from_the_header_or_else_from_its_status() -> None:
+    """A 429 or a 503 says how long to wait in its Retry-After header, or only in ``details.retryAfterSeconds``
+    (the API server's priority and fairness does both; some proxies keep only the body)."""
+    body = b'{"kind":"Status","reason":"TooManyRequests","message":"slow down","details":{"retryAfterSeconds":3}}'
+    assert error_of(429, "application/json", body).retry_after == 3.0
+    assert error_of(429, "application/json", body, retry_after=7.0).retry_after == 7.0  # the header wins
+    assert error_of(429, "application/json", body.replace(b"3}", b"-1}")).retry_after is None
+    assert error_of(429, "application/json", b'{"kind":"Status","details":{}}').retry_after is None
+
+
+def test_a_merge_patch_nulls_what_went_and_descends_into_what_changed() -> None:
+    before = {"a": 1, "gone": True, "nested": {"keep": 1, "change": "x", "drop": 2}, "list": [1, 2]}
+    after = {"a": 1, "nested": {"keep": 1, "change": "y", "new": 3}, "list": [2], "added": {"b": 1}}
+    assert merge_patch(before, after) == {"gone": None, "nested": {"change": "y", "drop": None, "new": 3},
+                                          "list": [2], "added": {"b": 1}}
+    assert merge_patch(before, before) == {} and merge_patch("x", {"a": 1}) == {"a": 1}
