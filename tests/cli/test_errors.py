@@ -116,6 +116,19 @@ def test_a_kubeconfig_that_is_not_a_mapping_is_refused(tmp_path: Path) -> None:
     one_line(invoke("run", "--kubeconfig", str(odd)), f"kubeconfig {odd} is not a kubeconfig")
 
 
+def test_a_kubeconfig_that_cannot_be_read_says_why(tmp_path: Path) -> None:
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe clusters")  # not UTF-8 (a permission would not stop root, which CI may be)
+    one_line(invoke("run", "--kubeconfig", str(binary)), f"kubeconfig {binary} cannot be read", "check its permissions")
+
+
+def test_a_kubeconfig_with_a_malformed_entry_says_how_to_look_at_it(tmp_path: Path) -> None:
+    path = kubeconfig(tmp_path, "http://127.0.0.1:1")
+    path.write_text(path.read_text().replace("  user:\n    token: t\n", "  user: t\n"))  # a user that is a string
+    one_line(invoke("run", "--kubeconfig", str(path)), f"kubeconfig {path} cannot be used",
+             f"kubectl --kubeconfig {path} config view")
+
+
 def test_a_context_that_is_not_there_lists_the_ones_that_are(tmp_path: Path) -> None:
     path = kubeconfig(tmp_path, "http://127.0.0.1:1")
     one_line(invoke("run", "--kubeconfig", str(path), "--context", "prod"), "has no context 'prod'", "it has: ctx",
