@@ -21,7 +21,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from hypothesis import event, given
+from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from tether.adapters.kubernetes import manifests as m
@@ -149,6 +149,8 @@ def assert_answer(status: int, body: bytes, sent: bytes) -> None:
 
 @fuzz_settings()
 @given(body=bodies, target=st.sampled_from(["binding", "binding", "pod", "pod", "stranger"]))
+@example(body=dumps({**BINDING_REVIEW, "request": {**BINDING_REVIEW["request"], "object": {  # (the request names the
+    **BINDING_REVIEW["request"]["object"], "metadata": "nonsense"}}}), target="binding")  # namespace, not the object)
 async def test_a_hostile_review_is_answered_never_a_500(hooks: Hooks, body: bytes, target: str) -> None:
     status, answer = await hooks.post(PATHS[target], body)
     event(f"{target} → {status}")  # (--hypothesis-show-statistics: what the examples reached)

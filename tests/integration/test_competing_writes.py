@@ -119,3 +119,15 @@ def test_a_deleted_object_is_forgotten() -> None:
     writes.observed(claim(2, "Resolving"), True)
     writes.observed(claim(3, "Bound"))  # a new object of that name: its first sight
     assert counted == [] and writes.seen[claim(1, "x").key][0] == "3"
+
+
+def test_past_its_bound_the_detector_forgets_the_object_seen_longest_ago() -> None:
+    """Memory stays bounded on a cluster of any size: the least recently seen object is forgotten (and a change to
+    it is then taken for a first sight, never reported), the others are still followed."""
+    writes, counted = detector(Clock(), max_objects=2)
+    for name in ("a", "b", "c"):
+        writes.observed(claim(1, "Resolving", name=name))
+    assert sorted(key.rsplit("/", 1)[1] for key in writes.seen) == ["b", "c"]
+    writes.observed(claim(2, "Bound", name="a"))  # forgotten: a first sight again (and b goes)
+    writes.observed(claim(2, "Bound", name="c"))  # still followed: someone else's change
+    assert counted == ["DataSourceClaim"] and writes.foreign == 1
