@@ -11,7 +11,8 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from tether.adapters.kubernetes.leader_endpoints import ENDPOINT_SLICES, MANAGED_BY, slice_name
+from tether.adapters.kubernetes.client import KubeClient, Resource
+from tether.adapters.kubernetes.leader_endpoints import ENDPOINT_SLICES, MANAGED_BY, LeaderEndpoints, slice_name
 from tether.adapters.kubernetes.webhook_certs import CA_FILE, MUTATING_WEBHOOKS
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
@@ -100,3 +101,30 @@ async def test_the_leaders_address_and_ca_follow_the_lease(kube: KubeEnv, tmp_pa
         finally:
             await second_log.close()
             await stack.kube.delete(MUTATING_WEBHOOKS, config_name)
+
+
+class _Interloper(KubeClient):
+    """A client under which another writer changes the slice between our read and our write, once."""
+
+    interfered = False
+
+    async def replace(self, res: Resource, name: str, body: dict[str, Any], *, namespace: str = "") -> dict[str, Any]:
+        if not self.interfered:
+            self.interfered = True
+            current = await self.get(res, name, namespace=namespace)
+            assert current is not None
+            current["metadata"].setdefault("labels", {})["someone.else/touched"] = "yes"
+            await super().replace(res, name, current, namespace=namespace)
+        return await super().replace(res, name, body, namespace=namespace)
+
+
+async def test_a_conflict_on_the_slice_is_read_again_and_written_over(kube: KubeEnv) -> None:
+    service = f"tether-push-{secrets.token_hex(3)}"
+    client = _Interloper(kube.api_client)
+    endpoints = LeaderEndpoints(client, namespace=kube.namespace, services=[service], address="10.0.0.7",
+                                ports={"push": 8443})
+    await endpoints.publish()  # created: no replace yet
+    await endpoints.withdraw()  # read, someone else's write, a 409, read again, written
+    found = await client.get(ENDPOINT_SLICES, slice_name(service), namespace=kube.namespace)
+    assert client.interfered and found is not None and found.get("endpoints") in (None, [])
+    await client.delete(ENDPOINT_SLICES, slice_name(service), namespace=kube.namespace)
