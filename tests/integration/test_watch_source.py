@@ -20,7 +20,7 @@ from tether.adapters.kubernetes.watch import WatchSource
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.daemon import eventually
-from tether.core.events import Event, ListsStarted, ObjectDeleted, ObjectsListed
+from tether.core.events import Event, ListsStarted, ObjectDeleted, ObjectObserved, ObjectsListed
 
 
 async def _events(log: SqliteLog) -> list[Event]:
@@ -74,6 +74,33 @@ async def test_a_watch_gap_beyond_the_history_is_relisted(kube: KubeEnv, tmp_pat
 
         await eventually(watched, "a change after the relist")
         assert source.relists == 2
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await log.close()
+
+
+async def test_a_list_longer_than_a_batch_is_logged_once_and_the_watch_keeps_its_place(kube: KubeEnv,
+                                                                                      tmp_path: Path) -> None:
+    kubeclient = KubeClient(kube.api_client)
+    for i in range(5):
+        await kubeclient.create(CONFIGMAPS, _configmap(f"listed-{i}"), namespace=kube.namespace)
+    log = await SqliteLog.open(f"{tmp_path}/tether.db")
+    source = WatchSource(kubeclient, log, CONFIGMAPS, namespace=kube.namespace, batch_size=2)
+    task = asyncio.create_task(source.run())
+    try:
+        await asyncio.wait_for(source.synced.wait(), 10)
+        observed = [e.obj.metadata.name for e in await _events(log) if isinstance(e, ObjectObserved)]
+        assert sorted(observed) == [f"listed-{i}" for i in range(5)]  # three batches, each object once
+        listed_at = source.resource_version
+        await kubeclient.create(CONFIGMAPS, _configmap("watched"), namespace=kube.namespace)
+
+        async def watched() -> bool:
+            return any(isinstance(e, ObjectObserved) and e.obj.metadata.name == "watched" for e in await _events(log))
+
+        await eventually(watched, "the watch event")
+        # a reconnect resumes after what was seen, not from the list
+        await eventually(lambda: asyncio.sleep(0, source.resource_version != listed_at), "the watch's own version")
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
