@@ -11,6 +11,7 @@ comparison in constant time.
 from __future__ import annotations
 
 import hmac
+import os
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -140,3 +141,15 @@ def test_a_certificate_that_does_not_load_stops_the_start_in_one_line(tmp_path: 
         assert str(refused.value).startswith("--http-tls-cert/--http-tls-key: cannot load the TLS certificate")
         assert "\n" not in str(refused.value)
     assert serving_certificate(str(cert), str(key), flags="x").context() is not None
+
+
+def test_a_certificate_is_reloaded_once_per_change_and_its_folder_made_with_its_parents(tmp_path: Path) -> None:
+    cert, key, _ = ensure_self_signed(tmp_path / "not" / "there" / "yet", names=["127.0.0.1"])
+    tls = ServingCertificate(str(cert), str(key))
+    assert not tls.reload_if_changed()  # nothing loaded yet: the first context() loads
+    tls.context()
+    assert not tls.reload_if_changed()  # unchanged
+    rotate(tls, tmp_path / "rotated")
+    os.utime(cert, ns=(0, cert.stat().st_mtime_ns + 10**9))  # (a different mtime even on a coarse filesystem)
+    assert tls.reload_if_changed()
+    assert not tls.reload_if_changed()  # once: the new files are the loaded ones now
