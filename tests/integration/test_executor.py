@@ -10,7 +10,14 @@ from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import CLAIMS, EVENTS, KubeClient
 from tether.adapters.kubernetes.executor import KubeExecutor, ObjectCache, keep_transition_times, reschedule_needed
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.core.commands import AddFinalizer, EmitKubernetesEvent, UpdateClaimStatus, command_id, command_target
+from tether.core.commands import (
+    AddFinalizer,
+    EmitKubernetesEvent,
+    RemoveFinalizer,
+    UpdateClaimStatus,
+    command_id,
+    command_target,
+)
 from tether.core.envelope import CommandRecord
 from tether.core.events import CommandFailed, CommandSucceeded
 from tether.core.kube import Condition, ObjectRef, trim
@@ -285,3 +292,22 @@ async def test_an_unreachable_api_server_is_a_retryable_failure_after_the_execut
     assert isinstance(outcome, CommandFailed) and outcome.retryable
     assert outcome.reason == "Unavailable" and "Connect" in outcome.message
     assert len(slept) == 3  # backed off between the attempts, as many times as asked
+
+
+def _record(command: AddFinalizer | RemoveFinalizer) -> CommandRecord:
+    return CommandRecord(id=command_id(command), at_ms=0, key=command_target(command), command=command,
+                         causation="0:1")
+
+
+async def test_a_finalizer_removal_that_fails_once_is_retried_like_any_write(kube: KubeEnv) -> None:
+    emulator = kube.require_emulator("a 500 on demand (the emulator's fault rules)")
+    client = KubeClient(kube.api_client)
+    _, ref = await _claim(kube, client, "finalized")
+    executor = KubeExecutor(client, backoff=0.01)
+    added, = await executor.apply(_record(AddFinalizer(target=ref, finalizer="test.tether.io/held")))
+    assert isinstance(added, CommandSucceeded)
+    rule = emulator.faults.fail(code=500, verb="patch", resource="datasourceclaims", times=1)
+    removed, = await executor.apply(_record(RemoveFinalizer(target=ref, finalizer="test.tether.io/held")))
+    assert isinstance(removed, CommandSucceeded) and not removed.noop and rule.fired == 1
+    stored = await client.get(CLAIMS, "finalized", namespace=kube.namespace)
+    assert stored is not None and "test.tether.io/held" not in (stored["metadata"].get("finalizers") or [])
