@@ -13,24 +13,28 @@ control plane (the real one, when there is one), and the member it names is one 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trustme
 import yaml
 
 from tether.adapters.cli.replay.trail import explain
 from tether.adapters.kubernetes.client import CLUSTERS, KubeClient
 from tether.adapters.kubernetes.members import POD_GROUPS, PODS, SECRETS
-from tether.adapters.kubernetes.pod_webhook import PodWebhook
+from tether.adapters.kubernetes.pod_webhook import GroupAppend, PodWebhook
 from tether.adapters.kubernetes.webhook import AdmissionRequest, NotServing
 from tether.adapters.kubernetes.webhook_certs import ensure_self_signed
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.daemon import eventually, tether_stack
 from tether.adapters.testing.member import member
-from tether.core.events import PodGateDecided
+from tether.core.envelope import EventRecord
+from tether.core.events import ObjectsListed, PodGateDecided
 from tether.core.placement.decider import PLACEMENT_ANNOTATION
 from tether.core.placement.webhook_decision import ADMISSION_ANNOTATION
 from tether.projections.members import MemberState
@@ -179,3 +183,26 @@ def _ca_files() -> set[Path]:
 async def _gone(daemon: Any, cluster: str) -> bool:
     return cluster not in daemon.members.members and cluster not in daemon.world.members.clusters
 
+
+
+async def test_a_failed_group_append_fails_each_request_it_held_and_the_next_append_goes_on() -> None:
+    """A pod webhook's record that could not be appended fails its request (the webhook's failurePolicy decides),
+    never leaves it waiting; the next request is appended as usual."""
+    appended: list[list[str]] = []
+    broken = True
+
+    async def append(records: Sequence[EventRecord]) -> None:
+        if broken:
+            raise OSError("disk full")
+        appended.append([r.key for r in records])
+
+    group = GroupAppend(append)
+
+    def record(key: str) -> EventRecord:
+        return EventRecord(at_ms=0, source="webhook", key=key, event=ObjectsListed(kind="Pod", keys=()))
+
+    with pytest.raises(OSError, match="disk full"):
+        await asyncio.wait_for(group(record("a")), 10)  # (a guard: the failure is immediate, a hang fails here)
+    broken = False
+    await asyncio.wait_for(group(record("b")), 10)
+    assert appended == [["b"]]
