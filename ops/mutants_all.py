@@ -40,14 +40,15 @@ def plan(path: Path) -> dict[Path, list[str]]:
 
 
 def merged(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per module: a re-run of a module's survivors counts those it killed and keeps its survivors."""
+    """One row per module: a re-run of a module's survivors counts those it killed and keeps its survivors
+    (``first``: what the first run killed)."""
     out: dict[str, dict[str, Any]] = {}
     for row in rows:
         base = out.get(row["module"])
         if row.get("rerun") and base is not None:
             base.update(killed=base["killed"] + row["killed"], survivors=row["survivors"])
         else:
-            out[row["module"]] = dict(row)
+            out[row["module"]] = dict(row, first=row["killed"])
     return list(out.values())
 
 
@@ -56,15 +57,17 @@ def read(record: Path) -> list[dict[str, Any]]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = [f"| {'module':<42} | killed | run | of | score |", f"|{'-' * 44}|-------:|----:|---:|------:|"]
-    killed = ran = found = 0
+    """Markdown: per module the mutants that ran (of all), killed by the first run and now, the score now."""
+    lines = [f"| {'module':<42} | ran | of  | first | now | score |", f"|{'-' * 44}|----:|----:|------:|----:|------:|"]
+    first = killed = ran = found = 0
     for row in rows:
-        k, r, f = int(row["killed"]), int(row["ran"]), int(row["found"])
-        killed, ran, found = killed + k, ran + r, found + f
-        lines.append(f"| {row['module']!s:<42} | {k:>6} | {r:>3} | {f:>3} | {100 * k / max(1, r):>4.0f}% |")
-    lines.append(f"| {'total':<42} | {killed:>6} | {ran:>3} | {found:>3} | {100 * killed / max(1, ran):>4.0f}% |")
-    lines.append(f"\n{ran} of {found} mutants ran ({100 * ran / max(1, found):.0f}%); "
-                 f"{killed} killed ({100 * killed / max(1, ran):.1f}%)")
+        k, r, f, k1 = int(row["killed"]), int(row["ran"]), int(row["found"]), int(row.get("first", row["killed"]))
+        first, killed, ran, found = first + k1, killed + k, ran + r, found + f
+        lines.append(f"| {row['module']!s:<42} | {r:>3} | {f:>3} | {k1:>5} | {k:>3} | {100 * k / max(1, r):>4.0f}% |")
+    lines.append(f"| {'total':<42} | {ran:>3} | {found:>3} | {first:>5} | {killed:>3} | "
+                 f"{100 * killed / max(1, ran):>4.0f}% |")
+    lines.append(f"\n{ran} of {found} mutants ran ({100 * ran / max(1, found):.1f}%); the first run killed {first} "
+                 f"({100 * first / max(1, ran):.1f}%), {killed} are killed now ({100 * killed / max(1, ran):.1f}%)")
     return "\n".join(lines)
 
 
