@@ -3,6 +3,7 @@
     python ops/mutants_all.py [--sample N --seed S] [--record FILE] [--timeout S] [MODULE ...]
     python ops/mutants_all.py --table FILE          # the table of a record, again
     python ops/mutants_all.py --survivors FILE --record FILE   # only the survivors of a record, again
+    python ops/mutants_all.py --sample 10 --extend FILE --record FILE   # a bigger sample: only the mutants not run
 
 The plan names, for each module, the fastest tests that claim to cover it (unit tests where there are any, the
 integration tests only where a module has none), so that a whole tree fits in an evening on a shared machine: a
@@ -47,6 +48,10 @@ def merged(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         base = out.get(row["module"])
         if row.get("rerun") and base is not None:
             base.update(killed=base["killed"] + row["killed"], survivors=row["survivors"])
+        elif row.get("extends") and base is not None:  # more of the module's mutants: counted in, as first run
+            base.update(killed=base["killed"] + row["killed"], first=base["first"] + row["killed"],
+                        ran=base["ran"] + row["ran"], sample=row["sample"],
+                        survivors=base["survivors"] + row["survivors"])
         else:
             out[row["module"]] = dict(row, first=row["killed"])
     return list(out.values())
@@ -83,10 +88,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="skip the modules the record already holds")
     parser.add_argument("--table", type=Path, help="only print the table of this record")
     parser.add_argument("--survivors", type=Path, help="run only the mutants that survived in this record")
+    parser.add_argument("--extend", type=Path, help="the record's modules again, with only the mutants of the "
+                                                    "--sample (same seed) that it has not run")
     args = parser.parse_args(argv)
     if args.table:
         print(table(merged(read(args.table))))
         return 0
+    before = {row["module"]: row for row in merged(read(args.extend))} if args.extend else {}
     again: dict[str, set[int]] = {}
     if args.survivors:
         again = {row["module"]: {int(s.split()[0].lstrip("#")) for s in row["survivors"]}
@@ -99,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.resume and args.record and args.record.exists():
         done = {json.loads(line)["module"] for line in args.record.read_text().splitlines() if line.strip()}
     seed = args.seed if args.seed is not None else random.randrange(10**6)
+    if args.extend and (args.sample is None or args.seed is None):
+        parser.error("--extend needs --sample and the record's --seed")
     print(f"seed {seed}" + (f", {args.sample} mutants per module" if args.sample else ""), flush=True)
     rows = []
     for module in args.modules or list(tests):
@@ -107,13 +117,22 @@ def main(argv: list[str] | None = None) -> int:
         found = mutants.mutants(module.read_text())
         only = sorted(again[str(module)]) if args.survivors else None
         chosen = mutants.choose(found, module=module, only=only, sample=None if only else args.sample, seed=seed)
+        if args.extend:
+            if str(module) not in before:
+                continue
+            old = before[str(module)]
+            ran = {m.index for m in mutants.choose(found, module=module, only=None, sample=old["sample"],
+                                                   seed=old["seed"])}
+            chosen = [m for m in chosen if m.index not in ran]
+            if not chosen:
+                continue
         result = mutants.run(module, [*tests[module], "-x", "-q"], timeout=args.timeout, chosen=chosen, echo=False)
         if result is None:  # (the tests fail on the unmutated module: said above; the others still run)
             continue
         row = {"module": str(module), "killed": result.killed, "ran": len(chosen), "found": len(found),
                "seconds": round(result.seconds), "seed": seed, "sample": args.sample,
                "survivors": [f"#{m.index} line {m.line} {m.what}" for m in result.survivors],
-               "rerun": bool(args.survivors)}
+               "rerun": bool(args.survivors), "extends": bool(args.extend)}
         print(f"{module}: {result.killed}/{len(chosen)} killed (of {len(found)}) in {result.seconds:.0f}s", flush=True)
         rows.append(row)
         if args.record:
