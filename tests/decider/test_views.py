@@ -14,8 +14,8 @@ from tether.adapters.kubernetes import manifests
 from tether.core.commands import CreateDataSource
 from tether.core.envelope import EventRecord
 from tether.core.events import CommandSucceeded, ObjectDeleted, ObjectObserved
-from tether.core.identity import make_identity
-from tether.core.kube import LAST_APPLIED, trim
+from tether.core.identity import DataIdentity, identity_problem, make_identity
+from tether.core.kube import LAST_APPLIED, Condition, set_condition, trim
 from tether.projections import views
 from tether.projections.bulk import fold_batch
 from tether.projections.snapshot import decode_world, encode_world
@@ -55,6 +55,38 @@ def test_trim_drops_kubectls_copy_of_the_object_and_keeps_the_other_annotations(
     assert obj.metadata.annotations == {"team": "ml"} and obj.data == {"k": "v"}
     raw["metadata"]["annotations"] = {LAST_APPLIED: "{}"}
     assert trim(raw).metadata.annotations == {}
+
+
+def test_a_priority_class_keeps_its_value_under_spec() -> None:
+    """A PriorityClass has no spec: its ``value`` and ``globalDefault`` are top-level fields, which admission reads."""
+    obj = trim({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"},
+                "value": 1000, "globalDefault": False, "description": "not read"})
+    assert obj.spec_dict() == {"value": 1000, "globalDefault": False}
+
+
+def test_a_condition_keeps_its_transition_time_while_its_status_stays() -> None:
+    before = (Condition(type="Ready", status="True", reason="A", last_transition_time="2026-01-01T00:00:00Z"),
+              Condition(type="Bound", status="False", reason="B", last_transition_time="2026-01-01T00:00:00Z"))
+    same = set_condition(before, Condition(type="Bound", status="False", reason="C",
+                                           last_transition_time="2026-02-02T00:00:00Z"))
+    assert same[0] == before[0] and same[1].reason == "C"
+    assert same[1].last_transition_time == "2026-01-01T00:00:00Z"  # still False: no transition
+    flipped = set_condition(before, Condition(type="Bound", status="True", reason="D",
+                                              last_transition_time="2026-02-02T00:00:00Z"))
+    assert flipped[1].last_transition_time == "2026-02-02T00:00:00Z"
+    added = set_condition(before, Condition(type="New", status="True", reason="E"))
+    assert [c.type for c in added] == ["Ready", "Bound", "New"]
+
+
+@pytest.mark.parametrize(("identity", "problem"), [
+    (DataIdentity(system="amoro", type="table", name="", attributes=()), "spec.dataSourceName must not be empty"),
+    (DataIdentity(system="amoro", type=" ", name="db.t", attributes=()), "spec.dataSourceType must not be empty"),
+    (DataIdentity(system="", type="table", name="db.t", attributes=()), "spec.system must not be empty"),
+    (DataIdentity(system="amoro", type="table", name="db.t ", attributes=()), "name 'db.t ' contains whitespace"),
+    (DataIdentity(system="amoro", type="table", name="db.t", attributes=()), None),
+])
+def test_an_identity_that_cannot_be_served_says_which_field(identity: DataIdentity, problem: str | None) -> None:
+    assert identity_problem(identity) == problem
 
 
 @pytest.mark.parametrize("name", sorted(WELL_TYPED_CLAIMS))
