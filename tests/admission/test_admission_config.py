@@ -76,3 +76,8 @@ def test_document_errors(text: str, message: str) -> None:
         parse_admission_config(text)
     assert message in str(caught.value)
     assert caught.value.tier is None
+
+
+def test_a_config_too_long_to_read_is_refused_before_it_is_parsed() -> None:
+    with pytest.raises(AdmissionConfigError, match=r"longer than 32768 characters"):
+        parse_admission_config("# padding\n" * 4000 + 'actions: "enqueue, allocate"\n')

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.core.quantity import InvalidQuantity, milli_value
+from tether.core.quantity import InvalidQuantity, add, fits, format_milli, milli_value, scale, subtract
 
 FACTORS = {"": 1, "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "k": 10**3,
            "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18, "Ki": 2**10, "Mi": 2**20,
@@ -46,3 +46,13 @@ def test_numbers_and_exponents() -> None:
     assert milli_value("1E-3") == 1
     with pytest.raises(InvalidQuantity):
         milli_value(True)
+
+
+def test_resource_lists_add_subtract_scale_and_fit_resource_by_resource() -> None:
+    cpu_mem, cpu_gpu = {"cpu": 1500, "memory": 2000}, {"cpu": 500, "nvidia.com/gpu": 1000}
+    assert add(cpu_mem, cpu_gpu) == {"cpu": 2000, "memory": 2000, "nvidia.com/gpu": 1000}
+    assert cpu_mem == {"cpu": 1500, "memory": 2000}  # (the operands are left as they were)
+    assert subtract(cpu_mem, {"cpu": 2000, "memory": 500}) == {"cpu": 0, "memory": 1500}  # never below zero
+    assert scale(cpu_gpu, 3) == {"cpu": 1500, "nvidia.com/gpu": 3000}
+    assert fits({"cpu": 1000, "memory": 10**9}, {"cpu": 1000}) and not fits({"cpu": 1001}, {"cpu": 1000})
+    assert (format_milli(1500), format_milli(2000), format_milli(0)) == ("1500m", "2", "0")
