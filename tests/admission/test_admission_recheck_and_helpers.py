@@ -74,6 +74,8 @@ def test_queue_name_as_volcano_global_resolves_it() -> None:
     vcjob = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "spec": {"queue": "training"}}
     assert workload_queue_name(vcjob) == "training"
     assert workload_queue_name({**vcjob, "spec": {}}) == "default"
+    assert workload_queue_name({**vcjob, "spec": {"queue": ""}}) == "default"
+    assert workload_queue_name({**vcjob, "spec": {"queue": 7}}) == "default"  # (hostile: not a name)
     batch_job = {"apiVersion": "batch/v1", "kind": "Job", "spec": {"queue": "ignored"}}
     assert workload_queue_name(batch_job) == "default"
     both = deployment(labels={"volcano.sh/queue-name": "by-label"},
