@@ -31,6 +31,15 @@ def test_scale_up_past_the_queue_is_reported() -> None:
         ("ns/grown", "capacity", "queue q: cpu 10/8 after its request grew since admission")]
 
 
+def test_each_growth_is_charged_to_its_own_queue() -> None:
+    queues = [Queue(name="small", capability={"cpu": 4 * CPU}), Queue(name="big", capability={"cpu": 100 * CPU})]
+    bindings = [admitted("in-small", cpu=1, replicas=5, was=2, queue="small"),  # 5 > 4: held
+                admitted("in-big", cpu=1, replicas=6, was=2, queue="big")]  # 6 of 100: fine
+    holds = recheck_admitted(queues=queues, bindings=bindings)
+    assert [(h.binding, h.reason) for h in holds] == [
+        ("ns/in-small", "queue small: cpu 5/4 after its request grew since admission")]
+
+
 def test_divided_to_duplicated_and_growths_are_charged_in_priority_order() -> None:
     queues = [Queue(name="org", capability={"cpu": 10 * CPU}), Queue(name="q", parent="org")]
     bindings = [
