@@ -14,6 +14,7 @@ from tether.adapters.kubernetes import manifests as m
 from tether.adapters.sandbox.kube_emulator.patch import json_patch
 from tether.adapters.testing.fake_cluster import Harness
 from tether.core.admission.webhook_decision import decide_binding_admission
+from tether.core.datadependency.exclusions import ADDED_BY_TERM_ANNOTATION
 from tether.core.events import ObjectObserved
 from tether.projections.admission import ADMISSION_ANNOTATION
 
@@ -66,6 +67,18 @@ def test_a_bound_claim_puts_the_data_constraint_into_the_create_itself() -> None
     assert out["metadata"]["annotations"]["datadependency.volcano.sh/placement-injected"] == "true"
     assert "suspension" not in out["spec"]
     assert "excluding c3" in reason
+
+
+def test_a_stale_record_of_a_multi_term_placement_is_removed_and_the_hold_is_said() -> None:
+    h = universe()
+    h.apply(m.claim("c", table="db.east1", workload="w1"))
+    stale = {ADDED_BY_TERM_ANNOTATION: '{"0":["c3"],"1":["c3"]}', "team": "ml"}  # from when it had two terms
+    out, _ = admitted(h, "CREATE", binding(annotations=stale))
+    assert ADDED_BY_TERM_ANNOTATION not in out["metadata"]["annotations"] and excludes(out) == ["c3"]
+    assert out["metadata"]["annotations"]["team"] == "ml"
+    h.feed(ObjectObserved(obj=h.cluster.put(m.claim("d", table="db.east2", workload="w2"))))  # lookup in flight
+    held = decide_binding_admission(world=h.world, operation="CREATE", obj=binding("w2-deployment", workload="w2"))
+    assert held.suspended and "suspended" in held.reason
 
 
 def test_the_decider_agrees_with_the_webhook_so_it_writes_nothing_after_it() -> None:
