@@ -95,6 +95,7 @@ EXPRESSION: list[str | int] = [*AFFINITY, "nodeSelector", "nodeSelectorTerms", 0
     (_with([*AFFINITY, "required", 0, "topologyKey"], ""), "required[0].topologyKey: must be a non-empty string"),
     (_with([*AFFINITY, "preferred", 0], {}), "preferred[0].topologyKey"),
     (_with([*AFFINITY, "preferred", 0, "topologyKey"], "zone"), "listed more than once: zone"),
+    (_with([*AFFINITY, "preferred"], [{"topologyKey": "rack"}, {"topologyKey": "zone"}]), "more than once: zone$"),
     (_with([*AFFINITY, "sortRules", 0, "resource"], "Disk"), "sortRules[0].resource: 'Disk' is not one of"),
     (_with([*AFFINITY, "sortRules", 0, "order"], "Up"), "sortRules[0].order"),
     (_with([*AFFINITY, "sortRules", 0, "dimension"], "Free"), "sortRules[0].dimension"),
