@@ -8,14 +8,20 @@ the patch's wording.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 from tether.adapters.kubernetes import manifests as m
+from tether.adapters.kubernetes.binding_webhook import BindingWebhook
+from tether.adapters.kubernetes.webhook import AdmissionRequest, NotServing
 from tether.adapters.sandbox.kube_emulator.patch import json_patch
 from tether.adapters.testing.fake_cluster import Harness
 from tether.core.admission.webhook_decision import decide_binding_admission
 from tether.core.datadependency.exclusions import ADDED_BY_TERM_ANNOTATION
-from tether.core.events import ObjectObserved
+from tether.core.envelope import EventRecord
+from tether.core.events import BindingAdmissionDecided, ObjectObserved
 from tether.projections.admission import ADMISSION_ANNOTATION
 
 MAPPING = {"s3://east/": ["c1", "c2"], "s3://west/": ["c3"]}
@@ -149,3 +155,33 @@ def test_a_binding_with_annotations_keeps_them_and_gets_the_hold_beside_them() -
     annotations = out["metadata"]["annotations"]
     assert (annotations["team"], annotations["example.com/a~b"]) == ("ml", "kept")
     assert "default/c (Resolving)" in annotations[ADMISSION_ANNOTATION]
+
+
+async def test_the_webhook_waits_for_its_lists_records_the_requests_namespace_and_owns_an_updates_patch() -> None:
+    """The binding webhook around the decision: not serving until the world is listed; a CREATE whose body omits
+    the namespace is decided and recorded in the request's; an UPDATE it patched is its own change."""
+    h = universe()
+    h.apply(m.claim("c", table="db.east1", workload="w1"))
+    recorded: list[EventRecord] = []
+    patched: list[str] = []
+    listed = (False, "the bindings are still being listed")
+
+    async def append(records: Sequence[EventRecord]) -> list[EventRecord]:
+        recorded.extend(records)
+        return list(records)
+
+    hook = BindingWebhook(world=lambda: h.world, append=append, current=lambda: listed, on_patch=patched.append)
+    body = binding()
+    del body["metadata"]["namespace"]
+    with pytest.raises(NotServing, match="still being listed"):
+        await hook(AdmissionRequest(uid="1", operation="CREATE", namespace="default", name="w1-deployment",
+                                    object=body))
+    listed = (True, "current")
+    answer = await hook(AdmissionRequest(uid="2", operation="CREATE", namespace="default", name="w1-deployment",
+                                         object=body))
+    assert answer.patch and patched == []  # a CREATE's patch is the object's first version: nothing to own
+    [event] = [r.event for r in recorded]
+    assert isinstance(event, BindingAdmissionDecided) and event.key == "ResourceBinding/default/w1-deployment"
+    assert event.obj.metadata.namespace == "default"
+    await hook(AdmissionRequest(uid="3", operation="UPDATE", namespace="default", name="w1-deployment", object=body))
+    assert patched == ["ResourceBinding/default/w1-deployment"]
