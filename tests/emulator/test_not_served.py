@@ -146,6 +146,7 @@ def test_an_error_answer_is_a_kube_error_whatever_its_body(status: int, content_
     that names no object."""
     error = error_of(status, content_type, body)
     assert (error.status, error.reason, error.message, error.not_served) == expected
+    assert str(error) == f"{expected[0]} {expected[1]}: {expected[2]}"  # (what a log line or a one-line error says)
     assert error.retryable == (status >= 500 or status == 409)
 
 

@@ -131,3 +131,19 @@ def test_past_its_bound_the_detector_forgets_the_object_seen_longest_ago() -> No
     writes.observed(claim(2, "Bound", name="a"))  # forgotten: a first sight again (and b goes)
     writes.observed(claim(2, "Bound", name="c"))  # still followed: someone else's change
     assert counted == ["DataSourceClaim"] and writes.foreign == 1
+
+
+async def test_a_reported_change_is_also_an_event_and_a_failing_one_is_only_logged() -> None:
+    emitted: list[str] = []
+
+    async def emit(obj: KubeObject) -> None:
+        emitted.append(obj.key)
+        if obj.metadata.name == "refused":
+            raise RuntimeError("events are forbidden")
+
+    writes = CompetingWrites(emit=emit, clock=Clock())
+    for name in ("c", "refused"):
+        writes.observed(claim(1, "Resolving", name=name))
+        writes.observed(claim(2, "Bound", name=name))  # someone else's change
+    await writes.aclose()  # (waits for the Events under way; a failed one is not raised)
+    assert [key.rsplit("/", 1)[1] for key in emitted] == ["c", "refused"] and writes.foreign == 2
