@@ -8,6 +8,7 @@ from typing import Any
 
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import CLAIMS, EVENTS, KubeClient
+from tether.adapters.kubernetes.competing import CompetingWrites
 from tether.adapters.kubernetes.executor import KubeExecutor, ObjectCache, keep_transition_times, reschedule_needed
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.core.commands import (
@@ -311,3 +312,25 @@ async def test_a_finalizer_removal_that_fails_once_is_retried_like_any_write(kub
     assert isinstance(removed, CommandSucceeded) and not removed.noop and rule.fired == 1
     stored = await client.get(CLAIMS, "finalized", namespace=kube.namespace)
     assert stored is not None and "test.tether.io/held" not in (stored["metadata"].get("finalizers") or [])
+
+
+class EchoFirst(KubeClient):
+    """A client whose watch delivers a write's new version before the write's own answer arrives."""
+
+    writes: CompetingWrites
+
+    async def patch(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        out = await super().patch(*args, **kwargs)
+        self.writes.observed(trim(out))  # the watch's event first
+        return out
+
+
+async def test_a_write_seen_on_the_watch_before_its_answer_is_still_the_executors_own(kube: KubeEnv) -> None:
+    client = EchoFirst(kube.api_client)
+    _, ref = await _claim(kube, client, "echoed")
+    client.writes = CompetingWrites()
+    executor = KubeExecutor(client, writes=client.writes)
+    for reason in ("A", "B"):
+        done, = await executor.apply(_status(ref, reason))
+        assert isinstance(done, CommandSucceeded) and not done.noop
+    assert client.writes.foreign == 0
