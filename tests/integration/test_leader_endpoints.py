@@ -11,7 +11,9 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from tether.adapters.kubernetes.client import KubeClient, Resource
+import pytest
+
+from tether.adapters.kubernetes.client import KubeClient, KubeError, Resource
 from tether.adapters.kubernetes.leader_endpoints import ENDPOINT_SLICES, MANAGED_BY, LeaderEndpoints, slice_name
 from tether.adapters.kubernetes.webhook_certs import CA_FILE, MUTATING_WEBHOOKS
 from tether.adapters.log.sqlite import SqliteLog
@@ -104,16 +106,18 @@ async def test_the_leaders_address_and_ca_follow_the_lease(kube: KubeEnv, tmp_pa
 
 
 class _Interloper(KubeClient):
-    """A client under which another writer changes the slice between our read and our write, once."""
+    """A client under which another writer changes the slice between our read and our write (``times`` times)."""
 
-    interfered = False
+    times = 1
+    replaces = 0
 
     async def replace(self, res: Resource, name: str, body: dict[str, Any], *, namespace: str = "") -> dict[str, Any]:
-        if not self.interfered:
-            self.interfered = True
+        self.replaces += 1
+        if self.times:
+            self.times -= 1
             current = await self.get(res, name, namespace=namespace)
             assert current is not None
-            current["metadata"].setdefault("labels", {})["someone.else/touched"] = "yes"
+            current["metadata"].setdefault("labels", {})["someone.else/touched"] = str(self.replaces)
             await super().replace(res, name, current, namespace=namespace)
         return await super().replace(res, name, body, namespace=namespace)
 
@@ -124,7 +128,21 @@ async def test_a_conflict_on_the_slice_is_read_again_and_written_over(kube: Kube
     endpoints = LeaderEndpoints(client, namespace=kube.namespace, services=[service], address="10.0.0.7",
                                 ports={"push": 8443})
     await endpoints.publish()  # created: no replace yet
-    await endpoints.withdraw()  # read, someone else's write, a 409, read again, written
+    await endpoints.withdraw()  # read, someone else's write, a 409 (the write names the version read), read again
     found = await client.get(ENDPOINT_SLICES, slice_name(service), namespace=kube.namespace)
-    assert client.interfered and found is not None and found.get("endpoints") in (None, [])
+    assert client.replaces == 2 and found is not None and found.get("endpoints") in (None, [])
+    client.times = 5  # someone else writes before every one of our attempts: we give up, and say so
+    with pytest.raises(KubeError, match="a conflict on every attempt"):
+        await endpoints.publish()
     await client.delete(ENDPOINT_SLICES, slice_name(service), namespace=kube.namespace)
+
+
+async def test_a_refused_slice_write_is_not_retried(kube: KubeEnv) -> None:
+    emulator = kube.require_emulator("a 403 on demand (the emulator's fault rules)")
+    rule = emulator.faults.fail(code=403, verb="create", resource="endpointslices", times=None)
+    endpoints = LeaderEndpoints(KubeClient(kube.api_client), namespace=kube.namespace,
+                                services=[f"tether-push-{secrets.token_hex(3)}"], address="10.0.0.7",
+                                ports={"push": 8443})
+    with pytest.raises(KubeError) as refused:
+        await endpoints.publish()
+    assert refused.value.status == 403 and rule.fired == 1
