@@ -86,7 +86,9 @@ async def test_a_list_longer_than_a_batch_is_logged_once_and_the_watch_keeps_its
     for i in range(5):
         await kubeclient.create(CONFIGMAPS, _configmap(f"listed-{i}"), namespace=kube.namespace)
     log = await SqliteLog.open(f"{tmp_path}/tether.db")
-    source = WatchSource(kubeclient, log, CONFIGMAPS, namespace=kube.namespace, batch_size=2)
+    seen: list[tuple[str, bool]] = []  # what the source tells its observer (CompetingWrites): name, deleted
+    source = WatchSource(kubeclient, log, CONFIGMAPS, namespace=kube.namespace, batch_size=2,
+                         on_object=lambda obj, deleted: seen.append((obj.metadata.name, deleted)))
     task = asyncio.create_task(source.run())
     try:
         await asyncio.wait_for(source.synced.wait(), 10)
@@ -94,11 +96,13 @@ async def test_a_list_longer_than_a_batch_is_logged_once_and_the_watch_keeps_its
         assert sorted(observed) == [f"listed-{i}" for i in range(5)]  # three batches, each object once
         listed_at = source.resource_version
         await kubeclient.create(CONFIGMAPS, _configmap("watched"), namespace=kube.namespace)
+        await kubeclient.delete(CONFIGMAPS, "listed-0", namespace=kube.namespace)
 
         async def watched() -> bool:
-            return any(isinstance(e, ObjectObserved) and e.obj.metadata.name == "watched" for e in await _events(log))
+            return any(isinstance(e, ObjectDeleted) and e.obj.metadata.name == "listed-0" for e in await _events(log))
 
-        await eventually(watched, "the watch event")
+        await eventually(watched, "the watch events")
+        assert ("watched", False) in seen and ("listed-0", True) in seen and ("listed-0", False) in seen
         # a reconnect resumes after what was seen, not from the list
         await eventually(lambda: asyncio.sleep(0, source.resource_version != listed_at), "the watch's own version")
     finally:
