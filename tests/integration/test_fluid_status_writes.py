@@ -52,11 +52,12 @@ async def _create(client: KubeClient, namespace: str, name: str) -> dict[str, An
                  "processor": {"script": {"image": "busybox", "source": "true"}}}}, namespace=namespace)
 
 
-async def _set_condition(client: KubeClient, obj: dict[str, Any]) -> CommandSucceeded:
+async def _set_condition(client: KubeClient, obj: dict[str, Any], *, message: str = "inherited from x"
+                         ) -> CommandSucceeded:
     meta = obj["metadata"]
     command = SetMemberCondition(cluster="m1", target=ObjectRef(
         api_version=PROCESSES.api_version, kind="DataProcess", name=meta["name"], namespace=meta["namespace"],
-        uid=meta["uid"]), condition=outcome_condition(reason="AffinityInherited", message="inherited from x",
+        uid=meta["uid"]), condition=outcome_condition(reason="AffinityInherited", message=message,
                                                       at="2026-01-02T00:00:00Z"))
     executor = _MemberKube(client, cluster="m1", resources={"DataProcess": PROCESSES})
     [outcome] = await executor.apply(CommandRecord(id=command_id(command), at_ms=0, key="k", command=command,
@@ -92,3 +93,9 @@ async def test_onto_fluids_status_only_the_conditions_change_and_fluids_stay(kub
                                              "lastTransitionTime": "2026-01-02T00:00:00Z"}]
     again = await _set_condition(client, after)
     assert again.noop  # in place: nothing more to write
+    changed = await _set_condition(client, after, message="inherited from y")  # the same type again: replaced
+    assert not changed.noop
+    final = await client.get(PROCESSES, "reconciled", namespace=kube.namespace)
+    assert final is not None
+    assert [(c["type"], c["message"]) for c in final["status"]["conditions"]] == [
+        (FLUIDS["type"], FLUIDS["message"]), ("AffinityInherited", "inherited from y")]
