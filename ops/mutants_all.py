@@ -3,7 +3,7 @@
     python ops/mutants_all.py [--sample N --seed S] [--record FILE] [--timeout S] [MODULE ...]
     python ops/mutants_all.py --table FILE          # the table of a record, again
     python ops/mutants_all.py --survivors FILE --record FILE   # only the survivors of a record, again
-    python ops/mutants_all.py --sample 10 --extend FILE --record FILE   # a bigger sample: only the mutants not run
+    python ops/mutants_all.py --sample 10 --seed S --extend FILE --record FILE   # more of the same draw
 
 The plan names, for each module, the fastest tests that claim to cover it (unit tests where there are any, the
 integration tests only where a module has none), so that a whole tree fits in an evening on a shared machine: a
