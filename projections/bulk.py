@@ -221,7 +221,7 @@ class BulkFold:
 
     def _put_source(self, name: str) -> None:
         obj = self.sources.pop(name)
-        source = parse_source(obj, self.world.sources.get(name))
+        source = parse_source(obj, self.world.sources.get(name), self.world.claims)
         _put_source(self.world, name, source, self.unread)
         if name in self.sources_had_refs:
             self.sources_had_refs.discard(name)
