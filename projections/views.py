@@ -27,7 +27,14 @@ from typing import Any
 
 import msgspec
 
-from tether.core.commands import EXCLUDED_CLUSTERS_ANNOTATION, LOCATION_ANNOTATION, PLACEMENT_INJECTED_ANNOTATION
+from tether.core.commands import (
+    CLAIM_FINALIZER,
+    DATA_GROUP_VERSION,
+    DATASOURCE_FINALIZER,
+    EXCLUDED_CLUSTERS_ANNOTATION,
+    LOCATION_ANNOTATION,
+    PLACEMENT_INJECTED_ANNOTATION,
+)
 from tether.core.datadependency.exclusions import ADDED_BY_TERM_ANNOTATION, added_exclusions
 from tether.core.identity import DataIdentity, identity_problem, make_identity
 from tether.core.kube import Condition, KubeObject, ObjectRef, object_dict, parse_conditions
@@ -38,6 +45,7 @@ DATASOURCE = "DataSource"
 BINDING = "ResourceBinding"
 CLUSTER = "Cluster"
 CONFIGMAP = "ConfigMap"
+BINDING_GROUP_VERSION = "work.karmada.io/v1alpha2"
 
 
 class Claim(msgspec.Struct, dict=True):
@@ -133,17 +141,31 @@ _intern = sys.intern
 #: Bounds of the caches below: they hold what many objects share; a long tail of distinct values is not kept.
 _SHARED_LIMIT = 1024
 _FINALIZERS: dict[tuple[str, ...], tuple[str, ...]] = {(): ()}
+_CLAIM = (DATA_GROUP_VERSION, CLAIM)
+_SOURCE = (DATA_GROUP_VERSION, DATASOURCE)
+_BINDING = (BINDING_GROUP_VERSION, BINDING)
+_CLAIM_FINALIZERS = (CLAIM_FINALIZER,)
+_SOURCE_FINALIZERS = (DATASOURCE_FINALIZER,)
 
 
-def _ref(obj: KubeObject) -> ObjectRef:
-    """``kube.ref_of`` with its shared strings interned."""
-    meta = obj.metadata
-    return ObjectRef(api_version=_intern(obj.api_version), kind=_intern(obj.kind), name=meta.name,
-                     namespace=_intern(meta.namespace), uid=meta.uid)
+def _ref(obj: KubeObject, usual: tuple[str, str]) -> ObjectRef:
+    """``kube.ref_of`` with its shared strings interned; ``usual`` is the (API version, kind) the caller expects,
+    taken as they are when the object's equal them (a comparison costs less than interning)."""
+    meta, (api_version, kind) = obj.metadata, usual
+    if obj.api_version != api_version:
+        api_version = _intern(obj.api_version)
+    if obj.kind != kind:
+        kind = _intern(obj.kind)
+    return ObjectRef(api_version=api_version, kind=kind, name=meta.name, namespace=_intern(meta.namespace),
+                     uid=meta.uid)
 
 
-def _finalizers(finalizers: list[str]) -> tuple[str, ...]:
-    """The finalizers as a tuple shared by every view with the same ones."""
+def _finalizers(finalizers: list[str], usual: tuple[str]) -> tuple[str, ...]:
+    """The finalizers as a tuple shared by every view with the same ones (``usual``: the common case, compared)."""
+    if not finalizers:
+        return ()
+    if len(finalizers) == 1 and finalizers[0] == usual[0]:
+        return usual
     held = tuple(finalizers)
     shared = _FINALIZERS.get(held)
     if shared is None:
@@ -156,7 +178,7 @@ def _finalizers(finalizers: list[str]) -> tuple[str, ...]:
 #: The annotations tether reads on a binding (its own): :func:`tether.core.datadependency.exclusions.plan_placement`.
 _TETHER_ANNOTATIONS = (PLACEMENT_INJECTED_ANNOTATION, EXCLUDED_CLUSTERS_ANNOTATION, ADDED_BY_TERM_ANNOTATION)
 _NO_ANNOTATIONS: dict[str, str] = {}
-_ANNOTATION_SETS: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+_ANNOTATION_SETS: dict[tuple[str | None, ...], dict[str, str]] = {(None, None, None): _NO_ANNOTATIONS}
 
 
 def _tether_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
@@ -164,30 +186,25 @@ def _tether_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
     carries one of a few sets (its exclusions are one of a few lists of clusters)."""
     if not annotations:
         return _NO_ANNOTATIONS
-    kept = tuple([(k, v) for k in _TETHER_ANNOTATIONS if (v := annotations.get(k)) is not None])
-    if not kept:
-        return _NO_ANNOTATIONS
-    shared = _ANNOTATION_SETS.get(kept)
+    values = (annotations.get(PLACEMENT_INJECTED_ANNOTATION), annotations.get(EXCLUDED_CLUSTERS_ANNOTATION),
+              annotations.get(ADDED_BY_TERM_ANNOTATION))
+    shared = _ANNOTATION_SETS.get(values)
     if shared is None:
-        shared = dict(kept)
+        shared = {k: v for k, v in zip(_TETHER_ANNOTATIONS, values, strict=True) if v is not None}
         if len(_ANNOTATION_SETS) < _SHARED_LIMIT:
-            _ANNOTATION_SETS[kept] = shared
+            _ANNOTATION_SETS[values] = shared
     return shared
 
 
 def _shared_refs(refs: tuple[ObjectRef, ...], claims: Mapping[str, Claim] | None,
                  keys: tuple[str, ...]) -> tuple[ObjectRef, ...]:
-    """A DataSource's claimRefs with the references the claims themselves hold where they are equal (every string
-    of them shared), the vocabulary interned in the others."""
-    out = []
-    for ref, key in zip(refs, keys, strict=True):
-        claim = claims.get(key) if claims is not None else None
-        if claim is not None and claim.ref == ref:
-            out.append(claim.ref)
-        else:
-            out.append(ObjectRef(api_version=_intern(ref.api_version), kind=_intern(ref.kind), name=ref.name,
-                                 namespace=_intern(ref.namespace), uid=ref.uid))
-    return tuple(out)
+    """A DataSource's claimRefs, each the reference the claim itself holds where it is equal (every string of it
+    shared): a ref to a claim the world does not hold (gone, or not observed yet) keeps its own strings."""
+    if claims is None:
+        return refs
+    get = claims.get
+    return tuple([c.ref if (c := get(key)) is not None and c.ref == ref else ref
+                  for ref, key in zip(refs, keys, strict=True)])
 
 
 def workload_key(api_version: str, kind: str, namespace: str, name: str) -> str:
@@ -300,7 +317,7 @@ def parse_claim(obj: KubeObject, previous: Claim | None = None) -> Claim:
             previous.ref.uid == meta.uid:
         ref, identity, problem, workload = previous.ref, previous.identity, previous.problem, previous.workload
     else:
-        ref = _ref(obj)
+        ref = _ref(obj, _CLAIM)
         identity, problem, workload = _claim_spec_of(obj)
     return Claim(
         ref=ref,
@@ -309,7 +326,7 @@ def parse_claim(obj: KubeObject, previous: Claim | None = None) -> Claim:
         identity=identity,
         problem=problem,
         workload=workload,
-        finalizers=_finalizers(meta.finalizers),
+        finalizers=_finalizers(meta.finalizers, _CLAIM_FINALIZERS),
         deleting=meta.deletion_timestamp is not None,
         status=bytes(obj.status),
     )
@@ -455,14 +472,14 @@ def parse_source(obj: KubeObject, previous: Source | None = None, claims: Mappin
         parsed = _ParsedRefs(refs=refs, keys=tuple([f"{r.kind}/{r.namespace}/{r.name}" for r in refs]),
                              bound=bound_raw if isinstance(bound_raw, int) else 0)
     source = Source(
-        ref=previous.ref if same and previous is not None else _ref(obj),
+        ref=previous.ref if same and previous is not None else _ref(obj, _SOURCE),
         resource_version=meta.resource_version,
         generation=meta.generation,
         identity=identity,
         cluster_names=clusters,
         location=meta.annotations.get(LOCATION_ANNOTATION, ""),
         reclaim_policy=reclaim,
-        finalizers=_finalizers(meta.finalizers),
+        finalizers=_finalizers(meta.finalizers, _SOURCE_FINALIZERS),
         deleting=meta.deletion_timestamp is not None,
         claim_refs=parsed.refs,
         claim_keys=parsed.keys,
@@ -533,7 +550,7 @@ def parse_binding(obj: KubeObject, previous: Binding | None = None) -> Binding:
     annotations = _tether_annotations(meta.annotations)
     same = previous is not None and previous.ref.uid == meta.uid
     return Binding(
-        ref=previous.ref if same and previous is not None else _ref(obj),
+        ref=previous.ref if same and previous is not None else _ref(obj, _BINDING),
         resource_version=meta.resource_version,
         workload=workload,
         annotations=annotations,
