@@ -47,6 +47,7 @@ import contextlib
 import csv
 import gc
 import json
+import os
 import secrets
 import socket
 import sys
@@ -99,6 +100,7 @@ class Options:
     sample_every: float
     flat_bound: float  # MB per minute
     out: Path
+    heap_probe: bool = False
 
 
 def pct(values: list[float], p: float) -> float | None:
@@ -197,6 +199,7 @@ class Soak:
         self.queues = [f"q{i}-{stack.suffix}" for i in range(QUEUE_COUNT)]
         self.bound: dict[str, set[str]] = {}  # pod group → its pods bound so far
         self.started = time.monotonic()
+        self.started_at = time.time()  # (the heap probe's samples are stamped with the wall clock)
 
     # -- the watches ------------------------------------------------------------------------------------------
     def on_binding(self, obj: dict[str, Any]) -> None:
@@ -449,7 +452,44 @@ async def soak(opts: Options) -> dict[str, Any]:
                     with contextlib.suppress(KubeError):
                         await kube.delete(MUTATING_WEBHOOKS, webhook)
                 world = soak_.world
-    return summarise(rows, world, opts)
+    result = summarise(rows, world, opts)
+    if opts.heap_probe:
+        result["heap_samples"] = heap_samples(opts.out / "heap.jsonl", soak_.started_at)
+        result.update(heap_summary(result["heap_samples"], opts.warmup, opts.minutes * 60))
+    return result
+
+
+def heap_samples(path: Path, started_at: float) -> list[dict[str, Any]]:
+    """The heap probe's samples (``heap_probe/sitecustomize.py``) on the soak's time axis: ``t_s`` from the soak's
+    start (the probe's own clock starts with the daemon, earlier), its own kept as ``probe_t_s``; the file is
+    rewritten so, for ``plot.py --heap``."""
+    if not path.exists():
+        return []
+    samples = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    for sample in samples:
+        sample.setdefault("probe_t_s", sample["t_s"])
+        sample["t_s"] = round(sample["at"] - started_at, 1)
+    path.write_text("".join(json.dumps(sample) + "\n" for sample in samples))
+    return samples
+
+
+def heap_summary(samples: list[dict[str, Any]], warmup: float, end: float) -> dict[str, Any]:
+    """What the heap probe saw after the warm-up: the slopes of the C heap in use and of its free space, SQLite's
+    memory, Python's small objects and the tasks, and the bounded structures at the end of the warm-up and of the
+    run."""
+    after = [s for s in samples if warmup <= s["t_s"] <= end]  # (not the daemon stopping, after the soak's end)
+    if len(after) < 2:
+        return {}
+    out: dict[str, Any] = {}
+    for key in ("rss_anon_mb", "heap_in_use_mb", "heap_free_mb", "sqlite_mb", "py_blocks", "tasks"):
+        if key in after[0]:
+            value = slope([(s["t_s"] / 60, s[key]) for s in after])
+            out[f"probe_{key}_slope_per_min"] = round(value, 3) if value is not None else None
+    for key in ("heap_in_use_mb", "heap_free_mb", "sqlite_mb", "py_blocks", "tasks"):
+        if key in after[0]:
+            out[f"probe_{key}_at_warmup"], out[f"probe_{key}_end"] = after[0][key], after[-1][key]
+    out["probe_sizes_at_warmup"], out["probe_sizes_end"] = after[0].get("sizes"), after[-1].get("sizes")
+    return out
 
 
 def summarise(rows: list[dict[str, Any]], world: World, opts: Options) -> dict[str, Any]:
@@ -499,18 +539,30 @@ def main() -> None:
     parser.add_argument("--sample-every", type=float, default=5.0)
     parser.add_argument("--flat-bound", type=float, default=0.5, help="MB/min of RssAnon after the warm-up")
     parser.add_argument("--out", type=Path, default=Path("soak-out"))
+    parser.add_argument("--heap-probe", action="store_true",
+                        help="sample the daemon's C heap, SQLite, Python blocks and bounded structures into "
+                             "OUT/heap.jsonl (heap_probe/sitecustomize.py)")
     args = parser.parse_args()
     opts = Options(minutes=args.minutes, warmup=args.warmup if args.warmup is not None else args.minutes * 15,
                    rate=args.rate, lifetime=args.lifetime, tables=args.tables, move_every=args.move_every,
                    queue_every=args.queue_every, group_every=args.group_every, group_lifetime=args.group_lifetime,
                    group_size=args.group_size, sample_every=args.sample_every, flat_bound=args.flat_bound,
-                   out=args.out)
+                   out=args.out, heap_probe=args.heap_probe)
     opts.out.mkdir(parents=True, exist_ok=True)
+    if opts.heap_probe:  # the daemon's process inherits these (DaemonProcess copies the environment)
+        (opts.out / "heap.jsonl").unlink(missing_ok=True)
+        os.environ["TETHER_SOAK_HEAP_PROBE"] = str((opts.out / "heap.jsonl").resolve())
+        os.environ["TETHER_SOAK_HEAP_PROBE_EVERY"] = str(opts.sample_every)
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(Path(__file__).resolve().parent / "heap_probe"), os.environ.get("PYTHONPATH")) if p)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
     gc.collect()
     gc.freeze()  # as the daemon does: this process's startup heap out of the collector's reach
     result = asyncio.run(soak(opts))
-    result["plot"] = str(plot(opts.out / "soak.csv", warmup=opts.warmup))
+    heap = [{k: v for k, v in s.items() if isinstance(v, (int, float))} for s in result.pop("heap_samples", [])]
+    result["plot"] = str(plot(opts.out / "soak.csv", warmup=opts.warmup, heap=heap))
+    if heap:
+        result["heap_probe"] = str(opts.out / "heap.jsonl")
     result["csv"] = str(opts.out / "soak.csv")
     print(json.dumps(result))
 
