@@ -167,7 +167,7 @@ class _Tail:
             self.start = first
         rows.extend(zip(range(first, first + len(bodies)), bodies, strict=True))
         # trimmed to ``size`` at every add (a memmove of ``size`` pointers). Trimmed only past twice the size, it
-        # held up to twice as many bodies (7.4 MB in the soak, not 3.9) and freed half of them at once, and the C
+        # held up to twice as many bodies (6.4 MB in the soak, not 3.8) and freed half of them at once, and the C
         # heap's free space grew faster (RssAnon +0.6 MB/min for 20 minutes: docs/performance.md, "Soak")
         if len(rows) > self.size:
             drop = len(rows) - self.size

@@ -412,7 +412,7 @@ async def test_a_follower_behind_the_tail_reads_the_file_in_order(tmp_path: Path
 
 async def test_the_tail_never_holds_more_than_its_size(tmp_path: Path) -> None:
     """The in-process tail keeps the last ``tail_size`` rows of each stream and no more, whatever the batch sizes:
-    it used to grow to twice its size before trimming, and in the soak held 7.4 MB of bodies, not 3.9, and freed
+    it used to grow to twice its size before trimming, and in the soak held up to 6.4 MB of bodies, not 3.8, and freed
     half of them at once (docs/performance.md, "Soak")."""
     log = await SqliteLog.open(tmp_path / "log.db", poll_interval=30.0, tail_size=5)
     try:
