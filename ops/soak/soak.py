@@ -63,6 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import aiohttp
 import structlog
+from heap import heap_samples, heap_summary, slope
 from plot import plot
 
 from tether.adapters.kubernetes import manifests
@@ -108,16 +109,6 @@ def pct(values: list[float], p: float) -> float | None:
         return None
     ordered = sorted(values)
     return round(ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))], 1)
-
-
-def slope(points: list[tuple[float, float]]) -> float | None:
-    """Least-squares slope of ``(x, y)`` points (None for fewer than two distinct x)."""
-    n = len(points)
-    if n < 2:
-        return None
-    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    return sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else None
 
 
 def free_port() -> int:
@@ -457,39 +448,6 @@ async def soak(opts: Options) -> dict[str, Any]:
         result["heap_samples"] = heap_samples(opts.out / "heap.jsonl", soak_.started_at)
         result.update(heap_summary(result["heap_samples"], opts.warmup, opts.minutes * 60))
     return result
-
-
-def heap_samples(path: Path, started_at: float) -> list[dict[str, Any]]:
-    """The heap probe's samples (``heap_probe/sitecustomize.py``) on the soak's time axis: ``t_s`` from the soak's
-    start (the probe's own clock starts with the daemon, earlier), its own kept as ``probe_t_s``; the file is
-    rewritten so, for ``plot.py --heap``."""
-    if not path.exists():
-        return []
-    samples = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    for sample in samples:
-        sample.setdefault("probe_t_s", sample["t_s"])
-        sample["t_s"] = round(sample["at"] - started_at, 1)
-    path.write_text("".join(json.dumps(sample) + "\n" for sample in samples))
-    return samples
-
-
-def heap_summary(samples: list[dict[str, Any]], warmup: float, end: float) -> dict[str, Any]:
-    """What the heap probe saw after the warm-up: the slopes of the C heap in use and of its free space, SQLite's
-    memory, Python's small objects and the tasks, and the bounded structures at the end of the warm-up and of the
-    run."""
-    after = [s for s in samples if warmup <= s["t_s"] <= end]  # (not the daemon stopping, after the soak's end)
-    if len(after) < 2:
-        return {}
-    out: dict[str, Any] = {}
-    for key in ("rss_anon_mb", "heap_in_use_mb", "heap_free_mb", "sqlite_mb", "py_blocks", "tasks"):
-        if key in after[0]:
-            value = slope([(s["t_s"] / 60, s[key]) for s in after])
-            out[f"probe_{key}_slope_per_min"] = round(value, 3) if value is not None else None
-    for key in ("heap_in_use_mb", "heap_free_mb", "sqlite_mb", "py_blocks", "tasks"):
-        if key in after[0]:
-            out[f"probe_{key}_at_warmup"], out[f"probe_{key}_end"] = after[0][key], after[-1][key]
-    out["probe_sizes_at_warmup"], out["probe_sizes_end"] = after[0].get("sizes"), after[-1].get("sizes")
-    return out
 
 
 def summarise(rows: list[dict[str, Any]], world: World, opts: Options) -> dict[str, Any]:
