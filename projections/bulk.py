@@ -40,6 +40,7 @@ iteration order of the index sets (the deciders sort every set they iterate).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from tether.core.commands import LOCATION_ANNOTATION
 from tether.core.envelope import CommandRecord, EventRecord
@@ -95,7 +96,7 @@ from .world import (
 
 #: The other event types that may be about a member cluster (``world._fold_member`` decides).
 _MAYBE_MEMBER = frozenset({ObjectsListed, ListsStarted, MemberDisconnected, CommandFailed, TimerFired})
-_ANSWERS = (DataLocationResolved, DataSourceNotInCatalog, DataLocationLookupFailed)
+_ANSWERS = frozenset({DataLocationResolved, DataSourceNotInCatalog, DataLocationLookupFailed})
 
 
 class BulkFold:
@@ -126,44 +127,48 @@ class BulkFold:
         count = 0
         position = -1  # the offset of the last event not about a member (evolve leaves admission's for those)
         for count, last in enumerate(records, 1):  # noqa: B007 (read after the loop)
-            event = last.event
+            event: Any = last.event  # (dispatched on its type once, below: Any spares the checker re-narrowing it)
+            of = type(event)
             obj: KubeObject | None = None
-            # a member cluster's event goes to world.members, as evolve folds it (the tests are the cheap ones first)
-            member = (event.cluster if type(event) is ObjectObserved or type(event) is ObjectDeleted else
-                      ":" in event.target if type(event) is CommandSucceeded else type(event) in _MAYBE_MEMBER
-                      ) and _fold_member(world, last, unread)
-            if not member:
-                position = last.offset
-            own = False  # the answer to this daemon's own write of a DataSource's location
-            if member:
-                pass  # (folded: nothing of the control plane's to hold or to fold)
-            elif type(event) is ObjectObserved:  # two events in five
-                obj = event.obj
-            elif type(event) is CommandSucceeded:  # one in three: _fold_succeeded, without what only touches
-                if inflight or retry_wait:  # (both empty in a replay that only rebuilds state)
-                    _command_done(world, event)
-                obj = event.result
-                own = event.command in LOCATION_WRITES and not event.noop
-                if obj is None and (event.command == "delete_data_source" or event.command == "remove_finalizer"):
-                    kind, _, rest = event.target.partition("/")
-                    namespace, _, name = rest.partition("/")
-                    self._settle(kind, namespace, name)
-                    _forget(world, event.target, unread)
-            elif type(event) is ObjectDeleted:
-                meta = event.obj.metadata
-                self._settle(event.obj.kind, meta.namespace, meta.name)
-                _observe(world, event.obj, unread, deleted=True)
+            # a member cluster's event goes to world.members, as evolve folds it (the cheap test first); the
+            # others as evolve's folds, without what only says what they touched
+            if of is ObjectObserved:  # two events in five
+                member = bool(event.cluster) and _fold_member(world, last, unread)
+                if not member:
+                    obj = event.obj
+            elif of is CommandSucceeded:  # one in three: _fold_succeeded
+                member = ":" in event.target and _fold_member(world, last, unread)
+                if not member:
+                    if inflight or retry_wait:  # (both empty in a replay that only rebuilds state)
+                        _command_done(world, event)
+                    obj = event.result
+                    if obj is None and (event.command == "delete_data_source" or event.command == "remove_finalizer"):
+                        kind, _, rest = event.target.partition("/")
+                        namespace, _, name = rest.partition("/")
+                        self._settle(kind, namespace, name)
+                        _forget(world, event.target, unread)
+            elif of is ObjectDeleted:
+                member = bool(event.cluster) and _fold_member(world, last, unread)
+                if not member:
+                    meta = event.obj.metadata
+                    self._settle(event.obj.kind, meta.namespace, meta.name)
+                    _observe(world, event.obj, unread, deleted=True)
             else:
-                if type(event) is ObjectsListed:
-                    self.flush()
-                elif self.moved and isinstance(event, _ANSWERS):
-                    self.moved.pop(event.identity.key, None)  # (this answer is newer than those changes)
-                fold = folds.get(type(event))
-                if fold is not None:
-                    fold(world, last, event, unread)
-                    if type(event) is SettingsApplied:  # (the admission ConfigMap's name may have changed)
-                        admission_configmap = world.settings.admission_configmap
-            if obj is not None:
+                member = of in _MAYBE_MEMBER and _fold_member(world, last, unread)
+                if not member:
+                    if of is ObjectsListed:
+                        self.flush()
+                    elif self.moved and of in _ANSWERS:
+                        self.moved.pop(event.identity.key, None)  # (this answer is newer than those changes)
+                    fold = folds.get(of)
+                    if fold is not None:
+                        fold(world, last, event, unread)
+                        if of is SettingsApplied:  # (the admission ConfigMap's name may have changed)
+                            admission_configmap = world.settings.admission_configmap
+            if member:
+                pass  # (folded: nothing of the control plane's to hold, and admission's position stays)
+            elif obj is not None:
+                position = last.offset
                 kind = obj.kind
                 held = claims if kind == CLAIM else bindings if kind == BINDING else None
                 if held is not None:  # a claim or a binding: most events of a replay
@@ -176,11 +181,15 @@ class BulkFold:
                         rv, old = meta.resource_version, previous.metadata.resource_version
                         if rv != old and ((len(rv) == len(old) and rv > old) or not _stale(rv, old)):
                             held[key] = obj
-                else:
-                    self._hold(obj, own=own)
-            if not member and (obj.kind in admission_kinds if obj is not None else type(event) is not ObjectDeleted
-                               or event.obj.kind in admission_kinds):  # (the others cannot change it)
-                fold_admission(world.admission, last, admission_configmap=admission_configmap)
+                else:  # own: the answer to this daemon's own write of a DataSource's location
+                    self._hold(obj, own=of is CommandSucceeded and event.command in LOCATION_WRITES
+                               and not event.noop)
+                if kind in admission_kinds:  # (the other kinds cannot change admission's state)
+                    fold_admission(world.admission, last, admission_configmap=admission_configmap)
+            else:
+                position = last.offset
+                if of is not ObjectDeleted or event.obj.kind in admission_kinds:
+                    fold_admission(world.admission, last, admission_configmap=admission_configmap)
             if issued:
                 caused = issued.pop(last.offset, None)
                 if caused:
@@ -221,7 +230,7 @@ class BulkFold:
 
     def _put_source(self, name: str) -> None:
         obj = self.sources.pop(name)
-        source = parse_source(obj, self.world.sources.get(name))
+        source = parse_source(obj, self.world.sources.get(name), self.world.claims)
         _put_source(self.world, name, source, self.unread)
         if name in self.sources_had_refs:
             self.sources_had_refs.discard(name)

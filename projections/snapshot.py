@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import msgspec
 
-from .world import World
+from .world import World, canonical_indexes
 
 #: Bump when World changes shape; older snapshots are then discarded and the log is replayed from the start.
-SNAPSHOT_VERSION = 9  # 8: World.claims_namespace; a DataSource location another writer wrote is adopted; 9: settings
-# from the log (SettingsApplied), data holds, Fluid operations' status and outcomes
+SNAPSHOT_VERSION = 10  # 8: World.claims_namespace; a DataSource location another writer wrote is adopted; 9: settings
+# from the log (SettingsApplied), data holds, Fluid operations' status and outcomes; 10: a binding keeps its placement
+# only (placement_json) and tether's annotations only
 
 
 class _Envelope(msgspec.Struct):
@@ -36,4 +37,7 @@ def decode_world(data: bytes) -> World | None:
         envelope = _decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
-    return envelope.world if envelope.version == SNAPSHOT_VERSION else None
+    if envelope.version != SNAPSHOT_VERSION:
+        return None
+    canonical_indexes(envelope.world)  # (the indexes' entries decode as lists)
+    return envelope.world

@@ -21,14 +21,23 @@ claim's workload is defaulted here, and nowhere else.
 from __future__ import annotations
 
 import functools
+import sys
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 
-from tether.core.commands import LOCATION_ANNOTATION, PLACEMENT_INJECTED_ANNOTATION
-from tether.core.datadependency.exclusions import added_exclusions
+from tether.core.commands import (
+    CLAIM_FINALIZER,
+    DATA_GROUP_VERSION,
+    DATASOURCE_FINALIZER,
+    EXCLUDED_CLUSTERS_ANNOTATION,
+    LOCATION_ANNOTATION,
+    PLACEMENT_INJECTED_ANNOTATION,
+)
+from tether.core.datadependency.exclusions import ADDED_BY_TERM_ANNOTATION, added_exclusions
 from tether.core.identity import DataIdentity, identity_problem, make_identity
-from tether.core.kube import Condition, KubeObject, ObjectRef, object_dict, parse_conditions, ref_of
+from tether.core.kube import Condition, KubeObject, ObjectRef, object_dict, parse_conditions
 from tether.core.lazy import lazy
 
 CLAIM = "DataSourceClaim"
@@ -36,6 +45,7 @@ DATASOURCE = "DataSource"
 BINDING = "ResourceBinding"
 CLUSTER = "Cluster"
 CONFIGMAP = "ConfigMap"
+BINDING_GROUP_VERSION = "work.karmada.io/v1alpha2"
 
 
 class Claim(msgspec.Struct, dict=True):
@@ -92,10 +102,15 @@ class Source(msgspec.Struct, dict=True):
 class Binding(msgspec.Struct, dict=True):
     """A ResourceBinding as observed (only what tether reads; the executor re-reads the rest).
 
-    ``spec`` stays raw: ``placement`` is decoded when the decider first plans this binding (module docstring).
-    ``dict=True`` also lets the decider memoise its placement plan for this very observation in the instance's
-    ``__dict__`` (never serialised; a new observation is a new view, so the memo cannot go stale).
-    ``annotations`` is the observed object's own dictionary, shared, never mutated."""
+    ``placement_json`` is the raw JSON of ``spec.placement`` alone (the rest of the spec is read once, at parse):
+    ``placement`` is decoded when the decider first plans this binding (module docstring). ``dict=True`` also lets
+    the decider memoise its placement plan for this very observation in the instance's ``__dict__`` (never
+    serialised; a new observation is a new view, so the memo cannot go stale).
+
+    ``annotations`` holds tether's own annotations of the binding, the only ones anything reads (placement
+    injected, the exclusions it added, per term): Karmada's (``policy.karmada.io/applied-placement``: a copy of
+    the placement) and the users' stay in the log. The dictionary is shared between views with the same ones
+    (:func:`_tether_annotations`), so it is never mutated."""
 
     ref: ObjectRef
     resource_version: str
@@ -103,20 +118,93 @@ class Binding(msgspec.Struct, dict=True):
     annotations: dict[str, str]
     injected: bool
     scheduled_clusters: tuple[str, ...]
-    spec: bytes  # raw JSON (see Claim.status)
+    placement_json: bytes  # raw JSON of spec.placement, b"" when absent (see Claim.status)
 
     @lazy
     def placement(self) -> dict[str, Any]:
-        try:
-            placement = _binding_placement.decode(self.spec).placement
-        except msgspec.ValidationError:
-            placement = object_dict(self.spec).get("placement")
-        return placement if isinstance(placement, dict) else {}
+        return object_dict(self.placement_json) if self.placement_json else {}  # ({} unless a JSON object)
 
     @lazy
     def added(self) -> tuple[str, ...]:
         """The clusters tether's own exclusions added (from its annotation)."""
         return tuple(sorted(added_exclusions(self.annotations)))
+
+
+# --- sharing what many views hold alike ----------------------------------------------------------------------
+# A view keeps strings decoded from its record, each its own copy: the API version, kind and namespace of every
+# reference, every finalizer, the annotation names. They come from a small vocabulary, so they are interned (a
+# bounded set of strings: never a name or a uid, which would grow with the objects ever seen). Per object that was
+# about a quarter of the world's memory (ops/bench/memory.py); interning costs a dictionary lookup per string, once
+# per parse.
+
+_intern = sys.intern
+#: Bounds of the caches below: they hold what many objects share; a long tail of distinct values is not kept.
+_SHARED_LIMIT = 1024
+_FINALIZERS: dict[tuple[str, ...], tuple[str, ...]] = {(): ()}
+_CLAIM = (DATA_GROUP_VERSION, CLAIM)
+_SOURCE = (DATA_GROUP_VERSION, DATASOURCE)
+_BINDING = (BINDING_GROUP_VERSION, BINDING)
+_CLAIM_FINALIZERS = (CLAIM_FINALIZER,)
+_SOURCE_FINALIZERS = (DATASOURCE_FINALIZER,)
+
+
+def _ref(obj: KubeObject, usual: tuple[str, str]) -> ObjectRef:
+    """``kube.ref_of`` with its shared strings interned; ``usual`` is the (API version, kind) the caller expects,
+    taken as they are when the object's equal them (a comparison costs less than interning)."""
+    meta, (api_version, kind) = obj.metadata, usual
+    if obj.api_version != api_version:
+        api_version = _intern(obj.api_version)
+    if obj.kind != kind:
+        kind = _intern(obj.kind)
+    return ObjectRef(api_version=api_version, kind=kind, name=meta.name, namespace=_intern(meta.namespace),
+                     uid=meta.uid)
+
+
+def _finalizers(finalizers: list[str], usual: tuple[str]) -> tuple[str, ...]:
+    """The finalizers as a tuple shared by every view with the same ones (``usual``: the common case, compared)."""
+    if not finalizers:
+        return ()
+    if len(finalizers) == 1 and finalizers[0] == usual[0]:
+        return usual
+    held = tuple(finalizers)
+    shared = _FINALIZERS.get(held)
+    if shared is None:
+        shared = tuple(map(_intern, held))
+        if len(_FINALIZERS) < _SHARED_LIMIT:
+            _FINALIZERS[shared] = shared
+    return shared
+
+
+#: The annotations tether reads on a binding (its own): :func:`tether.core.datadependency.exclusions.plan_placement`.
+_TETHER_ANNOTATIONS = (PLACEMENT_INJECTED_ANNOTATION, EXCLUDED_CLUSTERS_ANNOTATION, ADDED_BY_TERM_ANNOTATION)
+_NO_ANNOTATIONS: dict[str, str] = {}
+_ANNOTATION_SETS: dict[tuple[str | None, ...], dict[str, str]] = {(None, None, None): _NO_ANNOTATIONS}
+
+
+def _tether_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
+    """tether's own annotations of a binding, as a dictionary shared by the views with the same ones: a binding
+    carries one of a few sets (its exclusions are one of a few lists of clusters)."""
+    if not annotations:
+        return _NO_ANNOTATIONS
+    values = (annotations.get(PLACEMENT_INJECTED_ANNOTATION), annotations.get(EXCLUDED_CLUSTERS_ANNOTATION),
+              annotations.get(ADDED_BY_TERM_ANNOTATION))
+    shared = _ANNOTATION_SETS.get(values)
+    if shared is None:
+        shared = {k: v for k, v in zip(_TETHER_ANNOTATIONS, values, strict=True) if v is not None}
+        if len(_ANNOTATION_SETS) < _SHARED_LIMIT:
+            _ANNOTATION_SETS[values] = shared
+    return shared
+
+
+def _shared_refs(refs: tuple[ObjectRef, ...], claims: Mapping[str, Claim] | None,
+                 keys: tuple[str, ...]) -> tuple[ObjectRef, ...]:
+    """A DataSource's claimRefs, each the reference the claim itself holds where it is equal (every string of it
+    shared): a ref to a claim the world does not hold (gone, or not observed yet) keeps its own strings."""
+    if claims is None:
+        return refs
+    get = claims.get
+    return tuple([c.ref if (c := get(key)) is not None and c.ref == ref else ref
+                  for ref, key in zip(refs, keys, strict=True)])
 
 
 def workload_key(api_version: str, kind: str, namespace: str, name: str) -> str:
@@ -229,7 +317,7 @@ def parse_claim(obj: KubeObject, previous: Claim | None = None) -> Claim:
             previous.ref.uid == meta.uid:
         ref, identity, problem, workload = previous.ref, previous.identity, previous.problem, previous.workload
     else:
-        ref = ref_of(obj)
+        ref = _ref(obj, _CLAIM)
         identity, problem, workload = _claim_spec_of(obj)
     return Claim(
         ref=ref,
@@ -238,7 +326,7 @@ def parse_claim(obj: KubeObject, previous: Claim | None = None) -> Claim:
         identity=identity,
         problem=problem,
         workload=workload,
-        finalizers=tuple(meta.finalizers),
+        finalizers=_finalizers(meta.finalizers, _CLAIM_FINALIZERS),
         deleting=meta.deletion_timestamp is not None,
         status=bytes(obj.status),
     )
@@ -299,7 +387,8 @@ _object_refs = msgspec.json.Decoder(tuple[ObjectRef, ...], strict=False)  # as t
 #                                                                           the tolerant path)
 
 
-def _source_status_of(status: msgspec.Raw, previous: Source | None) -> _ParsedRefs:
+def _source_status_of(status: msgspec.Raw, previous: Source | None,
+                      claims: Mapping[str, Claim] | None = None) -> _ParsedRefs:
     """A DataSource's claimRefs (and their keys) and boundClaims; raises ``msgspec.ValidationError`` for the
     tolerant path.
 
@@ -310,7 +399,10 @@ def _source_status_of(status: msgspec.Raw, previous: Source | None) -> _ParsedRe
     (the common case: a claim bound, and tether keeps claimRefs sorted) the refs and keys already made are
     reused and only the elements after them are parsed. Comparing bytes is exact: the previous array ``[r1,…,rk]``
     parsed as k JSON objects, whose extent is fixed by their content, so an array starting with ``[r1,…,rk``
-    starts with those k refs and goes on with ``,`` and the others, or ``]``. Any other change parses all."""
+    starts with those k refs and goes on with ``,`` and the others, or ``]``. Any other change parses all.
+
+    A ref parsed is the claim's own reference when ``claims`` holds the claim with an equal one
+    (:func:`_shared_refs`)."""
     split = _source_status.decode(status)
     array = bytes(split.claim_refs)
     memo: bytes | None = previous.__dict__.get("refs_json") if previous is not None else None
@@ -322,11 +414,13 @@ def _source_status_of(status: msgspec.Raw, previous: Source | None) -> _ParsedRe
                                array=array, extends=previous.claim_keys)
         if rest.startswith(b","):
             added = _object_refs.decode(b"[" + rest[1:])
-            return _ParsedRefs(refs=previous.claim_refs + added,
-                               keys=previous.claim_keys + tuple([f"{r.kind}/{r.namespace}/{r.name}" for r in added]),
+            added_keys = tuple([f"{r.kind}/{r.namespace}/{r.name}" for r in added])
+            return _ParsedRefs(refs=previous.claim_refs + _shared_refs(added, claims, added_keys),
+                               keys=previous.claim_keys + added_keys,
                                bound=split.bound_claims, array=array, extends=previous.claim_keys)
     refs = _object_refs.decode(array)
     keys = tuple([f"{r.kind}/{r.namespace}/{r.name}" for r in refs])  # object_key, inlined: hot
+    refs = _shared_refs(refs, claims, keys)
     return _ParsedRefs(refs=refs, keys=keys, bound=split.bound_claims, array=array)
 
 
@@ -358,9 +452,11 @@ def _source_spec_of(obj: KubeObject) -> _SourceSpec | None:
                        else "")
 
 
-def parse_source(obj: KubeObject, previous: Source | None = None) -> Source:
+def parse_source(obj: KubeObject, previous: Source | None = None, claims: Mapping[str, Claim] | None = None
+                 ) -> Source:
     """The typed view of a DataSource; ``previous`` (the view it replaces) lets its claimRefs be reused, and its
-    spec too when the generation says the spec did not change (most observations are claimRefs writes)."""
+    spec too when the generation says the spec did not change (most observations are claimRefs writes).
+    ``claims`` (the world's, by key) lend their references to the claimRefs that equal them."""
     meta = obj.metadata
     same = previous is not None and previous.ref.uid == meta.uid
     if same and previous is not None and meta.generation > 0 and previous.generation == meta.generation:
@@ -368,7 +464,7 @@ def parse_source(obj: KubeObject, previous: Source | None = None) -> Source:
     else:
         identity, clusters, reclaim = _source_spec_fields(obj)
     try:
-        parsed = _source_status_of(obj.status, previous)
+        parsed = _source_status_of(obj.status, previous, claims)
     except msgspec.ValidationError:
         raw = obj.status_dict()
         refs = _claim_refs(raw.get("claimRefs"))
@@ -376,14 +472,14 @@ def parse_source(obj: KubeObject, previous: Source | None = None) -> Source:
         parsed = _ParsedRefs(refs=refs, keys=tuple([f"{r.kind}/{r.namespace}/{r.name}" for r in refs]),
                              bound=bound_raw if isinstance(bound_raw, int) else 0)
     source = Source(
-        ref=previous.ref if same and previous is not None else ref_of(obj),
+        ref=previous.ref if same and previous is not None else _ref(obj, _SOURCE),
         resource_version=meta.resource_version,
         generation=meta.generation,
         identity=identity,
         cluster_names=clusters,
         location=meta.annotations.get(LOCATION_ANNOTATION, ""),
         reclaim_policy=reclaim,
-        finalizers=tuple(meta.finalizers),
+        finalizers=_finalizers(meta.finalizers, _SOURCE_FINALIZERS),
         deleting=meta.deletion_timestamp is not None,
         claim_refs=parsed.refs,
         claim_keys=parsed.keys,
@@ -420,59 +516,48 @@ class _TargetCluster(msgspec.Struct, gc=False):
 
 
 class _BindingSpec(msgspec.Struct, gc=False):
-    resource: _Resource | None = None  # placement is skipped unparsed here (see Binding.placement)
+    resource: _Resource | None = None
     clusters: list[_TargetCluster] | None = None
-
-
-class _BindingPlacement(msgspec.Struct, gc=False):
-    placement: dict[str, Any] | None = None
+    placement: msgspec.Raw = msgspec.Raw(b"")  # kept raw (see Binding.placement); empty when absent
 
 
 _binding_spec = msgspec.json.Decoder(_BindingSpec)
-_binding_placement = msgspec.json.Decoder(_BindingPlacement)
 
 
 def parse_binding(obj: KubeObject, previous: Binding | None = None) -> Binding:
-    """The typed view of a binding. ``previous`` (the view it replaces, at the same key) lets the workload and
-    the scheduled clusters be reused when their part of the spec is unchanged (compared as decoded structs, in
-    C): most writes of a binding change its placement or its annotations, not what it binds or where."""
+    """The typed view of a binding. ``previous`` (the view it replaces, at the same key) lends its workload key
+    and scheduled clusters when they are unchanged (most writes of a binding change its placement or its
+    annotations, not what it binds or where), so that the views of one binding share them."""
     meta = obj.metadata
     typed: _BindingSpec | None = None
     try:
         typed = _binding_spec.decode(obj.spec)
     except msgspec.ValidationError:
-        workload, scheduled = _binding_spec_tolerant(obj.spec_dict(), meta.namespace)
+        spec = obj.spec_dict()
+        workload, scheduled = _binding_spec_tolerant(spec, meta.namespace)
+        placement_json = msgspec.json.encode(spec["placement"]) if spec.get("placement") is not None else b""
     if typed is not None:
         resource, clusters = typed.resource, typed.clusters
-        held = previous.__dict__ if previous is not None else _NOTHING_HELD
-        if previous is not None and resource is not None and resource == held.get("resource_spec"):
-            workload = previous.workload  # same key, so the same namespace to default to
-        else:
-            workload = "" if resource is None else workload_key(resource.api_version, resource.kind,
-                                                                resource.namespace or meta.namespace, resource.name)
-        if previous is not None and clusters == held.get("clusters_spec", _NOTHING_HELD):
+        workload = "" if resource is None else workload_key(resource.api_version, resource.kind,
+                                                            resource.namespace or meta.namespace, resource.name)
+        scheduled = tuple(sorted({_intern(c.name) for c in clusters})) if clusters else ()
+        placement_json = bytes(typed.placement)
+    if previous is not None:
+        if workload == previous.workload:
+            workload = previous.workload
+        if scheduled == previous.scheduled_clusters:
             scheduled = previous.scheduled_clusters
-        else:
-            scheduled = tuple(sorted({c.name for c in clusters})) if clusters else ()
-    annotations = meta.annotations
+    annotations = _tether_annotations(meta.annotations)
     same = previous is not None and previous.ref.uid == meta.uid
-    binding = Binding(
-        ref=previous.ref if same and previous is not None else ref_of(obj),
+    return Binding(
+        ref=previous.ref if same and previous is not None else _ref(obj, _BINDING),
         resource_version=meta.resource_version,
         workload=workload,
         annotations=annotations,
         injected=annotations.get(PLACEMENT_INJECTED_ANNOTATION) == "true",
         scheduled_clusters=scheduled,
-        spec=bytes(obj.spec),
+        placement_json=placement_json,
     )
-    if typed is not None:  # never serialised (not fields), so a view from a snapshot has none: parsed anew
-        binding.__dict__["resource_spec"] = typed.resource
-        binding.__dict__["clusters_spec"] = typed.clusters
-    return binding
-
-
-#: An empty memo (a binding seen for the first time), and the value no decoded spec field equals.
-_NOTHING_HELD: dict[str, Any] = {}
 
 
 def _binding_spec_tolerant(spec: dict[str, Any], namespace: str) -> tuple[str, tuple[str, ...]]:

@@ -47,6 +47,7 @@ import contextlib
 import csv
 import gc
 import json
+import os
 import secrets
 import socket
 import sys
@@ -62,6 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import aiohttp
 import structlog
+from heap import heap_samples, heap_summary, slope
 from plot import plot
 
 from tether.adapters.kubernetes import manifests
@@ -99,6 +101,7 @@ class Options:
     sample_every: float
     flat_bound: float  # MB per minute
     out: Path
+    heap_probe: bool = False
 
 
 def pct(values: list[float], p: float) -> float | None:
@@ -106,16 +109,6 @@ def pct(values: list[float], p: float) -> float | None:
         return None
     ordered = sorted(values)
     return round(ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))], 1)
-
-
-def slope(points: list[tuple[float, float]]) -> float | None:
-    """Least-squares slope of ``(x, y)`` points (None for fewer than two distinct x)."""
-    n = len(points)
-    if n < 2:
-        return None
-    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    return sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else None
 
 
 def free_port() -> int:
@@ -197,6 +190,7 @@ class Soak:
         self.queues = [f"q{i}-{stack.suffix}" for i in range(QUEUE_COUNT)]
         self.bound: dict[str, set[str]] = {}  # pod group → its pods bound so far
         self.started = time.monotonic()
+        self.started_at = time.time()  # (the heap probe's samples are stamped with the wall clock)
 
     # -- the watches ------------------------------------------------------------------------------------------
     def on_binding(self, obj: dict[str, Any]) -> None:
@@ -449,7 +443,11 @@ async def soak(opts: Options) -> dict[str, Any]:
                     with contextlib.suppress(KubeError):
                         await kube.delete(MUTATING_WEBHOOKS, webhook)
                 world = soak_.world
-    return summarise(rows, world, opts)
+    result = summarise(rows, world, opts)
+    if opts.heap_probe:
+        result["heap_samples"] = heap_samples(opts.out / "heap.jsonl", soak_.started_at)
+        result.update(heap_summary(result["heap_samples"], opts.warmup, opts.minutes * 60))
+    return result
 
 
 def summarise(rows: list[dict[str, Any]], world: World, opts: Options) -> dict[str, Any]:
@@ -499,18 +497,30 @@ def main() -> None:
     parser.add_argument("--sample-every", type=float, default=5.0)
     parser.add_argument("--flat-bound", type=float, default=0.5, help="MB/min of RssAnon after the warm-up")
     parser.add_argument("--out", type=Path, default=Path("soak-out"))
+    parser.add_argument("--heap-probe", action="store_true",
+                        help="sample the daemon's C heap, SQLite, Python blocks and bounded structures into "
+                             "OUT/heap.jsonl (heap_probe/sitecustomize.py)")
     args = parser.parse_args()
     opts = Options(minutes=args.minutes, warmup=args.warmup if args.warmup is not None else args.minutes * 15,
                    rate=args.rate, lifetime=args.lifetime, tables=args.tables, move_every=args.move_every,
                    queue_every=args.queue_every, group_every=args.group_every, group_lifetime=args.group_lifetime,
                    group_size=args.group_size, sample_every=args.sample_every, flat_bound=args.flat_bound,
-                   out=args.out)
+                   out=args.out, heap_probe=args.heap_probe)
     opts.out.mkdir(parents=True, exist_ok=True)
+    if opts.heap_probe:  # the daemon's process inherits these (DaemonProcess copies the environment)
+        (opts.out / "heap.jsonl").unlink(missing_ok=True)
+        os.environ["TETHER_SOAK_HEAP_PROBE"] = str((opts.out / "heap.jsonl").resolve())
+        os.environ["TETHER_SOAK_HEAP_PROBE_EVERY"] = str(opts.sample_every)
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(Path(__file__).resolve().parent / "heap_probe"), os.environ.get("PYTHONPATH")) if p)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
     gc.collect()
     gc.freeze()  # as the daemon does: this process's startup heap out of the collector's reach
     result = asyncio.run(soak(opts))
-    result["plot"] = str(plot(opts.out / "soak.csv", warmup=opts.warmup))
+    heap = [{k: v for k, v in s.items() if isinstance(v, (int, float))} for s in result.pop("heap_samples", [])]
+    result["plot"] = str(plot(opts.out / "soak.csv", warmup=opts.warmup, heap=heap))
+    if heap:
+        result["heap_probe"] = str(opts.out / "heap.jsonl")
     result["csv"] = str(opts.out / "soak.csv")
     print(json.dumps(result))
 

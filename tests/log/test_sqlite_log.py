@@ -410,6 +410,29 @@ async def test_a_follower_behind_the_tail_reads_the_file_in_order(tmp_path: Path
         await log.close()
 
 
+async def test_the_tail_never_holds_more_than_its_size(tmp_path: Path) -> None:
+    """The in-process tail keeps the last ``tail_size`` rows of each stream and no more, whatever the batch sizes:
+    it used to grow to twice its size before trimming, and in the soak held up to 6.4 MB of bodies, not 3.8, and freed
+    half of them at once (docs/performance.md, "Soak")."""
+    log = await SqliteLog.open(tmp_path / "log.db", poll_interval=30.0, tail_size=5)
+    try:
+        tail = log._tails["events"]
+        offset = 0
+        for size in (1, 3, 7, 2, 5, 1, 1, 9, 4):  # single rows, batches past the size, batches that straddle it
+            await log.append("events", [event(f"e{offset + i}") for i in range(size)])
+            offset += size
+            assert len(tail.rows) == min(offset, 5)
+            assert [o for o, _ in tail.rows] == list(range(offset - len(tail.rows) + 1, offset + 1))  # the last
+            assert tail.start == tail.rows[0][0]
+        await log.commit(Batch(stream="events", records=[], position={0: offset}), consumer="c",
+                         produced=[command(f"c{i}", f"0:{i}") for i in range(12)], to="commands")
+        assert len(log._tails["commands"].rows) == 5
+        # and a follower still gets every record, from the file and then from the tail
+        assert [r.offset for r in await collect(log)] == list(range(1, offset + 1))
+    finally:
+        await log.close()
+
+
 async def test_a_gap_from_another_process_in_the_tail_is_read_from_the_file(tmp_path: Path) -> None:
     path = tmp_path / "log.db"
     log = await SqliteLog.open(path, poll_interval=30.0)

@@ -23,7 +23,7 @@ def test_a_short_soak_writes_its_samples_its_plot_and_its_summary(tmp_path: Path
     env = {k: v for k, v in os.environ.items() if k != "TETHER_TEST_KUBECONFIG"}  # (the soak is emulator-only)
     done = subprocess.run([sys.executable, str(ROOT / "ops" / "soak" / "soak.py"), "--minutes", "0.34",
                            "--sample-every", "3", "--rate", "2", "--lifetime", "8", "--move-every", "5",
-                           "--group-every", "3", "--group-lifetime", "6", "--out", str(tmp_path)],
+                           "--group-every", "3", "--group-lifetime", "6", "--out", str(tmp_path), "--heap-probe"],
                           capture_output=True, text=True, timeout=240, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
@@ -35,5 +35,10 @@ def test_a_short_soak_writes_its_samples_its_plot_and_its_summary(tmp_path: Path
     with (tmp_path / "soak.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert len(rows) >= 3 and all(float(r["rss_mb"]) > 0 for r in rows)
+    # the heap probe ran in the daemon's process and saw its structures (heap_probe/sitecustomize.py)
+    probe = [json.loads(line) for line in (tmp_path / "heap.jsonl").read_text().splitlines()]
+    assert len(probe) >= 3 and all(p["rss_anon_mb"] > 0 and p["py_blocks"] > 0 for p in probe)
+    assert any("world.tombstones" in p.get("sizes", {}) and "log_tail.events.rows" in p["sizes"] for p in probe)
+    assert summary["probe_sizes_end"]["world.claims"] > 0 and "probe_py_blocks_slope_per_min" in summary
     plot = Path(summary["plot"])
     assert plot.exists() and plot.suffix in (".png", ".svg") and plot.stat().st_size > 1000
