@@ -103,17 +103,9 @@ async def test_a_data_process_follows_its_data_load(kube: KubeEnv, policy: str, 
         async with member(kube, "m1", tmp, crds=crds) as m1, \
                 tether_stack(kube, daemon_options=m1.daemon_options()) as stack:
             ns, load_res, process_res = m1.namespace, FLUID[0], FLUID[2]
-            load = await m1.kube.create(load_res, {
-                "apiVersion": load_res.api_version, "kind": "DataLoad", "metadata": {"name": "load", "namespace": ns},
-                "spec": {"dataset": {"name": "d", "namespace": ns}}}, namespace=ns)
-            load_job = await m1.kube.create(JOBS, _job(m1, "load-job", "DataLoad", load), namespace=ns)
             # the loader pod ran on a node far from where the scheduler would put a fresh pod
             target = m1.node(3, 3)
-            loader = m1.pod("load-pod", gated=False, owner=_owned_by(load_job))
-            loader["spec"]["nodeName"] = target
-            await m1.kube.create(PODS, loader, namespace=ns)
-            await m1.kube.patch(PODS, "load-pod", {"status": {"phase": "Succeeded"}}, namespace=ns,
-                                subresource="status")
+            await _load_finished_on(m1, target)
             process = await m1.kube.create(process_res, {
                 "apiVersion": process_res.api_version, "kind": "DataProcess",
                 "metadata": {"name": "proc", "namespace": ns},
@@ -167,6 +159,19 @@ def _job(m: TestMember, name: str, kind: str, owner: dict[str, Any]) -> dict[str
                                        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}}}
 
 
+async def _load_finished_on(m: TestMember, node: str) -> None:
+    """DataLoad ``load`` of dataset ``d``, whose loader pod ran on ``node`` and finished."""
+    ns, load_res = m.namespace, FLUID[0]
+    load = await m.kube.create(load_res, {
+        "apiVersion": load_res.api_version, "kind": "DataLoad", "metadata": {"name": "load", "namespace": ns},
+        "spec": {"dataset": {"name": "d", "namespace": ns}}}, namespace=ns)
+    load_job = await m.kube.create(JOBS, _job(m, "load-job", "DataLoad", load), namespace=ns)
+    loader = m.pod("load-pod", gated=False, owner=_owned_by(load_job))
+    loader["spec"]["nodeName"] = node
+    await m.kube.create(PODS, loader, namespace=ns)
+    await m.kube.patch(PODS, "load-pod", {"status": {"phase": "Succeeded"}}, namespace=ns, subresource="status")
+
+
 async def test_fluids_own_schema_gets_the_outcome_as_an_event_then_the_condition_once_fluid_wrote_its_status(
         kube: KubeEnv) -> None:
     """Fluid's real CRDs (``../shared/reference/fluid``) in the member: their status schema refuses a status without
@@ -188,16 +193,8 @@ async def test_fluids_own_schema_gets_the_outcome_as_an_event_then_the_condition
         async with member(kube, "m1", tmp, crds=crds, emulated=True) as m1, \
                 tether_stack(kube, daemon_options=m1.daemon_options()) as stack:
             ns, load_res, process_res = m1.namespace, FLUID[0], FLUID[2]
-            load = await m1.kube.create(load_res, {
-                "apiVersion": load_res.api_version, "kind": "DataLoad", "metadata": {"name": "load", "namespace": ns},
-                "spec": {"dataset": {"name": "d", "namespace": ns}}}, namespace=ns)
-            load_job = await m1.kube.create(JOBS, _job(m1, "load-job", "DataLoad", load), namespace=ns)
             target = m1.node(2, 1)
-            loader = m1.pod("load-pod", gated=False, owner=_owned_by(load_job))
-            loader["spec"]["nodeName"] = target
-            await m1.kube.create(PODS, loader, namespace=ns)
-            await m1.kube.patch(PODS, "load-pod", {"status": {"phase": "Succeeded"}}, namespace=ns,
-                                subresource="status")
+            await _load_finished_on(m1, target)
             process = await m1.kube.create(process_res, {
                 "apiVersion": process_res.api_version, "kind": "DataProcess",
                 "metadata": {"name": "proc", "namespace": ns},
