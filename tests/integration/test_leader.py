@@ -157,15 +157,24 @@ async def test_another_holder_taking_the_lease_is_lost_leadership(kube: KubeEnv,
     assert (await lease(base, kube, lease_name))["spec"]["holderIdentity"] == "intruder"  # never overwritten
 
 
+async def leader_and_standby(base: KubeClient, kube: KubeEnv, clock: ManualClock, lease_name: str,
+                             running: list[asyncio.Task[None]]) -> tuple[LeaderElector, LeaderElector,
+                                                                         asyncio.Task[None]]:
+    """"first" started a second before "standby", two seconds of the clock later: ``(first, standby, first's
+    task)``."""
+    first, standby = (elector(base, kube, clock, who, lease_name) for who in ("first", "standby"))
+    running.append(first_task := asyncio.create_task(first.run()))
+    await clock.settle(1)
+    running.append(asyncio.create_task(standby.run()))
+    await clock.settle(2)
+    return first, standby, first_task
+
+
 async def test_a_standby_takes_an_abandoned_lease_only_after_it_expires(kube: KubeEnv, clock: ManualClock,
                                                                         lease_name: str,
                                                                         running: list[asyncio.Task[None]]) -> None:
     base = KubeClient(kube.api_client)
-    first, standby = (elector(base, kube, clock, who, lease_name) for who in ("first", "standby"))
-    running.append(crashed := asyncio.create_task(first.run()))
-    await clock.settle(1)
-    running.append(asyncio.create_task(standby.run()))
-    await clock.settle(2)
+    first, standby, crashed = await leader_and_standby(base, kube, clock, lease_name, running)
     assert first.is_leader.is_set() and not standby.is_leader.is_set()
     crashed.cancel()  # a crash: no release, the Lease stays as last renewed
     await asyncio.gather(crashed, return_exceptions=True)
@@ -181,11 +190,7 @@ async def test_a_standby_takes_an_abandoned_lease_only_after_it_expires(kube: Ku
 async def test_a_released_lease_is_taken_at_the_next_attempt(kube: KubeEnv, clock: ManualClock, lease_name: str,
                                                              running: list[asyncio.Task[None]]) -> None:
     base = KubeClient(kube.api_client)
-    first, standby = (elector(base, kube, clock, who, lease_name) for who in ("first", "standby"))
-    running.append(leading := asyncio.create_task(first.run()))
-    await clock.settle(1)
-    running.append(asyncio.create_task(standby.run()))
-    await clock.settle(2)
+    first, standby, leading = await leader_and_standby(base, kube, clock, lease_name, running)
     leading.cancel()
     await asyncio.gather(leading, return_exceptions=True)
     assert await first.release()  # a graceful stop hands the Lease over
