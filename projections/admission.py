@@ -275,6 +275,27 @@ def _fold_config(state: AdmissionState, obj: KubeObject | None) -> None:
     state.config, state.managed, state.config_error = config, managed, ""
 
 
+def fold_admission_binding(state: AdmissionState, key: str, obj: KubeObject) -> None:
+    """Fold a version of the binding ``key`` (``ResourceBinding/<namespace>/<name>``), observed or written."""
+    held = state.bindings.get(key)
+    if held is not None and held.resource_version == obj.metadata.resource_version:
+        return
+    if not _relevant(state, obj):  # (most bindings, when admission is not in use: not parsed at all)
+        if held is not None:
+            del state.bindings[key]
+        return
+    binding = parse_admission_binding(obj)
+    state.bindings[key] = binding
+    if not binding.suspended:
+        state.admitted.pop(key, None)  # seen unsuspended: the resume is done
+
+
+def fold_admission_cluster(state: AdmissionState, obj: KubeObject) -> None:
+    """Fold an observation of a Karmada Cluster: kept as its status bytes, parsed when a cycle asks
+    (:func:`cluster_capacities`), not on every status heartbeat."""
+    state.clusters[obj.metadata.name] = ObservedCluster(name=obj.metadata.name, status=bytes(obj.status))
+
+
 def _fold_object(state: AdmissionState, obj: KubeObject, *, deleted: bool, admission_configmap: str) -> None:
     kind, meta = obj.kind, obj.metadata
     if kind == BINDING:
@@ -282,24 +303,13 @@ def _fold_object(state: AdmissionState, obj: KubeObject, *, deleted: bool, admis
         if deleted:
             state.bindings.pop(key, None)
             state.admitted.pop(key, None)
-            return
-        held = state.bindings.get(key)
-        if held is not None and held.resource_version == meta.resource_version:
-            return
-        if not _relevant(state, obj):  # (most bindings, when admission is not in use: not parsed at all)
-            if held is not None:
-                del state.bindings[key]
-            return
-        binding = parse_admission_binding(obj)
-        state.bindings[key] = binding
-        if not binding.suspended:
-            state.admitted.pop(key, None)  # seen unsuspended: the resume is done
+        else:
+            fold_admission_binding(state, key, obj)
     elif kind == CLUSTER:
         if deleted:
             state.clusters.pop(meta.name, None)
         else:
-            # parsed when a cycle asks (cluster_capacities), not on every status heartbeat
-            state.clusters[meta.name] = ObservedCluster(name=meta.name, status=bytes(obj.status))
+            fold_admission_cluster(state, obj)
     elif kind == QUEUE and obj.api_version.startswith("scheduling.volcano.sh/"):
         if deleted:
             state.queues.pop(meta.name, None)
@@ -419,6 +429,7 @@ def note_resume(state: AdmissionState, *, binding_key: str, command_id: str) -> 
 __all__ = [
     "ADMISSION_ANNOTATION", "ADMITTED_REQUEST_ANNOTATION", "CONFIG_KEY", "MANAGED_KEY", "OVERRUN_ANNOTATION",
     "RELEASED_ANNOTATION", "AdmissionBinding", "AdmissionState", "QueueManaged", "QueueObserved", "WorkloadQueue",
-    "fold_admission", "fold_priority_class", "forget_admission_config", "note_resume", "parse_admission_binding",
+    "fold_admission", "fold_admission_binding", "fold_admission_cluster", "fold_priority_class",
+    "forget_admission_config", "note_resume", "parse_admission_binding",
     "parse_managed",
 ]

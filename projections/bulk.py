@@ -17,6 +17,14 @@ needs it:
   depends on the other DataSources of the identity);
 * before a relist (which compares the world's keys with the listed ones), for every object.
 
+Admission's view (``projections.admission``) of bindings and Clusters is held the same way — a replay meets every
+version of every binding, and most are never read by admission at all — with three exceptions that keep it equal
+to ``evolve``'s: a binding tether has resumed and not yet seen unsuspended (``admitted``) is folded version by
+version, since one unsuspended version in the run ends that; a binding's held version is folded before the
+ResumeBinding noted after a later event (it came first); and every held version is folded before what changes which
+bindings admission reads (the admission ConfigMap, ``SettingsApplied``) and before a relist. A binding's deletion
+drops its held version.
+
 Nothing else reads these objects while state is rebuilt: the catalog answers, the command outcomes and the
 timers read only their own maps (and the indexes only to say what they touched, which nobody reads here).
 
@@ -42,7 +50,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from tether.core.commands import LOCATION_ANNOTATION
+from tether.core.commands import LOCATION_ANNOTATION, ResumeBinding
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import (
     CommandFailed,
@@ -61,11 +69,12 @@ from tether.core.events import (
 from tether.core.identity import DataIdentity
 from tether.core.kube import KubeObject
 
-from .admission import READ_KINDS, fold_admission
+from .admission import READ_KINDS, fold_admission, fold_admission_binding, fold_admission_cluster
 from .views import (
     BINDING,
     CLAIM,
     CLUSTER,
+    CONFIGMAP,
     DATASOURCE,
     _source_spec_fields,
     cluster_ready,
@@ -113,6 +122,7 @@ class BulkFold:
         self.clusters: dict[str, KubeObject] = {}  # Karmada Cluster name → latest observation
         self.moved: dict[str, tuple[DataIdentity, str]] = {}  # identity key → the last location a held version
         # changed to since the identity's last answer (module doc), adopted when the sources are put
+        self.admitting: dict[str, KubeObject] = {}  # binding key → its latest version admission has not folded
 
     def fold(self, records: Iterable[EventRecord], issued: dict[int, list[CommandRecord]] | None = None) -> None:
         """Fold ``records``. ``issued`` (by the offset of the event that caused them) are the commands the
@@ -120,7 +130,9 @@ class BulkFold:
         daemon's without re-deciding (``tether replay``). Those noted are removed from it; what is left was caused
         by events outside the batch."""
         world, unread, folds = self.world, self.unread, _FOLDS
-        claims, bindings = self.claims, self.bindings
+        claims, bindings, admitting = self.claims, self.bindings, self.admitting
+        admission = world.admission
+        admitted = admission.admitted  # (never replaced: folds change it in place)
         inflight, retry_wait = world.inflight, world.retry_wait  # (never replaced: folds change them in place)
         admission_kinds, admission_configmap = READ_KINDS, world.settings.admission_configmap
         last: EventRecord | None = None
@@ -152,12 +164,16 @@ class BulkFold:
                 if not member:
                     meta = event.obj.metadata
                     self._settle(event.obj.kind, meta.namespace, meta.name)
+                    if admitting and event.obj.kind == BINDING:  # (admission drops its view: nothing to fold)
+                        admitting.pop(f"{BINDING}/{meta.namespace}/{meta.name}", None)
                     _observe(world, event.obj, unread, deleted=True)
             else:
                 member = of in _MAYBE_MEMBER and _fold_member(world, last, unread)
                 if not member:
                     if of is ObjectsListed:
                         self.flush()
+                    elif of is SettingsApplied:  # (it may change which bindings admission reads)
+                        self._admit_all()
                     elif self.moved and of in _ANSWERS:
                         self.moved.pop(event.identity.key, None)  # (this answer is newer than those changes)
                     fold = folds.get(of)
@@ -181,19 +197,31 @@ class BulkFold:
                         rv, old = meta.resource_version, previous.metadata.resource_version
                         if rv != old and ((len(rv) == len(old) and rv > old) or not _stale(rv, old)):
                             held[key] = obj
+                    if held is bindings:  # admission's view too: its last version, unless admitted (module doc)
+                        if key in admitted:
+                            fold_admission_binding(admission, key, obj)
+                        else:
+                            admitting[key] = obj
                 else:  # own: the answer to this daemon's own write of a DataSource's location
+                    if kind == CONFIGMAP:  # (the admission ConfigMap says which bindings admission reads)
+                        self._admit_all()
                     self._hold(obj, own=of is CommandSucceeded and event.command in LOCATION_WRITES
                                and not event.noop)
-                if kind in admission_kinds:  # (the other kinds cannot change admission's state)
-                    fold_admission(world.admission, last, admission_configmap=admission_configmap)
+                    if kind in admission_kinds and kind != CLUSTER:  # (a Cluster is held: folded when put)
+                        fold_admission(admission, last, admission_configmap=admission_configmap)
             else:
                 position = last.offset
-                if of is not ObjectDeleted or event.obj.kind in admission_kinds:
-                    fold_admission(world.admission, last, admission_configmap=admission_configmap)
+                if of is ObjectDeleted:
+                    if event.obj.kind in admission_kinds:
+                        fold_admission(admission, last, admission_configmap=admission_configmap)
+                elif of is not CommandSucceeded or event.command == "resume_binding":  # (no result: only a
+                    fold_admission(admission, last, admission_configmap=admission_configmap)  # resume's counts)
             if issued:
                 caused = issued.pop(last.offset, None)
                 if caused:
                     for record in caused:
+                        if admitting and type(record.command) is ResumeBinding:
+                            self._admit(record.key)  # (its versions before the resume come before it)
                         note_issued(world, record.command, record.id, at_ms=record.at_ms)
         if last is not None:  # no fold reads these three
             world.events += count
@@ -218,7 +246,21 @@ class BulkFold:
         self._put_sources()
         for name, obj in self.clusters.items():
             world.clusters[name] = cluster_ready(obj)
+            fold_admission_cluster(world.admission, obj)
         self.clusters.clear()
+        self._admit_all()
+
+    def _admit(self, key: str) -> None:
+        """Fold into admission the version of binding ``key`` it has not folded yet, if any."""
+        if (obj := self.admitting.pop(key, None)) is not None:
+            fold_admission_binding(self.world.admission, key, obj)
+
+    def _admit_all(self) -> None:
+        """Fold into admission every binding version it has not folded yet."""
+        admission = self.world.admission
+        for key, obj in self.admitting.items():
+            fold_admission_binding(admission, key, obj)
+        self.admitting.clear()
 
     def _put_sources(self) -> None:
         """Put every DataSource held, then adopt the locations they changed to (``world.adopt_location``)."""

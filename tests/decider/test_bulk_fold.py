@@ -1,14 +1,17 @@
 """The replay's fold (:class:`BulkFold`: each object parsed once, for its last version) against ``evolve``.
 
 Random histories over a few objects of every kind the bulk fold holds back — claims, DataSources, bindings,
-clusters — with what makes holding back delicate: echoes and older resourceVersions (which must be dropped
-exactly as ``evolve`` drops them), resourceVersions crossing a power of ten, deletions and re-creations
-(tombstones, kept in order), relists, forgotten objects (a command's outcome without an object), catalog
-answers (a DataSource's deletion forgets its identity's answer only when it was the last DataSource of it),
-DataSources whose claimRefs fill and empty (``released`` depends on the versions in between), and DataSources whose
-location changes between versions (another writer's change after an answer is adopted as the answer; one before it,
-or the answer to this daemon's own location write, is not). Batch boundaries fall anywhere. The worlds must be
-equal, and the tombstones in the same order (the oldest is forgotten first).
+clusters, and admission's view of bindings — with what makes holding back delicate: echoes and older
+resourceVersions (which must be dropped exactly as ``evolve`` drops them), resourceVersions crossing a power of ten,
+deletions and re-creations (tombstones, kept in order), relists, forgotten objects (a command's outcome without an
+object), catalog answers (a DataSource's deletion forgets its identity's answer only when it was the last DataSource
+of it), DataSources whose claimRefs fill and empty (``released`` depends on the versions in between), DataSources
+whose location changes between versions (another writer's change after an answer is adopted as the answer; one
+before it, or the answer to this daemon's own location write, is not), and bindings suspended and resumed (a
+ResumeBinding noted after its event, as ``tether replay`` notes the recorded commands, makes a binding admitted
+until a version is seen unsuspended) while the admission ConfigMap and the settings change which bindings admission
+reads. Batch boundaries fall anywhere. The worlds must be equal, and the tombstones in the same order (the oldest
+is forgotten first).
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tether.adapters.kubernetes import manifests
-from tether.core.commands import DATA_GROUP_VERSION, LOCATION_ANNOTATION
-from tether.core.envelope import EventRecord
+from tether.core.commands import DATA_GROUP_VERSION, LOCATION_ANNOTATION, ResumeBinding
+from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import (
     CommandSucceeded,
     DataLocationResolved,
@@ -30,12 +33,14 @@ from tether.core.events import (
     ObjectDeleted,
     ObjectObserved,
     ObjectsListed,
+    SettingsApplied,
     list_source,
 )
 from tether.core.identity import make_identity
-from tether.core.kube import trim
+from tether.core.kube import KubeObject, ObjectRef, trim
+from tether.projections.admission import MANAGED_KEY
 from tether.projections.bulk import BulkFold, fold_batch
-from tether.projections.world import World, evolve, initial_world
+from tether.projections.world import World, evolve, initial_world, note_issued
 
 NS = "n0"
 CLAIMS = ("k0", "k1", "k2")
@@ -44,6 +49,7 @@ SOURCES = {"ds-t0": "t0", "ds-t1": "t1", "ds-t0-again": "t0"}  # two DataSources
 WORKLOADS = ("w0", "w1")
 REGIONS = ("", "east", "west")  # a DataSource's location annotation: none, or in one of two regions
 CLUSTERS = ("c1", "c2")
+ADMISSION_CONFIGMAPS = ("tether-system/tether-admission", "tether-system/other")  # the default, and another
 
 rv_mode = st.sampled_from(["next", "next", "next", "same", "older"])
 actions = st.one_of(
@@ -52,7 +58,12 @@ actions = st.one_of(
     st.tuples(st.just("source"), st.sampled_from(sorted(SOURCES)), st.frozensets(st.sampled_from(CLAIMS)),
               st.booleans(), rv_mode, st.sampled_from([False, "patch", "update_data_source_locality"]),
               st.sampled_from(REGIONS)),
-    st.tuples(st.just("binding"), st.sampled_from(WORKLOADS), st.sampled_from(CLUSTERS), rv_mode, st.booleans()),
+    st.tuples(st.just("binding"), st.sampled_from(WORKLOADS), st.sampled_from(CLUSTERS), rv_mode, st.booleans(),
+              st.booleans()),
+    st.tuples(st.just("resume"), st.sampled_from(WORKLOADS)),
+    st.tuples(st.just("resumed"), st.sampled_from(WORKLOADS)),
+    st.tuples(st.just("admission-config"), st.sampled_from(ADMISSION_CONFIGMAPS), st.booleans()),
+    st.tuples(st.just("settings"), st.sampled_from(ADMISSION_CONFIGMAPS)),
     st.tuples(st.just("cluster"), st.sampled_from(CLUSTERS), st.booleans()),
     st.tuples(st.just("delete"), st.sampled_from(["claim", "source", "binding", "cluster"]),
               st.sampled_from(CLAIMS + tuple(SOURCES) + WORKLOADS + CLUSTERS)),
@@ -76,6 +87,9 @@ class History:
         self.spec: dict[str, Any] = {}  # object → its spec (generation bumps when it changes)
         self.generation: dict[str, int] = {}
         self.events: list[list[EventRecord]] = [[]]  # batches
+        self.issued: dict[int, list[CommandRecord]] = {}  # the commands each event caused, by its offset
+        self.offset = 0
+        self.versions: dict[tuple[str, str], KubeObject] = {}  # (object, resourceVersion) → what it was then
 
     def _rv(self, key: str, mode: str) -> str:
         if mode == "same" and key in self.rv:
@@ -99,10 +113,13 @@ class History:
         return meta
 
     def add(self, event: Event) -> None:
-        self.events[-1].append(EventRecord(at_ms=len(self.events), source="watch", key="k", event=event))
+        self.offset += 1
+        self.events[-1].append(EventRecord(at_ms=len(self.events), source="watch", key="k", event=event,
+                                           offset=self.offset))
 
     def observe(self, raw: dict[str, Any], as_result: bool | str) -> None:
-        obj = trim(raw)
+        obj = trim(raw)  # an echo (the same resourceVersion) is the same object, as on an API server:
+        obj = self.versions.setdefault((obj.key, obj.metadata.resource_version), obj)
         if as_result:  # a write's outcome carries the object the API server returned (of which command: a string)
             command = as_result if isinstance(as_result, str) else "patch"
             self.add(CommandSucceeded(command_id="x", command=command, target=obj.key, result=obj))
@@ -133,8 +150,8 @@ class History:
                 if deleting:
                     raw["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
                 self.observe(raw, as_result)
-            case ("binding", workload, cluster, mode, as_result):
-                raw = manifests.resource_binding(workload, namespace=NS)
+            case ("binding", workload, cluster, mode, as_result, suspended):
+                raw = manifests.resource_binding(workload, namespace=NS, suspended=suspended)
                 key = f"ResourceBinding/{NS}/{raw['metadata']['name']}"
                 raw["metadata"] |= self._meta(key, raw["metadata"]["name"], NS, raw["spec"], mode)
                 raw["spec"]["clusters"] = [{"name": cluster, "replicas": 1}]
@@ -162,6 +179,26 @@ class History:
             case ("resolved", table, region):
                 identity = make_identity("amoro", "table", f"db.{table}", None)
                 self.add(DataLocationResolved(identity=identity, location=f"s3://{region}/{table}"))
+            case ("resume", workload) if self.offset:  # caused by the last event (and noted right after it)
+                name = f"{workload}-deployment"
+                command = ResumeBinding(binding=ObjectRef(api_version="work.karmada.io/v1alpha2",
+                                                          kind="ResourceBinding", name=name, namespace=NS),
+                                        admitted_request=())
+                self.issued.setdefault(self.offset, []).append(CommandRecord(
+                    id=f"r{self.offset}", at_ms=0, key=f"ResourceBinding/{NS}/{name}", command=command,
+                    causation=f"0:{self.offset}"))
+            case ("resumed", workload):  # its outcome, without an object (the binding was gone)
+                self.add(CommandSucceeded(command_id="r", command="resume_binding",
+                                          target=f"ResourceBinding/{NS}/{workload}-deployment"))
+            case ("admission-config", configmap, managed):  # queue-managed Deployments: admission reads them all
+                namespace, name = configmap.split("/")
+                raw = {"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": self._meta(f"ConfigMap/{configmap}", name, namespace, None, "next"),
+                       "data": {MANAGED_KEY: "kinds: [apps/Deployment]"} if managed else {}}
+                self.observe(raw, False)
+            case ("settings", configmap):
+                self.add(SettingsApplied(max_hold_ms=60_000, plugin_configmap="volcano-global/plugins",
+                                         admission_configmap=configmap))
             case ("batch",):
                 self.events.append([])
 
@@ -219,6 +256,28 @@ def _same(bulk: World, evolved: World) -> None:
     ("resolved", "t1", "east"),
     ("source", "ds-t1", frozenset({"k0"}), False, "next", False, "west"),
 ])
+@example([  # a version before a resume is admission's before the resume: the binding stays admitted
+    ("admission-config", ADMISSION_CONFIGMAPS[0], True),
+    ("binding", "w0", "c1", "next", False, False),
+    ("resume", "w0"),
+])
+@example([  # an admitted binding seen unsuspended, then suspended again: no longer admitted
+    ("admission-config", ADMISSION_CONFIGMAPS[0], True),
+    ("binding", "w0", "c1", "next", False, True),
+    ("resume", "w0"),
+    ("binding", "w0", "c1", "next", True, False),
+    ("binding", "w0", "c2", "next", False, True),
+])
+@example([  # a binding deleted after a version admission reads: gone from admission too
+    ("binding", "w1", "c1", "next", False, True),
+    ("delete", "binding", "w1"),
+])
+@example([  # the queue-managed kinds change between versions: each version is read under the kinds of its time
+    ("binding", "w0", "c1", "next", False, False),
+    ("admission-config", ADMISSION_CONFIGMAPS[0], True),
+    ("binding", "w1", "c1", "next", False, False),
+    ("settings", ADMISSION_CONFIGMAPS[1]),
+])
 def test_the_bulk_fold_builds_the_world_evolve_builds(history: list[tuple[Any, ...]]) -> None:
     h = History()
     for action in history:
@@ -227,12 +286,16 @@ def test_the_bulk_fold_builds_the_world_evolve_builds(history: list[tuple[Any, .
     for batch in h.events:
         for record in batch:
             evolve(evolved, record)
+            for command in h.issued.get(record.offset, ()):  # as tether replay notes what was recorded
+                note_issued(evolved, command.command, command.id, at_ms=command.at_ms)
     bulk = BulkFold(initial_world())
+    issued = {offset: list(commands) for offset, commands in h.issued.items()}
     for batch in h.events:
-        bulk.fold(batch)
+        bulk.fold(batch, issued)
+    assert not issued  # every command noted, after its event
     _same(bulk.finish(), evolved)
     one_batch = initial_world()
-    fold_batch(one_batch, [record for batch in h.events for record in batch])
+    fold_batch(one_batch, [record for batch in h.events for record in batch], dict(h.issued))
     _same(one_batch, evolved)
 
 
