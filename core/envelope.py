@@ -25,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from .commands import Command
+from .commands import COMMAND_TYPES, Command
 from .events import EVENT_SCHEMA_VERSION, Event
 
 COMMAND_SCHEMA_VERSION = 1
@@ -118,6 +118,65 @@ def decode_event(data: bytes | str) -> EventRecord:
 def decode_command(data: bytes | str) -> CommandRecord:
     record: CommandRecord = _decode(data, _command_decoder, "commands", COMMAND_SCHEMA_VERSION, CommandRecord)
     return record
+
+
+class CommandType(msgspec.Struct, gc=False):
+    """A command's tag alone (its class name: ``SetBindingPlacement``), the rest of it skipped."""
+
+    type: str
+
+
+class CommandHead(msgspec.Struct, gc=False):
+    """A recorded command without its body: what ``tether replay`` needs to note most commands as issued (the
+    command's type, its target — the record's ``key`` — and its id), decoded in about half the time of the whole
+    record and a fraction of its objects. :meth:`record` decodes the whole record when the body is needed.
+
+    ``body`` is the stored record (kept, not decoded); ``decoded`` the whole record once decoded (or when the head
+    was made from it, :meth:`of`). Neither is ever encoded: a head is only read. The body is not checked until it
+    is decoded: a record damaged inside its command's body is read by its head (its type, target and id) where a
+    whole decode would skip it; the executor, which decodes commands whole, dead-letters it."""
+
+    id: str
+    at_ms: int
+    key: str
+    command: CommandType
+    causation: str
+    schema: int = COMMAND_SCHEMA_VERSION
+    offset: int = 0
+    partition: int = 0
+    body: Any = b""  # bytes or str (as stored); Any: a decoder takes no union of the two
+    decoded: CommandRecord | None = None
+
+    @classmethod
+    def of(cls, record: CommandRecord) -> CommandHead:
+        """The head of a whole record (a backend that decodes whole records, a test)."""
+        return cls(id=record.id, at_ms=record.at_ms, key=record.key, command=CommandType(type(record.command).__name__),
+                   causation=record.causation, schema=record.schema, offset=record.offset,
+                   partition=record.partition, decoded=record)
+
+    def record(self) -> CommandRecord:
+        """The whole record (decoded on first call)."""
+        if self.decoded is None:
+            self.decoded = decode_command(self.body)
+            self.decoded.offset, self.decoded.partition = self.offset, self.partition
+        return self.decoded
+
+
+_head_decoder = msgspec.json.Decoder(CommandHead)
+_COMMAND_TAGS = frozenset(cls.__name__ for cls in COMMAND_TYPES)
+
+
+def decode_command_head(data: bytes | str) -> CommandHead:
+    """The head of a stored command record (:class:`CommandHead`); a record of another schema version, or one the
+    head does not fit, is decoded whole (upcast) and its head made from that. Raises as :func:`decode_command`."""
+    try:
+        head = _head_decoder.decode(data)
+    except (msgspec.ValidationError, RecursionError):
+        head = None
+    if head is None or head.schema != COMMAND_SCHEMA_VERSION or head.command.type not in _COMMAND_TAGS:
+        return CommandHead.of(decode_command(data))  # (raises for a tag no command has, as a whole record would)
+    head.body, head.decoded = data, None  # (a stored record names neither: these are the reader's)
+    return head
 
 
 #: The last second :func:`rfc3339` formatted, and its text. Consecutive events mostly fall in the same second,

@@ -50,8 +50,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from tether.core.commands import LOCATION_ANNOTATION, ResumeBinding
-from tether.core.envelope import CommandRecord, EventRecord
+from tether.core.commands import LOCATION_ANNOTATION
+from tether.core.envelope import CommandHead, EventRecord
 from tether.core.events import (
     CommandFailed,
     CommandSucceeded,
@@ -99,7 +99,7 @@ from .world import (
     _unread,
     adopt_location,
     location_moved,
-    note_issued,
+    note_recorded,
     writing_location,
 )
 
@@ -124,7 +124,7 @@ class BulkFold:
         # changed to since the identity's last answer (module doc), adopted when the sources are put
         self.admitting: dict[str, KubeObject] = {}  # binding key → its latest version admission has not folded
 
-    def fold(self, records: Iterable[EventRecord], issued: dict[int, list[CommandRecord]] | None = None) -> None:
+    def fold(self, records: Iterable[EventRecord], issued: dict[int, list[CommandHead]] | None = None) -> None:
         """Fold ``records``. ``issued`` (by the offset of the event that caused them) are the commands the
         deciders issued, as recorded: each is noted right after its event, as ``step`` did, so the world is the
         daemon's without re-deciding (``tether replay``). Those noted are removed from it; what is left was caused
@@ -219,10 +219,10 @@ class BulkFold:
             if issued:
                 caused = issued.pop(last.offset, None)
                 if caused:
-                    for record in caused:
-                        if admitting and type(record.command) is ResumeBinding:
-                            self._admit(record.key)  # (its versions before the resume come before it)
-                        note_issued(world, record.command, record.id, at_ms=record.at_ms)
+                    for head in caused:
+                        if admitting and head.command.type == "ResumeBinding":
+                            self._admit(head.key)  # (its versions before the resume come before it)
+                        note_recorded(world, head)
         if last is not None:  # no fold reads these three
             world.events += count
             world.last_at_ms = last.at_ms
@@ -339,7 +339,7 @@ class BulkFold:
 
 
 def fold_batch(world: World, records: Iterable[EventRecord],
-               issued: dict[int, list[CommandRecord]] | None = None) -> None:
+               issued: dict[int, list[CommandHead]] | None = None) -> None:
     """Fold ``records`` into ``world`` when nobody reads what they touched: :class:`BulkFold` over one batch."""
     bulk = BulkFold(world)
     bulk.fold(records, issued)

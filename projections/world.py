@@ -35,6 +35,7 @@ import msgspec
 
 from tether.core.commands import (
     CLAIM_FINALIZER,
+    COMMAND_TYPES,
     DATASOURCE_FINALIZER,
     Command,
     EmitMemberEvent,
@@ -45,7 +46,7 @@ from tether.core.commands import (
     command_target,
 )
 from tether.core.datadependency.plugin_config import EMPTY_PLUGINS, PluginSet, parse_plugin_configmap
-from tether.core.envelope import EventRecord, rfc3339
+from tether.core.envelope import CommandHead, EventRecord, rfc3339
 from tether.core.events import (
     CommandFailed,
     CommandSucceeded,
@@ -863,6 +864,24 @@ def note_issued(world: World, command: Command, command_id: str, *, command_slot
                      message=command.message, at=rfc3339(at_ms))
 
 
+#: The commands :func:`note_issued` reads more of than their type, target and id.
+_NOTED_FROM_BODY = frozenset({"LookupDataLocation", "ResumeBinding", "StartTimer", "EmitMemberEvent"})
+#: Each command's tag (its class name, as encoded) → its name (``command_name``).
+_NAMES_BY_TAG = {cls.__name__: command_name(cls) for cls in COMMAND_TYPES}
+
+
+def note_recorded(world: World, head: CommandHead) -> None:
+    """Note a recorded command as issued, as ``step`` did when it issued it (``tether replay``): from its head alone
+    when its type, target (the record's key) and id say all :func:`note_issued` reads, else from the whole record."""
+    name = _NAMES_BY_TAG.get(head.command.type)
+    if name is None or head.command.type in _NOTED_FROM_BODY:
+        record = head.record()
+        note_issued(world, record.command, record.id, at_ms=record.at_ms)
+    else:
+        world.inflight[f"{name}:{head.key}"] = head.id  # slot(), inlined: once per command of a replay
+
+
+
 
 __all__ = [
     "BINDING",
@@ -885,6 +904,7 @@ __all__ = [
     "initial_world",
     "location_moved",
     "note_issued",
+    "note_recorded",
     "slot",
     "workload_key",
     "writing_location",

@@ -21,13 +21,13 @@ transaction); Kafka produces first (acks=all) and commits offsets second, and ne
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Literal, Protocol, TypeVar
 
 import msgspec
 
-from tether.core.envelope import CommandRecord, EventRecord
+from tether.core.envelope import CommandHead, CommandRecord, EventRecord, decode_command_head
 
 T = TypeVar("T")
 Stream = Literal["events", "commands"]
@@ -136,30 +136,39 @@ class RecordList:
 class Scannable(Protocol):
     def scan(
         self, stream: Stream, *, after: Position | None = None, until_offset: int | None = None,
-        until_ms: int | None = None,
+        until_ms: int | None = None, decode: Callable[[bytes], Record | CommandHead] | None = None,
     ) -> AsyncIterator[Chunk]: ...
 
 
 async def scan(
     log: EventLog, stream: Stream, *, after: Position | None = None, until_offset: int | None = None,
-    until_ms: int | None = None,
+    until_ms: int | None = None, heads: bool = False,
 ) -> AsyncIterator[Chunk]:
     """The records :meth:`EventLog.read` gives, for a reader that uses each record once, in order.
 
     A backend that can (``SqliteLog.scan``) hands out small chunks of stored rows and decodes each record only
     when the iteration reaches it, so a replay folds a record while it is still in the CPU's cache instead of
     decoding thousands first (measured on the replay bench: decode + fold of a whole log ~1.5x faster). Others
-    fall back to ``read``'s decoded batches."""
+    fall back to ``read``'s decoded batches.
+
+    ``heads`` (commands only): each command as its :class:`~tether.core.envelope.CommandHead` — type, target and
+    id, the body decoded only when asked — which is what noting recorded commands needs (``tether replay``)."""
+    if heads and stream != "commands":
+        raise ValueError("heads are read of the commands stream only")
     native: Scannable | None = log if hasattr(log, "scan") else None  # type: ignore[assignment]
     if native is not None:
-        chunks = native.scan(stream, after=after, until_offset=until_offset, until_ms=until_ms)
+        chunks = native.scan(stream, after=after, until_offset=until_offset, until_ms=until_ms,
+                             decode=decode_command_head if heads else None)
         async with aclosing_iter(chunks):
             async for chunk in chunks:
                 yield chunk
         return
     async with aclosing_iter(log.read(stream, after=after, until_offset=until_offset, until_ms=until_ms)) as batches:
         async for batch in batches:
-            yield RecordList(batch)
+            if heads:
+                yield RecordList([CommandHead.of(record) for record in batch])  # type: ignore[arg-type]
+            else:
+                yield RecordList(batch)
 
 
 @asynccontextmanager

@@ -592,7 +592,7 @@ class SqliteLog:
 
     async def scan(
         self, stream: Stream, *, after: Position | None = None, until_offset: int | None = None,
-        until_ms: int | None = None, chunk: int = 256,
+        until_ms: int | None = None, chunk: int = 256, decode: Callable[[bytes], Any] | None = None,
     ) -> AsyncIterator[_Decoding]:
         """What :meth:`read` returns, as chunks of ``chunk`` stored rows decoded one by one while iterated
         (``adapters.log.scan``): for a bulk reader that uses each record once, right away (a replay).
@@ -608,10 +608,11 @@ class SqliteLog:
           switch interval for it while the caller computes. A chunk is fetched in well under a millisecond,
           and the event loop runs between every ``yield_every`` chunks, so its other tasks are not starved.
 
-        Corrupt records are handled as by ``read`` (dead-lettered once the chunk was iterated, or raised)."""
+        Corrupt records are handled as by ``read`` (dead-lettered once the chunk was iterated, or raised).
+        ``decode`` replaces the stream's decoder (``adapters.log.scan``'s command heads)."""
         stream = _check_stream(stream)
         start = (after or {}).get(0, 0)
-        decode = _decoder(stream)
+        decode = decode or _decoder(stream)
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             conn.execute("PRAGMA busy_timeout = 10000")

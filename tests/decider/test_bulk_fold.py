@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from tether.adapters.kubernetes import manifests
 from tether.core.commands import DATA_GROUP_VERSION, LOCATION_ANNOTATION, ResumeBinding
-from tether.core.envelope import CommandRecord, EventRecord
+from tether.core.envelope import CommandHead, CommandRecord, EventRecord, decode_command_head, encode
 from tether.core.events import (
     CommandSucceeded,
     DataLocationResolved,
@@ -289,13 +289,14 @@ def test_the_bulk_fold_builds_the_world_evolve_builds(history: list[tuple[Any, .
             for command in h.issued.get(record.offset, ()):  # as tether replay notes what was recorded
                 note_issued(evolved, command.command, command.id, at_ms=command.at_ms)
     bulk = BulkFold(initial_world())
-    issued = {offset: list(commands) for offset, commands in h.issued.items()}
+    issued = {offset: [decode_command_head(encode(c)) for c in commands] for offset, commands in h.issued.items()}
     for batch in h.events:
         bulk.fold(batch, issued)
     assert not issued  # every command noted, after its event
     _same(bulk.finish(), evolved)
     one_batch = initial_world()
-    fold_batch(one_batch, [record for batch in h.events for record in batch], dict(h.issued))
+    fold_batch(one_batch, [record for batch in h.events for record in batch],
+               {offset: [CommandHead.of(c) for c in commands] for offset, commands in h.issued.items()})
     _same(one_batch, evolved)
 
 

@@ -37,10 +37,19 @@ from click.testing import CliRunner
 from tether.adapters.cli import main
 from tether.adapters.cli.replay.fold import replay
 from tether.adapters.log.sqlite import SqliteLog
-from tether.core.commands import COMMAND_TYPES
-from tether.core.envelope import COMMAND_SCHEMA_VERSION, UPCASTERS, decode_command, decode_event, encode, upcast
+from tether.core.commands import COMMAND_TYPES, command_target
+from tether.core.envelope import (
+    COMMAND_SCHEMA_VERSION,
+    UPCASTERS,
+    decode_command,
+    decode_command_head,
+    decode_event,
+    encode,
+    upcast,
+)
 from tether.core.events import EVENT_SCHEMA_VERSION, EVENT_TYPES
 from tether.projections.snapshot import SNAPSHOT_VERSION, decode_world
+from tether.projections.world import initial_world, note_issued, note_recorded
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "old_logs"
 LOGS = sorted(DATA.glob("*.db"))
@@ -134,6 +143,36 @@ def test_records_of_every_version_decode(path: Path) -> None:
         record = decode(line["body"])
         if path == CURRENT_RECORDS:  # what this version writes, it reads back to the same bytes
             assert encode(record).decode() == line["body"]
+
+
+@pytest.mark.parametrize("path", RECORD_FILES, ids=lambda p: p.stem)
+def test_a_command_read_by_its_head_is_noted_as_the_whole_record(path: Path) -> None:
+    """``tether replay`` reads commands as heads (type, key, id) and notes most from the head alone: the key must be
+    the command's target, and the world noted from heads the world noted from whole records."""
+    from_heads, from_records = initial_world(), initial_world()
+    bodies = [line["body"] for line in _lines(path) if line["stream"] == "commands"]
+    old_shapes = [old for stream, old, _ in (p.values for p in OLD_SHAPES) if stream == "commands"]
+    for body in bodies + old_shapes:
+        record, head = decode_command(body), decode_command_head(body)
+        assert (head.id, head.at_ms, head.causation, head.command.type) == \
+            (record.id, record.at_ms, record.causation, type(record.command).__name__)
+        assert head.key == command_target(record.command)
+        assert head.record() == record
+        note_recorded(from_heads, head)
+        note_issued(from_records, record.command, record.id, at_ms=record.at_ms)
+    assert bodies
+    assert msgspec.json.encode(from_heads, order="deterministic") == \
+        msgspec.json.encode(from_records, order="deterministic")
+
+
+def test_a_command_head_of_a_record_no_tether_writes_fails_as_the_whole_record() -> None:
+    for body in ('{"id":"a","at_ms":1,"key":"k","command":{"type":"NoSuchCommand"},"causation":"0:1"}',
+                 '{"id":"a","at_ms":1,"key":"k","command":{"type":"AddFinalizer"},"causation":"0:1","schema":99}',
+                 '{"id":"a","key":"k","command":{"type":"AddFinalizer"},"causation":"0:1"}'):
+        with pytest.raises((msgspec.ValidationError, ValueError)) as whole:
+            decode_command(body)
+        with pytest.raises(type(whole.value)):
+            decode_command_head(body)
 
 
 def test_the_current_records_cover_every_type() -> None:

@@ -22,10 +22,10 @@ from contextlib import contextmanager
 import msgspec
 
 from tether.adapters.log import EventLog, Snapshot, aclosing_iter, scan
-from tether.core.envelope import CommandRecord, EventRecord
+from tether.core.envelope import CommandHead, EventRecord
 from tether.projections.bulk import BulkFold
 from tether.projections.snapshot import decode_world
-from tether.projections.world import Settings, World, initial_world, note_issued
+from tether.projections.world import Settings, World, initial_world, note_recorded
 
 SNAPSHOT_NAME = "world"
 Progressed = Callable[[int], None]
@@ -89,19 +89,23 @@ async def events_to_fold(log: EventLog, *, start: int, until_offset: int | None)
 class _Issued:
     """The recorded commands, read alongside the events: each is noted in the world (in flight) right after the
     event that caused it, as ``step`` did when it issued it. Without this, a fold of the events alone would not
-    know which commands are in flight (and lookup attempts), so its world would differ from the daemon's."""
+    know which commands are in flight (and lookup attempts), so its world would differ from the daemon's.
+
+    Commands are read as heads (``adapters.log.scan``): most are noted from their type, target and id alone, and
+    decoding a whole command record — its patch, its claimRefs — took a faithful replay twice as long as folding
+    the events (ops/bench/replay.py, ``faithful``)."""
 
     def __init__(self, log: EventLog, after: int) -> None:
         self.after = after
-        self.batches = scan(log, "commands")
-        self.pending: list[tuple[int, CommandRecord]] = []  # (offset of the causing event, command)
+        self.batches = scan(log, "commands", heads=True)
+        self.pending: list[tuple[int, CommandHead]] = []  # (offset of the causing event, command)
         self.exhausted = False
 
-    async def through(self, offset: int) -> dict[int, list[CommandRecord]]:
+    async def through(self, offset: int) -> dict[int, list[CommandHead]]:
         """The commands caused by events up to ``offset`` (not returned before), by causing event."""
-        out: dict[int, list[CommandRecord]] = defaultdict(list)
+        out: dict[int, list[CommandHead]] = defaultdict(list)
         while True:
-            keep: list[tuple[int, CommandRecord]] = []
+            keep: list[tuple[int, CommandHead]] = []
             for cause, command in self.pending:
                 if cause <= offset:
                     out[cause].append(command)
@@ -111,7 +115,7 @@ class _Issued:
             if keep or self.exhausted:
                 return out
             try:
-                chunk: Iterable[CommandRecord] = await anext(self.batches)  # type: ignore[arg-type]
+                chunk: Iterable[CommandHead] = await anext(self.batches)  # type: ignore[arg-type]
             except StopAsyncIteration:
                 self.exhausted = True
                 continue
@@ -154,8 +158,8 @@ async def replay(log: EventLog, *, until_offset: int | None = None, until_ms: in
                     caused = await issued.through(chunk.last_offset)
                     bulk.fold(chunk, caused)  # type: ignore[arg-type]
                     for late in caused.values():  # caused by an event before this chunk (out of order)
-                        for command in late:
-                            note_issued(world, command.command, command.id, at_ms=command.at_ms)
+                        for head in late:
+                            note_recorded(world, head)
                 count += chunk.decoded
                 if chunk.rows:
                     last = chunk.last_offset
