@@ -553,6 +553,40 @@ async def test_rows_written_on_the_event_loop_reach_the_database_file_by_checkpo
         await log.close()
 
 
+async def test_the_wal_grown_behind_a_long_read_is_truncated_once_checkpoints_catch_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read that holds one snapshot (a replay's scan) keeps checkpoints from restarting the WAL, so appends grow
+    it; once the read ends and a checkpoint completes, the next append starts the WAL over and truncates the file
+    to ``WAL_SIZE_LIMIT`` instead of keeping its largest size for ever."""
+    import tether.adapters.log.sqlite as sqlite_log
+
+    monkeypatch.setattr(sqlite_log, "CHECKPOINT_BYTES", 1)  # a checkpoint after every write
+    monkeypatch.setattr(sqlite_log, "WAL_SIZE_LIMIT", 64 << 10)
+    path, wal = tmp_path / "log.db", tmp_path / "log.db-wal"
+    log = await SqliteLog.open(path)
+    try:
+        await log.append("events", [event("first")])
+        reader = sqlite3.connect(path)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM events").fetchone()  # a snapshot held, as a scan holds one
+        for i in range(40):
+            await log.append("events", [event(f"k{i}-{j}") for j in range(20)])
+            await log._checkpoint
+        grown = wal.stat().st_size
+        assert grown > 4 * (64 << 10)  # the WAL grew behind the reader
+        reader.execute("COMMIT")
+        reader.close()
+        await log.append("events", [event("after")])
+        await log._checkpoint  # copies everything back: the WAL may start over
+        await log.append("events", [event("again")])  # ... which this append does, truncating the file
+        await log._checkpoint
+        assert wal.stat().st_size <= 64 << 10 < grown
+        assert (await log.end("events")).get(0) == 1 + 40 * 20 + 2
+    finally:
+        await log.close()
+
+
 async def test_reads_interleaved_with_writer_thread_transactions_never_lock_the_database(log: SqliteLog) -> None:
     """``position``/``end``/``load_snapshot`` share the writer's thread with the transactions queued there
     (snapshots, and appends when the loop's connection is busy). A read left half-done between two jobs on that
