@@ -8,6 +8,12 @@ table locations stands in for the catalog. It is not an API server — the emula
 and the integration tests run the real adapters against it. This one only has to agree with the executors on
 *what* each command does, which ``tests/integration`` checks for the real pair.
 
+Member clusters' objects (pods, nodes, PodGroups) may be kept too, under their member keys (``put(raw,
+cluster=...)``): a ``ReleasePod`` on a pod the fake holds is applied as the member executor does (tether's terms
+merged into the pod's affinity, the gate removed, one write), an ``EmitMemberEvent`` about an object it holds is
+recorded. A member command about an object it does not hold is answered as done, changing nothing — the decider
+tests that feed member events by hand keep that answer.
+
 :class:`Harness` drives the loop: user actions become observation events, each event goes through
 ``core.pipeline.step``, each command is applied to the fake cluster, each outcome becomes an event again,
 until nothing is left to do. Time advances one millisecond per event; timers fire when :meth:`Harness.advance`
@@ -31,7 +37,9 @@ from tether.core.commands import (
     CreateQueue,
     DeleteDataSource,
     EmitKubernetesEvent,
+    EmitMemberEvent,
     LookupDataLocation,
+    ReleasePod,
     RemoveFinalizer,
     ResumeBinding,
     SetAdmissionHold,
@@ -57,10 +65,13 @@ from tether.core.events import (
     ObjectObserved,
     TimerFired,
     event_key,
+    member_key,
 )
 from tether.core.identity import DataIdentity
 from tether.core.kube import KubeObject, ObjectKey, as_json, object_key, trim
 from tether.core.pipeline import step
+from tether.core.placement.decider import PLACEMENT_ANNOTATION
+from tether.core.placement.node_affinity import InvalidAffinity, tighten_node_affinity
 from tether.projections.admission import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION
 from tether.projections.world import World, initial_world
 
@@ -78,6 +89,7 @@ class FakeCluster:
         self.catalog_refusals: dict[str, str] = {}  # identity key → permanent failure message (401, …; while set)
         self.lookups: list[str] = []  # identity keys looked up, in order
         self.kube_events: list[EmitKubernetesEvent] = []
+        self.member_events: list[EmitMemberEvent] = []
         self.timers: dict[str, StartTimer] = {}
         self.resumed: list[str] = []  # bindings a ResumeBinding unsuspended, in order
         self.resume_failures = 0  # the next n ResumeBindings that reach the API fail (retryable)
@@ -92,11 +104,13 @@ class FakeCluster:
     def get(self, key: str) -> dict[str, Any] | None:
         return self.objects.get(key)
 
-    def put(self, raw: dict[str, Any]) -> KubeObject:
-        """Create or replace an object as a user would (spec changes bump generation; status is kept)."""
+    def put(self, raw: dict[str, Any], *, cluster: str = "") -> KubeObject:
+        """Create or replace an object as a user would (spec changes bump generation; status is kept).
+        ``cluster``: a member cluster's object (a Pod, Node, PodGroup), kept under its member key
+        (``core.events.member_key``) — the key the member commands target."""
         raw = copy.deepcopy(raw)
         meta = raw.setdefault("metadata", {})
-        key = object_key(raw["kind"], meta.get("namespace", ""), meta["name"])
+        key = member_key(cluster, object_key(raw["kind"], meta.get("namespace", ""), meta["name"]))
         old = self.objects.get(key)
         if old is None:
             meta.setdefault("uid", f"uid-{self.rv + 1}")
@@ -274,7 +288,37 @@ class FakeCluster:
                 wanted = {"allocated": dict(command.allocated), "pending": command.pending,
                           "running": command.running, "inqueue": command.inqueue}
                 return self._set_status(raw, {**(raw.get("status") or {}), **wanted}, ok)
+            case ReleasePod():
+                return self._release_pod(raw, command, ok)
+            case EmitMemberEvent():
+                self.member_events.append(command)
+                return ok(None)
         raise AssertionError(f"unhandled command {command!r}")
+
+    def _release_pod(self, raw: dict[str, Any], command: ReleasePod, ok: Any) -> list[tuple[str, Event]]:
+        """The member executor's ReleasePod (``adapters/kubernetes/members.py``): tether's terms merged into the
+        pod's current affinity, the gate removed and the note annotated, in one write; a pod without the gate is
+        left alone."""
+        spec, meta = raw.setdefault("spec", {}), raw["metadata"]
+        gates = [g for g in spec.get("schedulingGates") or [] if isinstance(g, dict)]
+        if not any(g.get("name") == command.gate for g in gates):
+            return ok(trim(raw), noop=True)  # type: ignore[no-any-return]
+        affinity = dict(spec.get("affinity") or {})
+        try:
+            tightened = tighten_node_affinity(affinity.get("nodeAffinity"), required=command.required,
+                                              preferred=command.preferred, path="spec.affinity.nodeAffinity")
+        except InvalidAffinity:  # released without tether's terms, as the executor does
+            tightened = None
+        if tightened is not None and tightened.node_affinity != affinity.get("nodeAffinity"):
+            spec["affinity"] = {**affinity, "nodeAffinity": tightened.node_affinity}
+        remaining = [g for g in gates if g.get("name") != command.gate]
+        if remaining:
+            spec["schedulingGates"] = remaining
+        else:
+            spec.pop("schedulingGates", None)
+        if command.note:
+            meta.setdefault("annotations", {})[PLACEMENT_ANNOTATION] = command.note
+        return ok(self._bump(raw))  # type: ignore[no-any-return]
 
     def _set_status(self, raw: dict[str, Any], status: dict[str, Any], ok: Any) -> list[tuple[str, Event]]:
         if raw.get("status") == status:
@@ -303,6 +347,8 @@ def _expected_uid(command: Command) -> str:
         case AddFinalizer(target=ref) | RemoveFinalizer(target=ref) | UpdateClaimStatus(claim=ref):
             return ref.uid
         case SetBindingPlacement(binding=ref) | ResumeBinding(binding=ref) | SetAdmissionHold(binding=ref):
+            return ref.uid
+        case ReleasePod(pod=ref):
             return ref.uid
     return ""
 

@@ -17,22 +17,42 @@ appends everything to an *empty* log, which assigns the same offsets. Determinis
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
 from tether.adapters.log import EventLog
+from tether.adapters.sandbox.kube_emulator.patch import json_patch
 from tether.adapters.testing.fake_cluster import FakeCluster
-from tether.core.commands import DATA_GROUP_VERSION, SetBindingPlacement
+from tether.adapters.testing.synthetic_jobs import Job, Workloads
+from tether.core.admission.webhook_decision import decide_binding_admission
+from tether.core.commands import DATA_GROUP_VERSION, ResumeBinding, SetBindingPlacement
 from tether.core.envelope import CommandRecord, EventRecord, rfc3339
-from tether.core.events import CommandSucceeded, DataLocationResolved, Event, ObjectDeleted, ObjectObserved, event_key
+from tether.core.events import (
+    BindingAdmissionDecided,
+    CommandSucceeded,
+    DataLocationResolved,
+    Event,
+    ObjectDeleted,
+    ObjectObserved,
+    TimerFired,
+    event_key,
+    member_key,
+    split_member_key,
+)
 from tether.core.identity import DataIdentity, make_identity
-from tether.core.kube import KubeObject
+from tether.core.kube import KubeObject, object_key, trim
 from tether.core.pipeline import step
 from tether.projections.world import World, initial_world
+
+#: Called with each command applied and its (successful, not no-op) outcome: how the actors of
+#: ``synthetic_jobs`` (kube-scheduler in the members, the jobs' lifecycle) follow tether's writes.
+Follower = Callable[[CommandRecord, CommandSucceeded], None]
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 DATACENTERS = ("dc1", "dc2", "dc3")
@@ -59,6 +79,11 @@ class Simulation:
         self.mapping = _mapping(clusters)
         self.catalog = self.api.catalog  # identity key → location
         self._queue: deque[EventRecord] = deque()
+        # Off unless a scenario turns them on (synthetic_jobs), so that the logs of the plain scenario stay as they
+        # were: armed timers fire when the clock passes them; ResourceBinding writes go through tether's webhook.
+        self.fire_timers = False
+        self.binding_webhook = False
+        self.followers: list[Follower] = []
 
     # -- the log -----------------------------------------------------------------------------------------
 
@@ -71,15 +96,47 @@ class Simulation:
         self._queue.append(EventRecord(at_ms=0, source=source, key=key, event=event, causation=causation))
 
     def run(self) -> None:
-        """Append queued events one by one, deciding each and applying its commands (which queue outcomes)."""
+        """Append queued events one by one, deciding each and applying its commands (which queue outcomes). With
+        ``fire_timers``, the timers the clock has passed fire first (``TimerFired``, as the daemon's timer service
+        appends it)."""
         while self._queue:
             pending = self._queue.popleft()
-            record = msgspec.structs.replace(pending, at_ms=self._tick(), offset=len(self.events) + 1)
-            self.events.append(record)
-            for command in step(self.world, record):
-                command.offset = len(self.commands) + 1
-                self.commands.append(command)
-                self._apply(command)
+            at = self._tick()
+            if self.fire_timers and self.api.timers:
+                self._fire_due(at)
+            self._append(pending, at)
+
+    def _append(self, pending: EventRecord, at: int) -> None:
+        record = msgspec.structs.replace(pending, at_ms=at, offset=len(self.events) + 1)
+        self.events.append(record)
+        for command in step(self.world, record):
+            command.offset = len(self.commands) + 1
+            self.commands.append(command)
+            self._apply(command)
+
+    def _fire_due(self, now: int) -> None:
+        """Fire every armed timer due by ``now``, earliest first."""
+        timers = self.api.timers
+        while timers:
+            timer = min(timers.values(), key=lambda t: (t.fire_at_ms, t.timer_id))
+            if timer.fire_at_ms > now:
+                return
+            del timers[timer.timer_id]
+            fired = TimerFired(timer_id=timer.timer_id, purpose=timer.purpose, subject=timer.subject)
+            self._append(EventRecord(at_ms=0, source="timer", key=event_key(fired), event=fired), now)
+
+    def idle(self, ms: int) -> None:
+        """``ms`` pass with nothing happening but the timers due meanwhile (each fired at its time, and settled)."""
+        end = self.clock + ms
+        self.run()
+        while self.fire_timers and self.api.timers:
+            due = min(t.fire_at_ms for t in self.api.timers.values())
+            if due > end:
+                break
+            self.clock = max(self.clock, due)
+            self._fire_due(self.clock)
+            self.run()
+        self.clock = max(self.clock, end)
 
     async def write(self, log: EventLog, *, batch: int = 5000) -> None:
         """Append the events and commands to ``log``, which must be empty (offsets must come out the same)."""
@@ -93,18 +150,36 @@ class Simulation:
 
     # -- the API server ----------------------------------------------------------------------------------
 
-    def put(self, raw: dict[str, Any]) -> KubeObject:
-        """Create or update an object on the "API server" and queue its observation."""
-        obj = self.api.put(raw)
-        self.emit(ObjectObserved(obj=obj), source="watch", key=obj.key)
+    def put(self, raw: dict[str, Any], *, cluster: str = "") -> KubeObject:
+        """Create or update an object on the "API server" (of the member ``cluster``, when given) and queue its
+        observation. With ``binding_webhook``, a ResourceBinding goes through tether's webhook first."""
+        if self.binding_webhook and not cluster and raw.get("kind") == "ResourceBinding":
+            raw = self._admit_binding(raw)
+        obj = self.api.put(raw, cluster=cluster)
+        self.emit(ObjectObserved(obj=obj, cluster=cluster), source="watch", key=member_key(cluster, obj.key))
         return obj
 
-    def delete(self, key: str) -> None:
+    def delete(self, key: str, *, cluster: str = "") -> None:
         """Ask for deletion: with finalizers the object is only marked; without, it is gone."""
-        if self.api.get(key) is None:
+        stored = member_key(cluster, key)
+        if self.api.get(stored) is None:
             return
-        obj, gone = self.api.delete(key)
-        self.emit(ObjectDeleted(obj=obj) if gone else ObjectObserved(obj=obj), source="watch", key=key)
+        obj, gone = self.api.delete(stored)
+        self.emit(ObjectDeleted(obj=obj, cluster=cluster) if gone else ObjectObserved(obj=obj, cluster=cluster),
+                  source="watch", key=stored)
+
+    def _admit_binding(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """tether's ResourceBinding webhook (``adapters/kubernetes/binding_webhook.py``): the decision from the world
+        as folded so far, recorded (``BindingAdmissionDecided``) before the API server stores the patched object."""
+        meta = raw["metadata"]
+        key = object_key("ResourceBinding", meta.get("namespace", ""), meta["name"])
+        operation = "UPDATE" if self.api.get(key) is not None else "CREATE"
+        request = copy.deepcopy(raw)
+        verdict = decide_binding_admission(world=self.world, operation=operation, obj=request)
+        self.emit(BindingAdmissionDecided(key=key, operation=operation, obj=trim(request), patch=verdict.patch,
+                                          reason=verdict.reason, decided_at=self.world.admission.position,
+                                          suspended=verdict.suspended), source="webhook", key=key)
+        return json_patch(request, list(verdict.patch)) if verdict.patch else raw
 
     # -- the objects -------------------------------------------------------------------------------------
 
@@ -154,8 +229,12 @@ class Simulation:
                   "metadata": {"name": name, "namespace": namespace, "labels": {"app": job, "team": namespace}},
                   "spec": spec})
 
-    def binding(self, namespace: str, job: str) -> None:
-        self.put({
+    def binding(self, namespace: str, job: str, *, replicas: int = 0, request: dict[str, str] | None = None,
+                unscheduled: bool = False) -> None:
+        """The job's ResourceBinding, as Karmada's detector creates it. ``replicas`` and ``request``: the workload's
+        (``spec.replicaRequirements``; what queue admission charges), and then its creation time is the clock's;
+        ``unscheduled``: not placed yet (a queue-managed binding, which the webhook suspends)."""
+        raw: dict[str, Any] = {
             "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
             "metadata": {"name": f"{job}-job", "namespace": namespace,
                          "labels": {"propagationpolicy.karmada.io/name": f"{namespace}-jobs"}},
@@ -165,7 +244,16 @@ class Simulation:
                                    "replicaScheduling": {"replicaSchedulingType": "Divided"}},
                      "replicas": 1, "clusters": [{"name": self.random.choice(self.clusters), "replicas": 1}]},
             "status": {"conditions": [{"type": "Scheduled", "status": "True", "reason": "Success"}]},
-        })
+        }
+        if replicas:
+            raw["metadata"]["creationTimestamp"] = rfc3339(self.clock)
+            raw["spec"]["replicas"] = replicas
+            raw["spec"]["replicaRequirements"] = {"resourceRequest": dict(request or {})}
+            raw["spec"]["clusters"][0]["replicas"] = replicas
+        if unscheduled:
+            del raw["spec"]["clusters"]
+            raw["status"] = {}
+        self.put(raw)
 
     def migrate(self, identity: DataIdentity) -> None:
         """The catalog announces that the table moved to another datacenter (a push)."""
@@ -184,35 +272,71 @@ class Simulation:
             self.emit(event, source=source, key=event_key(event), causation=record.id if source != "watch" else "")
             if isinstance(event, CommandSucceeded) and event.result is not None and not event.noop:
                 if self.echo:
-                    self.emit(ObjectObserved(obj=event.result), source="watch", key=event.result.key)
+                    cluster, _ = split_member_key(event.target)
+                    self.emit(ObjectObserved(obj=event.result, cluster=cluster), source="watch",
+                              key=member_key(cluster, event.result.key))
                 if isinstance(record.command, SetBindingPlacement):
                     command = record.command
                     self._schedule(event.result.key, set(command.excluded_clusters) if command.injected else set())
+                elif isinstance(record.command, ResumeBinding):  # no longer suspended: Karmada schedules it now
+                    self._schedule(event.result.key, self._excluded(event.result.key))
+                for follower in self.followers:
+                    follower(record, event)
 
     def _schedule(self, key: str, excluded: set[str]) -> None:
         """Karmada's scheduler: moves the workload when its cluster is excluded (or was rescheduled)."""
         binding = self.api.get(key)
-        if binding is None:
-            return
+        if binding is None or (binding["spec"].get("suspension") or {}).get("scheduling") is True:
+            return  # (a suspended binding is not scheduled at all)
         clusters = binding["spec"].get("clusters") or []
         placed = {c.get("name") for c in clusters if isinstance(c, dict)}
         if placed and not placed & excluded:
             return
         allowed = [c for c in self.clusters if c not in excluded]
         if allowed:
-            binding["spec"]["clusters"] = [{"name": self.random.choice(allowed), "replicas": 1}]
+            binding["spec"]["clusters"] = [{"name": self.random.choice(allowed),
+                                            "replicas": binding["spec"].get("replicas", 1)}]
             self.put(binding)
+
+    def _excluded(self, key: str) -> set[str]:
+        """The clusters a binding's placement excludes (``clusterAffinity.exclude``)."""
+        binding = self.api.get(key)
+        exclude = (((binding or {}).get("spec") or {}).get("placement") or {}).get("clusterAffinity", {}).get(
+            "exclude") or []
+        return {c for c in exclude if isinstance(c, str)}
+
+
+def _binding(sim: Simulation, workloads: Workloads | None, shape: Job | None, namespace: str, job: str) -> None:
+    if workloads is None or shape is None:
+        sim.binding(namespace, job)
+    else:
+        workloads.binding(shape)
 
 
 def scenario(sim: Simulation, *, namespaces: int, jobs_per_namespace: int, tables: int, migrations: int = 0,
-             deletions: float = 0.0, heartbeats: int = 0) -> Simulation:
+             deletions: float = 0.0, heartbeats: int = 0, queue_managed: float = 0.0,
+             pod_groups: float = 0.0, group_sizes: tuple[int, int] = (4, 16)) -> Simulation:
     """A platform's day: plugins and clusters, then jobs (1 to 3 claims each, and their ResourceBinding) arriving
-    namespace by namespace, table migrations, heartbeats and some deleted claims along the way."""
+    namespace by namespace, table migrations, heartbeats and some deleted claims along the way.
+
+    Opt-in (:mod:`.synthetic_jobs`; off by default, and then the log is what it always was): ``queue_managed``, the
+    share of namespaces whose Volcano Jobs go through queue admission (with it: the admission ConfigMap, Queues,
+    every job's Volcano Job, tether's binding webhook); ``pod_groups``, the share of jobs that run as a Godel gang of
+    ``group_sizes`` pods — placed by tether when they land on a member it watches. Either makes timers fire, and
+    the jobs that admission or placement follows finish after a while (then everything still running finishes at
+    the end of the day)."""
     rnd = sim.random
+    names = [f"team-{i:03d}" for i in range(namespaces)]
+    workloads = Workloads(sim, namespaces=names, queue_managed=queue_managed, pod_groups=pod_groups,
+                          group_sizes=group_sizes) if queue_managed > 0 or pod_groups > 0 else None
+    if workloads is not None:
+        workloads.start()
     sim.plugin_configmap()
     for name in sim.clusters:
         sim.cluster(name)
     sim.run()
+    if workloads is not None:
+        workloads.objects()
     identities = [sim.table(i) for i in range(tables)]
     total_jobs = namespaces * jobs_per_namespace
     migrate_every = max(1, total_jobs // migrations) if migrations else 0
@@ -220,20 +344,23 @@ def scenario(sim: Simulation, *, namespaces: int, jobs_per_namespace: int, table
     claims: list[str] = []
     n = 0
     for ns_index in range(namespaces):
-        namespace = f"team-{ns_index:03d}"
+        namespace = names[ns_index]
         for j in range(jobs_per_namespace):
             n += 1
             job = f"etl-{j:04d}"
+            shape = workloads.job(namespace, job) if workloads is not None else None
             binding_first = rnd.random() < 0.3
             if binding_first:
-                sim.binding(namespace, job)
+                _binding(sim, workloads, shape, namespace, job)
             for c in range(rnd.choice((1, 1, 2, 3))):
                 identity = identities[rnd.randrange(tables)]
                 sim.claim(namespace, f"{job}-input-{c}", identity, job)
                 claims.append(f"DataSourceClaim/{namespace}/{job}-input-{c}")
             if not binding_first:
-                sim.binding(namespace, job)
+                _binding(sim, workloads, shape, namespace, job)
             sim.run()
+            if workloads is not None and shape is not None:
+                workloads.settled(shape)
             if migrate_every and n % migrate_every == 0:
                 sim.migrate(identities[rnd.randrange(tables)])
                 sim.run()
@@ -243,4 +370,6 @@ def scenario(sim: Simulation, *, namespaces: int, jobs_per_namespace: int, table
             if deletions and claims and rnd.random() < deletions:
                 sim.delete(claims.pop(rnd.randrange(len(claims))))
                 sim.run()
+    if workloads is not None:
+        workloads.drain()
     return sim
