@@ -70,9 +70,9 @@ tiers:
 #: name → (weight, capability): Volcano's default queue and three teams' queues.
 QUEUES: dict[str, tuple[int, dict[str, str]]] = {
     "default": (1, {}),
-    "production": (8, {"cpu": "160", "memory": "640Gi"}),
-    "research": (4, {"cpu": "96", "memory": "384Gi"}),
-    "adhoc": (2, {"cpu": "64", "memory": "256Gi"}),
+    "production": (8, {"cpu": "480", "memory": "1920Gi"}),
+    "research": (4, {"cpu": "384", "memory": "1536Gi"}),
+    "adhoc": (2, {"cpu": "320", "memory": "1280Gi"}),
 }
 PRIORITY_CLASSES = (("batch-high", 1000, False), ("batch-normal", 100, True))
 #: The member clusters tether watches pods in (the rest run their jobs out of its sight).
@@ -83,7 +83,7 @@ RACKS, NODES_PER_RACK, NODE_CPU = 4, 8, 32
 #: The kinds the daemon lists in a member (``adapters/kubernetes/members.py``); Fluid's are empty here.
 MEMBER_LISTS = ("Node", "Pod", "Job", "PodGroup", "DataLoad", "DataProcess", "DataMigrate", "DataBackup")
 #: How long a job runs once scheduled (sim milliseconds).
-RUN_MS = (20_000, 90_000)
+RUN_MS = (10_000, 40_000)
 VOLCANO_JOB_API = "batch.volcano.sh/v1alpha1"
 
 
@@ -328,9 +328,6 @@ class Workloads:
         while self.jobs and sim.clock < end:
             sim.idle(1_000)
             self.finish_due()
-
-    def __repr__(self) -> str:  # (for a failing test's message)
-        return f"Workloads(managed={self.managed}, watched={self.watched}, jobs={len(self.jobs)})"
 
 
 __all__ = ["ADMISSION_CONFIGMAP", "QUEUES", "RACK_KEY", "WATCHED", "ZONE_KEY", "Job", "Workloads"]

@@ -4,7 +4,14 @@ Builds (once, cached in the temp directory) a log of >= 200k events with :mod:`t
 thousands of DataSourceClaims across many namespaces, a few hundred tables and their DataSources, a
 ResourceBinding per workload (rescheduled by a Karmada stand-in), 8 Karmada Clusters with status heartbeats,
 the plugin ConfigMap, catalog answers, table migrations (pushed DataLocationResolved with a new location), and
-every write echoed by the watch. Every event went through ``step``, so the commands stream is real too.
+every write echoed by the watch — and, with them (:mod:`tether.adapters.testing.synthetic_jobs`), **queue admission
+and pod placement**: the daemon's settings, the admission ConfigMap (Volcano tiers; a quarter of the namespaces'
+Volcano Jobs queue-managed), Volcano Queues and PriorityClasses, every job's Volcano Job, every binding write decided
+by tether's webhook (``BindingAdmissionDecided``; queue-managed ones stored suspended), the admission cycles on their
+timers (resumes, hold reasons, Queue statuses), two member clusters with racks of Nodes, Godel PodGroups of 4-12
+pods gated by tether's pod webhook (``PodGateDecided``), released by the placement decider and bound by a
+kube-scheduler stand-in, and jobs that finish (pods, PodGroup, Volcano Job and binding deleted). Admission and the
+members make up some 30 % of the events. Every event went through ``step``, so the commands stream is real too.
 
 Then measures, in the same run and on the same file (median of ``--repeat`` passes each, the two kinds of pass
 taking turns so that both see the machine's drift alike), both through the reader ``tether replay`` uses
@@ -52,9 +59,9 @@ from tether.core.pipeline import step
 from tether.projections.bulk import BulkFold, fold_batch
 from tether.projections.world import initial_world
 
-LAYOUT = 2  # bump when the generated scenario changes, to rebuild cached logs
+LAYOUT = 3  # bump when the generated scenario changes, to rebuild cached logs
 JOBS_PER_NAMESPACE = 100
-EVENTS_PER_JOB = 31.6  # measured: 1000 jobs → ~31.6k events
+EVENTS_PER_JOB = 39.5  # measured: 5200 jobs → ~205k events (with admission and pod placement)
 
 
 def log_path(events: int) -> Path:
@@ -70,7 +77,8 @@ async def build(path: Path, events: int) -> None:
     namespaces = max(1, -(-jobs // JOBS_PER_NAMESPACE))
     began = time.perf_counter()
     sim = scenario(Simulation(seed=2026), namespaces=namespaces, jobs_per_namespace=JOBS_PER_NAMESPACE,
-                   tables=300, migrations=max(10, jobs // 20), deletions=0.03, heartbeats=max(50, jobs // 2))
+                   tables=300, migrations=max(10, jobs // 20), deletions=0.03, heartbeats=max(50, jobs // 2),
+                   queue_managed=0.25, pod_groups=0.4, group_sizes=(4, 12))
     print(f"simulated {len(sim.events)} events, {len(sim.commands)} commands "
           f"in {time.perf_counter() - began:.1f}s", file=sys.stderr)
     _remove(path)
