@@ -9,7 +9,21 @@ decider would have written and ``tether replay --diff`` finds no difference on a
 
 What each command does to the objects is
 :class:`~tether.adapters.testing.fake_cluster.FakeCluster`'s (the same semantics the decider's scenario tests run
-against); this module adds the scenario, the randomness and Karmada's scheduler.
+against); this module adds the scenario, the randomness and Karmada's scheduler (which leaves a suspended binding
+alone, and schedules a resumed one).
+
+Queue admission and pod placement are opt-in (``scenario(queue_managed=..., pod_groups=...)``, the actors in
+:mod:`.synthetic_jobs`). They need three things of the simulation, all off by default so that the plain scenario's
+log stays byte for byte what it was: **timers** fire (``fire_timers``: a ``TimerFired`` is appended, as the daemon's
+timer service does, before the first event whose time is past an armed timer's; :meth:`Simulation.idle` lets time
+pass with nothing else happening); **ResourceBinding writes go through tether's webhook** (``binding_webhook``: the
+user's and Karmada's writes — CREATE and UPDATE — are decided from the world as folded so far and recorded as
+``BindingAdmissionDecided`` before the patched object is stored; tether's own writes are applied by the fake
+executors without it, a simplification (its answer to them would be an empty patch: the same code decides both,
+and on these scenarios it is); and **members**: objects put with ``cluster=`` are a member cluster's, observed with
+the member's name, and the outcomes of member commands are echoed by that member's watch. ``followers`` are told
+of every command applied, which is how the actors follow tether's writes (kube-scheduler binds a released pod, a
+resumed job starts running).
 
 Offsets are assigned here, in order, from 1 (so causations are known before writing); :meth:`Simulation.write`
 appends everything to an *empty* log, which assigns the same offsets. Deterministic for a given seed.
