@@ -130,8 +130,7 @@ class Workloads:
     # -- the platform ---------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """The daemon's settings, then (after the plain scenario's ConfigMap and Clusters) admission's objects and
-        the watched members' lists."""
+        """The daemon starts deciding: its settings (with admission) come first in the log."""
         sim = self.sim
         if self.admission:
             namespace, name = ADMISSION_CONFIGMAP
@@ -140,6 +139,7 @@ class Workloads:
             sim.run()
 
     def objects(self) -> None:
+        """After the plain scenario's ConfigMap and Clusters: admission's objects, and the watched members."""
         sim = self.sim
         if self.admission:
             namespace, name = ADMISSION_CONFIGMAP

@@ -15,6 +15,7 @@ from tether.adapters.cli.replay.diff import diff
 from tether.adapters.cli.replay.fold import replay
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.testing.synthetic_log import Simulation, scenario
+from tether.core.commands import StartTimer
 from tether.core.events import BindingAdmissionDecided, ObjectObserved, PodGateDecided, SettingsApplied, TimerFired
 
 
@@ -51,6 +52,10 @@ def test_the_log_exercises_admission_and_pod_placement(workloads: tuple[Path, Si
     for pod in bound:
         spec = pod.spec_dict()
         assert "schedulingGates" not in spec and spec["affinity"]["nodeAffinity"]
+    admission = sim.world.admission
+    assert sorted(admission.queues) == ["adhoc", "default", "production", "research"]
+    assert admission.priority_classes == {"batch-high": 1000, "batch-normal": 100}
+    assert admission.managed.kinds == ("batch.volcano.sh/Job",) and admission.managed.namespaces == ("team-000",)
     # the live world: every job finished, every queue-managed binding was admitted
     assert not any(k.startswith("ResourceBinding/team-") and b.suspended
                    for k, b in sim.world.admission.bindings.items())
@@ -69,3 +74,17 @@ async def test_replay_folds_to_the_live_world_and_diff_finds_nothing(workloads: 
         assert differences == [] and replayed.events == len(sim.events)
     finally:
         await log.close()
+
+
+def test_a_timer_fires_when_the_clock_first_reaches_it(workloads: tuple[Path, Simulation]) -> None:
+    """As the daemon's timer service appends it: after every event of an earlier time, before any of a later one."""
+    _, sim = workloads
+    armed = {c.command.timer_id: c.command.fire_at_ms for c in sim.commands if isinstance(c.command, StartTimer)}
+    fired = [(i, r) for i, r in enumerate(sim.events) if isinstance(r.event, TimerFired)]
+    assert fired
+    for i, record in fired:
+        assert isinstance(record.event, TimerFired)
+        due = armed[record.event.timer_id]
+        assert record.at_ms >= due
+        before = next(r for r in reversed(sim.events[:i]) if not isinstance(r.event, TimerFired))
+        assert before.at_ms < due, (record, before)
