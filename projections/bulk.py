@@ -25,6 +25,12 @@ ResumeBinding noted after a later event (it came first); and every held version 
 bindings admission reads (the admission ConfigMap, ``SettingsApplied``) and before a relist. A binding's deletion
 drops its held version.
 
+A member cluster's pods (``projections.members``: a pod is written four or five times — created gated, released,
+echoed, bound, finished) are held the same way, per member, and folded before anything of that member that may
+read them or change what their fold records: a pod's deletion (its last version may record where a Fluid
+operation ran), any other object or write's result of the member (Nodes, Jobs, operations, PodGroups), and its
+lists, a failure or a timer of any member.
+
 Nothing else reads these objects while state is rebuilt: the catalog answers, the command outcomes and the
 timers read only their own maps (and the indexes only to say what they touched, which nobody reads here).
 
@@ -70,6 +76,7 @@ from tether.core.identity import DataIdentity
 from tether.core.kube import KubeObject
 
 from .admission import READ_KINDS, fold_admission, fold_admission_binding, fold_admission_cluster
+from .members import POD, observe_member
 from .views import (
     BINDING,
     CLAIM,
@@ -123,6 +130,7 @@ class BulkFold:
         self.moved: dict[str, tuple[DataIdentity, str]] = {}  # identity key → the last location a held version
         # changed to since the identity's last answer (module doc), adopted when the sources are put
         self.admitting: dict[str, KubeObject] = {}  # binding key → its latest version admission has not folded
+        self.pods: dict[str, dict[str, KubeObject]] = {}  # member → pod key → its latest version (module doc)
 
     def fold(self, records: Iterable[EventRecord], issued: dict[int, list[CommandHead]] | None = None) -> None:
         """Fold ``records``. ``issued`` (by the offset of the event that caused them) are the commands the
@@ -145,12 +153,26 @@ class BulkFold:
             # a member cluster's event goes to world.members, as evolve folds it (the cheap test first); the
             # others as evolve's folds, without what only says what they touched
             if of is ObjectObserved:  # two events in five
-                member = bool(event.cluster) and _fold_member(world, last, unread)
+                member = bool(event.cluster)
                 if not member:
                     obj = event.obj
+                elif event.obj.kind == POD:  # held: its last version is folded (module doc)
+                    self._hold_pod(event.cluster, event.obj)
+                    world.members.state(event.cluster).position = f"{last.partition}:{last.offset}"
+                else:
+                    self._settle_pods(event.cluster)
+                    _fold_member(world, last, unread)
             elif of is CommandSucceeded:  # one in three: _fold_succeeded
-                member = ":" in event.target and _fold_member(world, last, unread)
-                if not member:
+                cluster, colon, rest = event.target.partition(":")
+                member = bool(colon) and "/" not in cluster  # (world._fold_member's test)
+                if member:
+                    if event.result is not None and event.result.kind == POD:  # a released pod: held
+                        _command_done(world, event)
+                        self._hold_pod(cluster, event.result)
+                    else:
+                        self._settle_pods(cluster)
+                        _fold_member(world, last, unread)
+                else:
                     if inflight or retry_wait:  # (both empty in a replay that only rebuilds state)
                         _command_done(world, event)
                     obj = event.result
@@ -160,14 +182,23 @@ class BulkFold:
                         self._settle(kind, namespace, name)
                         _forget(world, event.target, unread)
             elif of is ObjectDeleted:
-                member = bool(event.cluster) and _fold_member(world, last, unread)
-                if not member:
+                member = bool(event.cluster)
+                if member:
+                    if event.obj.kind == POD:  # its held version first (where it ran may be recorded)
+                        meta = event.obj.metadata
+                        self._settle_pod(event.cluster, f"{POD}/{meta.namespace}/{meta.name}")
+                    else:
+                        self._settle_pods(event.cluster)
+                    _fold_member(world, last, unread)
+                else:
                     meta = event.obj.metadata
                     self._settle(event.obj.kind, meta.namespace, meta.name)
                     if admitting and event.obj.kind == BINDING:  # (admission drops its view: nothing to fold)
                         admitting.pop(f"{BINDING}/{meta.namespace}/{meta.name}", None)
                     _observe(world, event.obj, unread, deleted=True)
             else:
+                if self.pods and of in _MAYBE_MEMBER:  # (lists, a failure, a timer: rare) every held pod first
+                    self._settle_pods()
                 member = of in _MAYBE_MEMBER and _fold_member(world, last, unread)
                 if not member:
                     if of is ObjectsListed:
@@ -249,6 +280,29 @@ class BulkFold:
             fold_admission_cluster(world.admission, obj)
         self.clusters.clear()
         self._admit_all()
+        self._settle_pods()
+
+    def _hold_pod(self, cluster: str, obj: KubeObject) -> None:
+        meta = obj.metadata
+        held = self.pods.get(cluster)
+        if held is None:
+            held = self.pods[cluster] = {}
+        held[f"{POD}/{meta.namespace}/{meta.name}"] = obj
+
+    def _settle_pod(self, cluster: str, key: str) -> None:
+        """Fold the held version of one pod of ``cluster``, if any."""
+        held = self.pods.get(cluster)
+        if held and (obj := held.pop(key, None)) is not None:
+            observe_member(self.world.members, cluster, obj, deleted=False, report=False)
+
+    def _settle_pods(self, cluster: str | None = None) -> None:
+        """Fold the held pods of ``cluster`` (of every member: None), in the order they were first held."""
+        for name in [cluster] if cluster is not None else list(self.pods):
+            held = self.pods.pop(name, None)
+            if held:
+                members = self.world.members
+                for obj in held.values():
+                    observe_member(members, name, obj, deleted=False, report=False)
 
     def _admit(self, key: str) -> None:
         """Fold into admission the version of binding ``key`` it has not folded yet, if any."""

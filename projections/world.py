@@ -168,7 +168,8 @@ _DISCARDED = cast(set[str], _Discarded())
 def _unread() -> Touched:
     """A :class:`Touched` whose sets keep nothing: what a fold touched, when nobody will read it (about 5 % of a
     replay's fold went into filling sets that were dropped unread)."""
-    return Touched(claims=_DISCARDED, sources=_DISCARDED, bindings=_DISCARDED, identities=_DISCARDED)
+    return Touched(claims=_DISCARDED, sources=_DISCARDED, bindings=_DISCARDED, identities=_DISCARDED,
+                   members=_DISCARDED)
 
 
 class World(msgspec.Struct):
@@ -745,11 +746,12 @@ def _fold_member(world: World, record: EventRecord, touched: Touched) -> bool:
         if isinstance(event, ObjectObserved | ObjectDeleted | ObjectsListed | ListsStarted):
             world.members.state(cluster).position = f"{record.partition}:{record.offset}"
         if isinstance(event, ObjectObserved | ObjectDeleted):
-            touched.members |= observe_member(world.members, cluster, event.obj,
-                                              deleted=isinstance(event, ObjectDeleted))
+            touched.members.update(observe_member(world.members, cluster, event.obj,
+                                                  deleted=isinstance(event, ObjectDeleted),
+                                                  report=touched.members is not _DISCARDED))
         elif isinstance(event, ObjectsListed):
-            touched.members |= member_listed(world.members, cluster, kind=event.kind, namespace=event.namespace,
-                                             keys=event.keys)
+            touched.members.update(member_listed(world.members, cluster, kind=event.kind,
+                                                 namespace=event.namespace, keys=event.keys))
         elif isinstance(event, ListsStarted):
             member_lists_started(world.members, cluster, event.sources)
         elif isinstance(event, MemberDisconnected):
@@ -766,7 +768,8 @@ def _fold_member(world: World, record: EventRecord, touched: Touched) -> bool:
         elif isinstance(event, CommandSucceeded):
             _command_done(world, event)
             if event.result is not None:
-                touched.members |= observe_member(world.members, member, event.result, deleted=False)
+                touched.members.update(observe_member(world.members, member, event.result, deleted=False,
+                                                      report=touched.members is not _DISCARDED))
         else:
             _command_failed(world, event)
         touched.members.add(target if not rest.startswith("Pod/") else _subject_of_pod(world, member, rest))

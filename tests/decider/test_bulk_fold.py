@@ -26,6 +26,7 @@ from tether.adapters.kubernetes import manifests
 from tether.core.commands import DATA_GROUP_VERSION, LOCATION_ANNOTATION, ResumeBinding
 from tether.core.envelope import CommandHead, CommandRecord, EventRecord, decode_command_head, encode
 from tether.core.events import (
+    CommandFailed,
     CommandSucceeded,
     DataLocationResolved,
     Event,
@@ -359,3 +360,127 @@ def test_a_member_clusters_events_fold_into_the_members_as_evolve_folds_them() -
     state = bulk.members.clusters["m1"]
     assert sorted(state.pods) == [f"Pod/{NS}/p0"] and state.pods[f"Pod/{NS}/p0"].node_name == "n1"
     assert list(bulk.claims) == [f"DataSourceClaim/{NS}/k0"]
+
+
+# --- member clusters: pods held for their last version -----------------------------------------------------------
+
+MEMBERS = ("m1", "m2")
+PODS = ("p0", "p1", "p2")
+NODES = ("n1", "n2")
+member_actions = st.one_of(
+    st.tuples(st.just("pod"), st.sampled_from(MEMBERS), st.sampled_from(PODS), rv_mode, st.sampled_from(("", *NODES)),
+              st.sampled_from(["Pending", "Running", "Succeeded"]), st.sampled_from(["", "load-job"]),
+              st.booleans()),
+    st.tuples(st.just("delete-pod"), st.sampled_from(MEMBERS), st.sampled_from(PODS)),
+    st.tuples(st.just("node"), st.sampled_from(MEMBERS), st.sampled_from(NODES), st.sampled_from(["r1", "r2"])),
+    st.tuples(st.just("job"), st.sampled_from(MEMBERS), st.booleans()),
+    st.tuples(st.just("load"), st.sampled_from(MEMBERS), st.booleans()),
+    st.tuples(st.just("pods-listed"), st.sampled_from(MEMBERS), st.frozensets(st.sampled_from(PODS))),
+    st.tuples(st.just("failed"), st.sampled_from(MEMBERS), st.sampled_from(PODS)),
+    st.tuples(st.just("claim"), st.sampled_from(CLAIMS), st.sampled_from(TABLES), st.sampled_from(WORKLOADS),
+              st.booleans(), rv_mode, st.booleans()),
+    st.tuples(st.just("batch")),
+)
+
+
+class MemberHistory(History):
+    """Pods (a gang's, or a Fluid DataLoad's Job's), nodes, the Job and the DataLoad, in two members."""
+
+    def member(self, cluster: str, raw: dict[str, Any], *, result: bool = False, deleted: bool = False) -> None:
+        obj = trim(raw)
+        obj = self.versions.setdefault((f"{cluster}:{obj.key}", obj.metadata.resource_version), obj)
+        if deleted:
+            self.add(ObjectDeleted(obj=obj, cluster=cluster))
+        elif result:
+            self.add(CommandSucceeded(command_id="r", command="release_pod", target=f"{cluster}:{obj.key}",
+                                      result=obj))
+        else:
+            self.add(ObjectObserved(obj=obj, cluster=cluster))
+
+    def do(self, action: tuple[Any, ...]) -> None:
+        match action:
+            case ("pod", cluster, name, mode, node, phase, job, as_result):
+                key = f"{cluster}:Pod/{NS}/{name}"
+                meta = self._meta(key, name, NS, None, mode) | {
+                    "creationTimestamp": f"2026-01-01T00:00:0{name[-1]}Z",
+                    "annotations": {"godel.bytedance.com/pod-group-name": "g"}}
+                if job:
+                    meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": "j"}]
+                spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+                if node:
+                    spec["nodeName"] = node
+                self.member(cluster, {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec,
+                                      "status": {"phase": phase}}, result=as_result)
+            case ("delete-pod", cluster, name):
+                key = f"{cluster}:Pod/{NS}/{name}"
+                meta = self._meta(key, name, NS, None, "next")
+                self.member(cluster, {"apiVersion": "v1", "kind": "Pod", "metadata": meta}, deleted=True)
+                self.lives[key] = self.lives.get(key, 1) + 1
+            case ("node", cluster, name, rack):
+                meta = self._meta(f"{cluster}:Node//{name}", name, "", None, "next") | {"labels": {"rack": rack}}
+                self.member(cluster, {"apiVersion": "v1", "kind": "Node", "metadata": meta,
+                                      "status": {"allocatable": {"cpu": "8"}}})
+            case ("job", cluster, owned):
+                meta = self._meta(f"{cluster}:Job/{NS}/load-job", "load-job", NS, None, "next")
+                if owned:
+                    meta["ownerReferences"] = [{"apiVersion": "data.fluid.io/v1alpha1", "kind": "DataLoad",
+                                                "name": "load", "uid": "uid-load"}]
+                self.member(cluster, {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta})
+            case ("load", cluster, written):  # observed, or the result of tether's write of its condition
+                meta = self._meta(f"{cluster}:DataLoad/{NS}/load", "load", NS, None, "next")
+                raw = {"apiVersion": "data.fluid.io/v1alpha1", "kind": "DataLoad", "metadata": meta,
+                       "spec": {"dataset": {"name": "d", "namespace": NS}}, "status": {"phase": "Complete"}}
+                if written:
+                    self.add(CommandSucceeded(command_id="w", command="set_member_condition",
+                                              target=f"{cluster}:DataLoad/{NS}/load", result=trim(raw)))
+                else:
+                    self.member(cluster, raw)
+            case ("pods-listed", cluster, names):
+                self.add(ObjectsListed(kind="Pod", keys=tuple(sorted(f"Pod/{NS}/{n}" for n in names)),
+                                       cluster=cluster))
+            case ("failed", cluster, name):
+                self.add(CommandFailed(command_id="f", command="release_pod", target=f"{cluster}:Pod/{NS}/{name}",
+                                       reason="Conflict", message="m", retryable=True))
+            case _:
+                super().do(action)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(member_actions, min_size=1, max_size=50))
+@example([  # a DataLoad's pod succeeded then deleted within the held versions: where it ran is still recorded
+    ("node", "m1", "n1", "r1"), ("load", "m1", False), ("job", "m1", True),
+    ("pod", "m1", "p0", "next", "n1", "Running", "load-job", False),
+    ("pod", "m1", "p0", "next", "n1", "Succeeded", "load-job", False),
+    ("delete-pod", "m1", "p0"),
+])
+@example([  # the node is observed after the pod's version that ran on it: recorded only from a later version
+    ("load", "m1", False), ("job", "m1", True),
+    ("pod", "m1", "p1", "next", "n2", "Succeeded", "load-job", False),
+    ("node", "m1", "n2", "r2"),
+    ("pod", "m1", "p1", "next", "n2", "Succeeded", "load-job", True),
+])
+@example([  # the operation known only from a write's result after the pod's last version: nothing recorded
+    ("node", "m1", "n1", "r1"), ("job", "m1", True),
+    ("pod", "m1", "p0", "next", "n1", "Succeeded", "load-job", False),
+    ("load", "m1", True),
+])
+@example([  # ... and without one, never
+    ("load", "m1", False), ("job", "m1", True),
+    ("pod", "m1", "p1", "next", "n2", "Succeeded", "load-job", False),
+    ("node", "m1", "n2", "r2"),
+])
+def test_a_members_pods_fold_as_evolve_folds_them(history: list[tuple[Any, ...]]) -> None:
+    """Member pods are held for their last version like claims (the bulk fold parses a pod once): the members the
+    bulk fold builds are ``evolve``'s — indexes, the placement recorded for a Fluid operation, positions — whatever
+    the Jobs, nodes, operations, relists, failures and deletions between the versions, and wherever batches end."""
+    h = MemberHistory()
+    for action in history:
+        h.do(action)
+    evolved = initial_world()
+    for batch in h.events:
+        for record in batch:
+            evolve(evolved, record)
+    bulk = BulkFold(initial_world())
+    for batch in h.events:
+        bulk.fold(batch)
+    _same(bulk.finish(), evolved)

@@ -20,6 +20,7 @@ from tether.core.commands import EmitMemberEvent, ReleasePod
 from tether.core.envelope import CommandRecord, decode_command, encode
 from tether.core.events import ObjectDeleted, ObjectObserved
 from tether.core.kube import trim
+from tether.projections.members import _parse_pod_tolerant, parse_pod
 
 from .worlds import DATA_LOAD, DATA_PROCESS, JOB, MEMBER, POD_GROUP, member_objects, pod, world
 
@@ -85,3 +86,26 @@ def test_any_hostile_member_object_is_folded_without_an_exception(index: int, da
     observe(h, raw)
     observe(h, JOB)
     observe(h, raw, deleted=True)
+
+
+RICH_POD = {**pod("r-0", group="g", job="j"), "spec": {
+    "containers": [{"name": "a", "image": "x", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+                   {"name": "b", "resources": {"limits": {"cpu": 2}}}, {"name": "c"}],
+    "initContainers": [{"name": "i", "resources": {"requests": {"cpu": 2, "nvidia.com/gpu": "1"}}}],
+    "schedulingGates": [{"name": "tether.dev/placement"}, {"name": "other"}], "nodeName": "n1",
+    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}]}}}},
+    "status": {"phase": "Running", "conditions": []}}
+
+
+@fuzz_settings()
+@given(raw=st.one_of(bent(RICH_POD, max_changes=4, keep=KEEP), bent(pod("p-0"), max_changes=3, keep=KEEP)))
+def test_a_pod_read_by_its_typed_fields_is_the_pod_read_as_dictionaries(raw: dict[str, Any]) -> None:
+    """``parse_pod`` decodes only the fields it reads, and falls back to reading the whole spec and status as
+    dictionaries when they have other types: either way the view is the same."""
+    try:
+        obj = trim(raw)
+    except msgspec.ValidationError:
+        return
+    assert parse_pod(obj) == _parse_pod_tolerant(obj)
+    assert parse_pod(obj) == parse_pod(obj)  # (a cached request, the second time)
