@@ -328,15 +328,64 @@ def _fold_object(state: AdmissionState, obj: KubeObject, *, deleted: bool, admis
         if deleted:
             state.workloads.pop(key, None)
             return
-        spec = obj.spec_dict()
-        whole = {"apiVersion": obj.api_version, "kind": kind, "spec": spec,
-                 "metadata": {"annotations": meta.annotations}}
-        path = ("priorityClassName",) if kind == VOLCANO_JOB else ("template", "spec", "priorityClassName")
-        priority_class = dig(spec, *path)
-        state.workloads[key] = WorkloadQueue(queue=workload_queue_name(whole),
-                                             priority_class=priority_class if isinstance(priority_class, str) else "")
+        state.workloads[key] = workload_queue(obj)
     elif kind == CONFIGMAP and f"{meta.namespace}/{meta.name}" == admission_configmap:
         _fold_config(state, None if deleted else obj)
+
+
+class _TemplateMeta(msgspec.Struct, gc=False):
+    labels: Any = None
+    annotations: Any = None
+
+
+class _TemplateSpec(msgspec.Struct, gc=False, rename="camel"):
+    priority_class_name: Any = None
+
+
+class _Template(msgspec.Struct, gc=False):
+    metadata: _TemplateMeta | None = None
+    spec: _TemplateSpec | None = None
+
+
+class _WorkloadSpec(msgspec.Struct, gc=False, rename="camel"):
+    """What admission reads of a workload's spec (a Volcano Job's tasks, a Deployment's containers: skipped)."""
+
+    queue: Any = None
+    priority_class_name: Any = None
+    template: _Template | None = None
+
+
+_workload_spec = msgspec.json.Decoder(_WorkloadSpec)
+
+
+def workload_queue(obj: KubeObject) -> WorkloadQueue:
+    """A workload's queue and PriorityClass name, from the few fields of its spec they are read from (every
+    version of every Job and Deployment comes here); a spec whose parts do not have the expected shapes is read
+    whole by :func:`_workload_queue_tolerant`, with the same result."""
+    try:
+        typed = _workload_spec.decode(obj.spec)
+    except msgspec.ValidationError:
+        return _workload_queue_tolerant(obj)
+    spec: dict[str, Any] = {"queue": typed.queue, "priorityClassName": typed.priority_class_name}
+    if (template := typed.template) is not None:
+        meta, pod = template.metadata, template.spec
+        spec["template"] = {
+            "metadata": None if meta is None else {"labels": meta.labels, "annotations": meta.annotations},
+            "spec": None if pod is None else {"priorityClassName": pod.priority_class_name}}
+    return _workload_queue_of(obj, spec)
+
+
+def _workload_queue_tolerant(obj: KubeObject) -> WorkloadQueue:
+    return _workload_queue_of(obj, obj.spec_dict())
+
+
+def _workload_queue_of(obj: KubeObject, spec: dict[str, Any]) -> WorkloadQueue:
+    whole = {"apiVersion": obj.api_version, "kind": obj.kind, "spec": spec,
+             "metadata": {"annotations": obj.metadata.annotations}}
+    path = ("priorityClassName",) if obj.kind == VOLCANO_JOB else ("template", "spec", "priorityClassName")
+    priority_class = dig(spec, *path)
+    return WorkloadQueue(queue=workload_queue_name(whole),
+                         priority_class=priority_class if isinstance(priority_class, str) else "")
 
 
 def fold_priority_class(state: AdmissionState, *, name: str, value: int, global_default: bool,

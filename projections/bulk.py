@@ -163,8 +163,8 @@ class BulkFold:
                     self._settle_pods(event.cluster)
                     _fold_member(world, last, unread)
             elif of is CommandSucceeded:  # one in three: _fold_succeeded
-                cluster, colon, rest = event.target.partition(":")
-                member = bool(colon) and "/" not in cluster  # (world._fold_member's test)
+                target = event.target
+                member = ":" in target and "/" not in (cluster := target.partition(":")[0])  # (_fold_member's)
                 if member:
                     if event.result is not None and event.result.kind == POD:  # a released pod: held
                         _command_done(world, event)

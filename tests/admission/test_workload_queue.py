@@ -1,0 +1,48 @@
+"""What admission reads of a workload — its queue and PriorityClass name — from a typed decode of the few fields
+they come from, against reading the whole spec as dictionaries: the same answer for any Deployment or Volcano Job,
+however bent (``projections.admission.workload_queue``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tether.adapters.testing.hostile import bent, fuzz_settings
+from tether.core.kube import trim
+from tether.projections.admission import _workload_queue_tolerant, workload_queue
+
+DEPLOYMENT: dict[str, Any] = {
+    "apiVersion": "apps/v1", "kind": "Deployment",
+    "metadata": {"name": "web", "namespace": "ns", "annotations": {"scheduling.volcano.sh/queue-name": "q-meta"}},
+    "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": {
+        "metadata": {"labels": {"app": "web", "volcano.sh/queue-name": "q-label"},
+                     "annotations": {"scheduling.volcano.sh/queue-name": "q-annotation"}},
+        "spec": {"priorityClassName": "high", "containers": [{"name": "c", "image": "x"}]}}},
+}
+VOLCANO_JOB: dict[str, Any] = {
+    "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+    "metadata": {"name": "etl", "namespace": "ns"},
+    "spec": {"queue": "q-job", "priorityClassName": "low", "minAvailable": 1,
+             "tasks": [{"name": "t", "replicas": 1, "template": {"spec": {"containers": [{"name": "c"}]}}}]},
+}
+KEEP = (("kind",), ("apiVersion",), ("metadata", "name"), ("metadata", "namespace"))
+
+
+def test_the_usual_workloads_read_their_queue_and_priority_class() -> None:
+    assert workload_queue(trim(DEPLOYMENT)).queue == "q-label"
+    assert workload_queue(trim(DEPLOYMENT)).priority_class == "high"
+    job = workload_queue(trim(VOLCANO_JOB))
+    assert (job.queue, job.priority_class) == ("q-job", "low")
+
+
+@fuzz_settings()
+@given(raw=st.one_of(bent(DEPLOYMENT, max_changes=4, keep=KEEP), bent(VOLCANO_JOB, max_changes=4, keep=KEEP)))
+def test_the_typed_reading_answers_as_the_whole_spec_does(raw: dict[str, Any]) -> None:
+    try:
+        obj = trim(raw)
+    except msgspec.ValidationError:
+        return
+    assert workload_queue(obj) == _workload_queue_tolerant(obj)
