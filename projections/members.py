@@ -20,6 +20,9 @@ What is kept is what the pod-placement decider (``core.placement.decider``) read
   here because the Job and its pods may be garbage-collected long before a successor runs;
 * Jobs: the Fluid operation owning each (Fluid renders an operation as a Job owned by it; its pods are the Job's),
   and every Job known at all — a pod whose Job is not known yet may still turn out to be an operation's;
+* the ReleasePod commands tether issued whose outcome has not arrived yet (pod key → the command's id and required
+  terms): while the pod is still gated here, the decider counts it where those terms will put it
+  (``core.placement.decider``, "Pods on their way");
 * what tether last reported on each PodGroup (the reason of its last Event, noted when the command is issued), so
   that a group that stays unschedulable is reported once, on the transition, not on every change to the member;
 * the outcome tether last reported on each Fluid operation (the condition its last Event stands for, noted when
@@ -42,7 +45,7 @@ from typing import Any
 import msgspec
 
 from tether.core.events import member_key
-from tether.core.kube import Condition, KubeObject, ObjectMeta, object_dict, parse_conditions
+from tether.core.kube import Condition, KubeObject, NodeSelectorTerm, ObjectMeta, object_dict, parse_conditions
 from tether.core.placement.dataflow import (
     OPERATION_KINDS,
     DataFlowSpecError,
@@ -129,6 +132,8 @@ class MemberState(msgspec.Struct):
     lists_pending: set[str] = set()
     jobs: set[str] = set()  # every Job key known, owned by an operation or not (a pod's Job is known or not yet)
     reported: dict[str, str] = {}  # PodGroup key → reason of the last Event tether issued on it (transitions only)
+    # pod key → (command id, required terms) of tether's ReleasePod in flight (the pod still gated here)
+    releasing: dict[str, tuple[str, tuple[NodeSelectorTerm, ...]]] = {}
     outcomes: dict[str, Condition] = {}  # operation key → the outcome tether reported on it (its last Event's)
     position: str = ""  # ``partition:offset`` of the last event about this member folded (what the webhook records)
 
@@ -285,6 +290,7 @@ def _put(state: MemberState, obj: KubeObject, *, deleted: bool, touched: set[str
             _index(state.pods_by_job, f"{JOB}/{old.namespace}/{old.job}" if old.job else "", key, add_=False)
             _touch_pod(state, old, touched)
         if deleted:
+            state.releasing.pop(key, None)
             return
         pod = parse_pod(obj)
         state.pods[key] = pod
@@ -401,6 +407,22 @@ def note_outcome(members: Members, cluster: str, *, operation_key: str, reason: 
         held.outcomes[operation_key] = outcome_condition(reason=reason, message=message, at=at)
 
 
+def note_releasing(members: Members, cluster: str, *, pod_key: str, command_id: str,
+                   required: tuple[NodeSelectorTerm, ...]) -> None:
+    """tether issued a ReleasePod: until its outcome arrives (:func:`release_done`), the pod is on its way where
+    ``required`` puts it."""
+    held = members.clusters.get(cluster)
+    if held is not None:
+        held.releasing[pod_key] = (command_id, required)
+
+
+def release_done(members: Members, cluster: str, *, pod_key: str, command_id: str) -> None:
+    """The outcome of the ReleasePod ``command_id`` arrived (applied, a no-op or failed): it is no longer in flight."""
+    held = members.clusters.get(cluster)
+    if held is not None and held.releasing.get(pod_key, ("",))[0] == command_id:
+        del held.releasing[pod_key]
+
+
 def member_lists_started(members: Members, cluster: str, sources: tuple[str, ...]) -> None:
     members.state(cluster).lists_pending.update(sources)
 
@@ -412,5 +434,5 @@ def member_disconnected(members: Members, cluster: str) -> None:
 __all__ = [
     "JOB", "MEMBER_KINDS", "NODE", "POD", "POD_GROUP", "MemberGroup", "MemberNode", "MemberOperation", "MemberPod",
     "MemberState", "Members", "member_disconnected", "member_listed", "member_lists_started", "note_outcome",
-    "observe_member", "parse_pod",
+    "note_releasing", "observe_member", "parse_pod", "release_done",
 ]

@@ -40,6 +40,7 @@ from tether.core.commands import (
     Command,
     EmitMemberEvent,
     LookupDataLocation,
+    ReleasePod,
     ResumeBinding,
     StartTimer,
     command_name,
@@ -81,7 +82,9 @@ from .members import (
     member_listed,
     member_lists_started,
     note_outcome,
+    note_releasing,
     observe_member,
+    release_done,
 )
 from .views import (
     BINDING,
@@ -765,10 +768,14 @@ def _fold_member(world: World, record: EventRecord, touched: Touched) -> bool:
             world.inflight.pop(slot("start_timer", event.subject), None)
         elif isinstance(event, CommandSucceeded):
             _command_done(world, event)
+            if event.command == "release_pod":
+                release_done(world.members, member, pod_key=rest, command_id=event.command_id)
             if event.result is not None:
                 touched.members |= observe_member(world.members, member, event.result, deleted=False)
         else:
             _command_failed(world, event)
+            if event.command == "release_pod":
+                release_done(world.members, member, pod_key=rest, command_id=event.command_id)
         touched.members.add(target if not rest.startswith("Pod/") else _subject_of_pod(world, member, rest))
         return True
     return False
@@ -862,10 +869,13 @@ def note_issued(world: World, command: Command, command_id: str, *, command_slot
     elif isinstance(command, EmitMemberEvent) and command.involved.kind in OPERATION_KINDS:
         note_outcome(world.members, command.cluster, operation_key=command.involved.key, reason=command.reason,
                      message=command.message, at=rfc3339(at_ms))
+    elif isinstance(command, ReleasePod):  # on its way until its outcome: pod placement counts it (members)
+        note_releasing(world.members, command.cluster, pod_key=command.pod.key, command_id=command_id,
+                       required=command.required)
 
 
 #: The commands :func:`note_issued` reads more of than their type, target and id.
-_NOTED_FROM_BODY = frozenset({"LookupDataLocation", "ResumeBinding", "StartTimer", "EmitMemberEvent"})
+_NOTED_FROM_BODY = frozenset({"LookupDataLocation", "ResumeBinding", "StartTimer", "EmitMemberEvent", "ReleasePod"})
 #: Each command's tag (its class name, as encoded) → its name (``command_name``).
 _NAMES_BY_TAG = {cls.__name__: command_name(cls) for cls in COMMAND_TYPES}
 
