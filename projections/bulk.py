@@ -70,6 +70,7 @@ from tether.core.identity import DataIdentity
 from tether.core.kube import KubeObject
 
 from .admission import READ_KINDS, fold_admission, fold_admission_binding, fold_admission_cluster
+from .versions import stale as _stale
 from .views import (
     BINDING,
     CLAIM,
@@ -95,7 +96,6 @@ from .world import (
     _put_binding,
     _put_claim,
     _put_source,
-    _stale,
     _unread,
     adopt_location,
     location_moved,

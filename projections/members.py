@@ -31,6 +31,10 @@ What is kept is what the pod-placement decider (``core.placement.decider``) read
   (``core.placement.operation_status``);
 * the position of the last event folded about the member: the pod webhook records it with each answer.
 
+A write's answer and the watch race: an observation of a pod older than the one held (a release's answer folded
+after the watch's bind) is ignored (``projections.versions``), and an answer never brings back an object the
+watch saw deleted (:func:`observe_member`).
+
 A gated pod that belongs to no PodGroup and to no known operation is a subject of its own (``Pod/ns/name``): the
 pod webhook gates a pod *in doubt* (its Job not known yet while an operation of its namespace waits for one), and
 the decider releases it once its Job is known to be no operation's.
@@ -58,6 +62,8 @@ from tether.core.placement.dataflow import (
 from tether.core.placement.operation_status import CONDITION_TYPE, accepts_conditions, outcome_condition
 from tether.core.placement.pod_group_spec import POD_GROUP_ANNOTATION, GroupSpec, InvalidPodGroup, parse_pod_group
 from tether.core.quantity import InvalidQuantity, ResourceList, add, resource_list
+
+from .versions import stale
 
 NODE, POD, POD_GROUP, JOB = "Node", "Pod", "PodGroup", "Job"
 MEMBER_KINDS = (NODE, POD, POD_GROUP, JOB, *OPERATION_KINDS)
@@ -282,8 +288,8 @@ def _put(state: MemberState, obj: KubeObject, *, deleted: bool, touched: set[str
     if kind == POD:
         old = state.pods.pop(key, None)
         if old is not None:
-            if not deleted and old.resource_version == meta.resource_version:
-                state.pods[key] = old
+            if not deleted and stale(meta.resource_version, old.resource_version):
+                state.pods[key] = old  # the same version, or an older one (a release's answer after the bind)
                 return
             _index(state.pods_by_group, f"{POD_GROUP}/{old.namespace}/{old.group}" if old.group else "", key,
                    add_=False)
@@ -345,13 +351,28 @@ def _put(state: MemberState, obj: KubeObject, *, deleted: bool, touched: set[str
                 _index(state.successors, source.key, key, add_=True)
 
 
-def observe_member(members: Members, cluster: str, obj: KubeObject, *, deleted: bool) -> set[str]:
+def _held(state: MemberState, obj: KubeObject) -> bool:
+    kind, meta = obj.kind, obj.metadata
+    if kind == NODE:
+        return meta.name in state.nodes
+    key = f"{kind}/{meta.namespace}/{meta.name}"
+    return key in (state.pods if kind == POD else state.groups if kind == POD_GROUP else state.jobs if kind == JOB
+                   else state.operations)
+
+
+def observe_member(members: Members, cluster: str, obj: KubeObject, *, deleted: bool, answer: bool = False
+                   ) -> set[str]:
     """Fold an observation of ``obj`` in member ``cluster``; returns the member keys of the PodGroups and
-    operations whose pods may now be decided differently."""
+    operations whose pods may now be decided differently. ``answer``: ``obj`` is a write's answer (a command's
+    result), which updates an object held but never brings back one the watch saw deleted meanwhile — the two
+    race, and a pod brought back would be counted as on its way for ever."""
     if obj.kind not in MEMBER_KINDS:
         return set()
+    state = members.state(cluster)
+    if answer and not _held(state, obj):
+        return set()
     touched: set[str] = set()
-    _put(members.state(cluster), obj, deleted=deleted, touched=touched)
+    _put(state, obj, deleted=deleted, touched=touched)
     return {member_key(cluster, key) for key in touched}
 
 

@@ -86,6 +86,7 @@ from .members import (
     observe_member,
     release_done,
 )
+from .versions import stale as _stale
 from .views import (
     BINDING,
     CLAIM,
@@ -223,23 +224,6 @@ def initial_world(settings: Settings | None = None) -> World:
 def slot(command: str, target: str) -> str:
     """Commands of one type on one target replace each other; the slot names that pair."""
     return f"{command}:{target}"
-
-
-def _stale(new: str, old: str) -> bool:
-    """Whether an observation at resourceVersion ``new`` tells nothing new over the one held at ``old``.
-
-    The same resourceVersion is the same object (the watch echo of a write whose response was already folded,
-    or a relist of an unchanged object): nothing to parse, nothing touched. resourceVersions are opaque by
-    contract but are etcd revisions (integers) on every real apiserver; when both are integers an older
-    observation (a watch event overtaken by a write's response) is ignored too.
-    """
-    if new == old:
-        return True
-    if new.isdigit() and old.isdigit() and new.isascii() and old.isascii():  # ('²'.isdigit() is True)
-        if new[0] == "0" or old[0] == "0":  # never from etcd; compare as numbers
-            return int(new) < int(old)
-        return len(new) < len(old) or (len(new) == len(old) and new < old)  # as numbers, without parsing
-    return False
 
 
 #: How many deleted objects the world remembers. A write's outcome can reach the log after the watch reported the
@@ -771,7 +755,7 @@ def _fold_member(world: World, record: EventRecord, touched: Touched) -> bool:
             if event.command == "release_pod":
                 release_done(world.members, member, pod_key=rest, command_id=event.command_id)
             if event.result is not None:
-                touched.members |= observe_member(world.members, member, event.result, deleted=False)
+                touched.members |= observe_member(world.members, member, event.result, deleted=False, answer=True)
         else:
             _command_failed(world, event)
             if event.command == "release_pod":

@@ -157,3 +157,26 @@ def test_a_deleted_pod_is_no_longer_on_its_way() -> None:
         feed.send(ObjectDeleted(obj=trim(pod(record.command.pod.name, group="a", cpu="4")), cluster="m1"))
     assert feed.world.members.clusters["m1"].releasing == {}
     assert racks_of(released_by(group(feed, "b"))) == {"r1"}
+
+
+def test_a_releases_answer_folded_after_the_watchs_bind_leaves_the_pod_bound() -> None:
+    feed = Feed()
+    racks(feed, "m1")
+    record = released_by(group(feed, "a"))["a-0"]
+    answer = trim(released_pod(record, group_name="a"))  # the release's answer: ungated, not bound yet ...
+    bound = released_pod(record, group_name="a", node_name="m1-n0")  # ... then kube-scheduler bound it
+    feed.observe("m1", bound)  # the watch was faster than the executor's append
+    feed.send(CommandSucceeded(command_id=record.id, command="release_pod", target=record.key, result=answer))
+    assert feed.world.members.clusters["m1"].pods["Pod/ml/a-0"].node_name == "m1-n0"
+
+
+def test_a_releases_answer_never_brings_back_a_pod_the_watch_saw_deleted() -> None:
+    feed = Feed()
+    racks(feed, "m1")
+    first = released_by(group(feed, "a"))
+    for name, record in first.items():
+        feed.send(ObjectDeleted(obj=trim(pod(name, group="a", cpu="4")), cluster="m1"))
+        feed.send(CommandSucceeded(command_id=record.id, command="release_pod", target=record.key,
+                                   result=trim(released_pod(record, group_name="a"))))
+    assert not feed.world.members.clusters["m1"].pods  # else counted as on their way to r1 for ever
+    assert racks_of(released_by(group(feed, "b"))) == {"r1"}
