@@ -6,10 +6,11 @@ Pods that need a placement decision are created with the scheduling gate :data:`
 its gated pods:
 
 * **Godel PodGroups** (``core.placement.topology_planner``): nothing until ``minMember`` pods exist; then
-  :func:`plan_group` over the member's nodes (each node's ``requested`` is the sum of the requests of the non-terminal
-  pods bound to it) → per pod, required terms pinning it to the chosen domain and preferred terms for the circle order.
-  A group whose released pods are not bound yet waits for them (they are not counted anywhere by the planner until
-  bound, and a second plan could otherwise choose another domain for the rest). An unplaceable group stays gated (a
+  :func:`plan_group` over the member's nodes (each node's ``requested``: the requests of the non-terminal pods bound
+  to it, and of the pods on their way to it — below) → per pod, required terms pinning it to the chosen domain and
+  preferred terms for the circle order. A group some of whose pods are released, or being released, and not bound
+  yet waits for them (a second plan could otherwise choose another domain for the rest). An unplaceable group stays
+  gated (a
   Warning Event on the PodGroup says why) and is planned again whenever its member changes; a PodGroup that does not
   parse keeps its pods gated with a Warning Event naming the field — placing a gang against its owner's intent would be
   worse than waiting. A gated pod naming a PodGroup that does not exist waits for it — for
@@ -32,6 +33,24 @@ its gated pods:
   has written the operation's status, since Fluid's schema refuses a status without its ``phase`` and
   ``duration``; until then the outcome waits in the world and is written when the status appears
   (``core.placement.operation_status``).
+
+**Pods on their way.** Between tether's decision and kube-scheduler's bind, a placed pod is *on its way*: its
+ReleasePod in flight (the pod still gated in the world; ``MemberState.releasing`` holds the command's terms until its
+outcome), then released and not bound yet. Its room is taken all the same, as kube-scheduler's *assumed* and
+*nominated* pods take room in its cache: a plan that did not count it would pin the next group to the same domain,
+overcommit it, and strand the pods that do not fit there — an ungated pod's affinity is final (the crash-restart run
+pinned 40 groups to one rack that holds 8, while the executor lagged behind the decisions). So each plan first counts
+every live pod on its way (tether released it — its placement annotation, no gate left — or its release is in
+flight), by pod key, on the first node by name that its required terms allow and that has room for it after the
+bound pods and the pods counted before it; a pod with no such node takes no room (it cannot bind until room frees,
+and then competes like any pending pod), so released pods that can never bind block no other group. Groups placed
+earlier in the same step are counted the same way, so one relist deciding many groups at once spreads them too. The
+node is tether's guess — kube-scheduler picks the node inside the domain — but the domain and the amount are
+exact, and that is what the next plan's choice of domain turns on; once bound, the pod counts where it is. Pods
+released without required terms (unchanged) are not counted: kube-scheduler may put them anywhere. All of it is a
+function of the world, so a replay counts the same pods on the same nodes. A pod that has room but never binds for
+a reason tether does not see (a taint, a cordoned node) holds its room in tether's picture until it is bound,
+deleted or finished.
 
 **One command per pod** (:class:`~tether.core.commands.ReleasePod`): the executor tightens the affinity and
 removes the gate in one write. Tightening first and releasing in a second write would leave a window where a
