@@ -7,7 +7,7 @@ stranded in one rack). Each test below failed before the fix (the second group w
 
 from __future__ import annotations
 
-from tether.core.commands import EmitMemberEvent, ReleasePod
+from tether.core.commands import EmitMemberEvent, ReleasePod, StartTimer
 from tether.core.envelope import CommandRecord
 from tether.core.events import CommandFailed, CommandSucceeded, ListsStarted, ObjectDeleted, ObjectsListed
 from tether.core.kube import REQUIRED, as_json, trim
@@ -53,12 +53,12 @@ def released_pod(record: CommandRecord, *, group_name: str, cpu: str = "4", node
     return raw
 
 
-def apply(feed: Feed, records: dict[str, CommandRecord], *, group_name: str) -> list[CommandRecord]:
+def apply(feed: Feed, records: dict[str, CommandRecord], *, group_name: str, cpu: str = "4") -> list[CommandRecord]:
     """The releases applied (their answers in the log), the pods not bound yet."""
     out: list[CommandRecord] = []
     for record in records.values():
         out += feed.send(CommandSucceeded(command_id=record.id, command="release_pod", target=record.key,
-                                          result=trim(released_pod(record, group_name=group_name))))
+                                          result=trim(released_pod(record, group_name=group_name, cpu=cpu))))
     return out
 
 
@@ -139,11 +139,13 @@ def test_a_group_waits_for_its_own_releases_in_flight_and_failed_ones_free_their
     assert racks_of(first) == {"r1"} and racks_of(second) == {"r2"}
     failed = []
     for record in first.values():  # the member did not answer: each release fails (retryable)
-        failed.append(released_by(feed.send(CommandFailed(
+        failed.append(feed.send(CommandFailed(
             command_id=record.id, command="release_pod", target=record.key, reason="MemberUnavailable",
-            message="not connected", retryable=True))))
-    assert failed[:3] == [{}, {}, {}]  # while some of a's releases are in flight, a is not planned again
-    assert sorted(failed[3]) == ["a-0", "a-1", "a-2", "a-3"] and racks_of(failed[3]) == {"r1"}  # b holds r2
+            message="not connected", retryable=True)))
+    # while some of a's releases are in flight, a is not planned again: nothing but each failure's retry timer
+    assert [[type(c.command) for c in out] for out in failed[:3]] == [[StartTimer]] * 3
+    replanned = released_by(failed[3])
+    assert sorted(replanned) == ["a-0", "a-1", "a-2", "a-3"] and racks_of(replanned) == {"r1"}  # b holds r2
     held = feed.world.members.clusters["m1"].releasing
     assert sorted(held) == [f"Pod/ml/{p}" for p in ("a-0", "a-1", "a-2", "a-3", "b-0", "b-1", "b-2", "b-3")]
 
@@ -180,3 +182,33 @@ def test_a_releases_answer_never_brings_back_a_pod_the_watch_saw_deleted() -> No
                                    result=trim(released_pod(record, group_name="a"))))
     assert not feed.world.members.clusters["m1"].pods  # else counted as on their way to r1 for ever
     assert racks_of(released_by(group(feed, "b"))) == {"r1"}
+
+
+def test_only_pods_tether_released_with_no_gate_left_are_counted_as_on_their_way() -> None:
+    feed = Feed()
+    racks(feed, "m1")
+    pinned = {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}]}}}
+    for i in range(4):  # pending pods pinned to r1 that tether did not release, or that another gate still holds
+        other = pod(f"o{i}", cpu="4", gated=False)
+        other["spec"]["affinity"] = pinned
+        if i % 2:
+            other["metadata"]["annotations"] = {PLACEMENT_ANNOTATION: "released by tether"}
+            other["spec"]["schedulingGates"] = [{"name": "someone-else"}]
+        feed.observe("m1", other)
+    # kube-scheduler has not taken them (another gate) or tether does not know they will ever be bound: r1 is free
+    assert racks_of(released_by(group(feed, "a"))) == {"r1"}
+
+
+def test_a_late_member_waits_until_its_groups_released_pods_are_bound_then_joins_their_rack() -> None:
+    feed = Feed()
+    racks(feed, "m1")
+    first = released_by(group(feed, "a", cpu="3"))
+    apply(feed, first, group_name="a", cpu="3")
+    assert racks_of(first) == {"r1"}
+    assert released_by(feed.observe("m1", pod("a-4", group="a", cpu="1"))) == {}  # a's released pods: not bound
+    out: list[CommandRecord] = []
+    for i, record in enumerate(first.values()):
+        out = feed.observe("m1", released_pod(record, group_name="a", cpu="3", node_name=f"m1-n{i // 2}"))
+    late = released_by(out)
+    assert sorted(late) == ["a-4"] and racks_of(late) == {"r1"}  # pinned by the members bound there
