@@ -10,10 +10,9 @@ its gated pods:
   to it, and of the pods on their way to it — below) → per pod, required terms pinning it to the chosen domain and
   preferred terms for the circle order. A group some of whose pods are released, or being released, and not bound
   yet waits for them (a second plan could otherwise choose another domain for the rest). An unplaceable group stays
-  gated (a
-  Warning Event on the PodGroup says why) and is planned again whenever its member changes; a PodGroup that does not
-  parse keeps its pods gated with a Warning Event naming the field — placing a gang against its owner's intent would be
-  worse than waiting. A gated pod naming a PodGroup that does not exist waits for it — for
+  gated (a Warning Event on the PodGroup says why) and is planned again whenever its member changes; a PodGroup
+  that does not parse keeps its pods gated with a Warning Event naming the field — placing a gang against its
+  owner's intent would be worse than waiting. A gated pod naming a PodGroup that does not exist waits for it — for
   :data:`GROUP_WAIT_TIMEOUT_MS` from the earliest creation of the gated pods (a ``StartTimer`` whose firing decides
   again), then its pods are released unchanged with a Warning Event on each (``PodGroupNotFound``): a typo in an
   annotation must not strand pods for ever.
