@@ -368,9 +368,9 @@ def observe_member(members: Members, cluster: str, obj: KubeObject, *, deleted: 
     race, and a pod brought back would be counted as on its way for ever."""
     if obj.kind not in MEMBER_KINDS:
         return set()
-    state = members.state(cluster)
-    if answer and not _held(state, obj):
-        return set()
+    state = members.clusters.get(cluster) if answer else members.state(cluster)
+    if state is None or (answer and not _held(state, obj)):
+        return set()  # (nor a member disconnected meanwhile: its relist brings its objects back)
     touched: set[str] = set()
     _put(state, obj, deleted=deleted, touched=touched)
     return {member_key(cluster, key) for key in touched}

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from tether.core.commands import EmitMemberEvent, ReleasePod, StartTimer
 from tether.core.envelope import CommandRecord
-from tether.core.events import CommandFailed, CommandSucceeded, ListsStarted, ObjectDeleted, ObjectsListed
+from tether.core.events import (
+    CommandFailed,
+    CommandSucceeded,
+    ListsStarted,
+    MemberDisconnected,
+    ObjectDeleted,
+    ObjectsListed,
+)
 from tether.core.kube import REQUIRED, as_json, trim
 from tether.core.placement.decider import PLACEMENT_ANNOTATION
 from tether.projections.snapshot import decode_world, encode_world
@@ -182,6 +189,11 @@ def test_a_releases_answer_never_brings_back_a_pod_the_watch_saw_deleted() -> No
                                    result=trim(released_pod(record, group_name="a"))))
     assert not feed.world.members.clusters["m1"].pods  # else counted as on their way to r1 for ever
     assert racks_of(released_by(group(feed, "b"))) == {"r1"}
+    feed.send(MemberDisconnected(cluster="m1"))  # nor does an answer bring back a member (its relist will)
+    record = next(iter(first.values()))
+    feed.send(CommandSucceeded(command_id=record.id, command="release_pod", target=record.key,
+                               result=trim(released_pod(record, group_name="a"))))
+    assert "m1" not in feed.world.members.clusters
 
 
 def test_only_pods_tether_released_with_no_gate_left_are_counted_as_on_their_way() -> None:
