@@ -76,7 +76,8 @@ from tether.core.identity import DataIdentity
 from tether.core.kube import KubeObject
 
 from .admission import READ_KINDS, fold_admission, fold_admission_binding, fold_admission_cluster
-from .members import POD, observe_member
+from .members import POD, observe_member, release_done
+from .versions import stale as _stale
 from .views import (
     BINDING,
     CLAIM,
@@ -102,7 +103,6 @@ from .world import (
     _put_binding,
     _put_claim,
     _put_source,
-    _stale,
     _unread,
     adopt_location,
     location_moved,
@@ -168,7 +168,10 @@ class BulkFold:
                 if member:
                     if event.result is not None and event.result.kind == POD:  # a released pod: held
                         _command_done(world, event)
-                        self._hold_pod(cluster, event.result)
+                        if event.command == "release_pod":
+                            release_done(world.members, cluster, pod_key=target.partition(":")[2],
+                                         command_id=event.command_id)
+                        self._hold_pod(cluster, event.result, answer=True)
                     else:
                         self._settle_pods(cluster)
                         _fold_member(world, last, unread)
@@ -282,12 +285,25 @@ class BulkFold:
         self._admit_all()
         self._settle_pods()
 
-    def _hold_pod(self, cluster: str, obj: KubeObject) -> None:
+    def _hold_pod(self, cluster: str, obj: KubeObject, *, answer: bool = False) -> None:
+        """Hold ``obj``, a version of a member's pod, as ``observe_member`` would fold it: not when it is older than
+        the version held (a release's answer after the watch's bind), nor, for a write's answer (``answer``), when
+        the member holds no such pod (seen deleted meanwhile, or a member disconnected)."""
         meta = obj.metadata
+        key = f"{POD}/{meta.namespace}/{meta.name}"
         held = self.pods.get(cluster)
+        previous = held.get(key) if held is not None else None
+        if previous is not None:
+            if not _stale(meta.resource_version, previous.metadata.resource_version):
+                held[key] = obj  # type: ignore[index]
+            return
+        if answer:
+            state = self.world.members.clusters.get(cluster)
+            if state is None or key not in state.pods:
+                return
         if held is None:
             held = self.pods[cluster] = {}
-        held[f"{POD}/{meta.namespace}/{meta.name}"] = obj
+        held[key] = obj
 
     def _settle_pod(self, cluster: str, key: str) -> None:
         """Fold the held version of one pod of ``cluster``, if any."""

@@ -20,6 +20,9 @@ What is kept is what the pod-placement decider (``core.placement.decider``) read
   here because the Job and its pods may be garbage-collected long before a successor runs;
 * Jobs: the Fluid operation owning each (Fluid renders an operation as a Job owned by it; its pods are the Job's),
   and every Job known at all — a pod whose Job is not known yet may still turn out to be an operation's;
+* the ReleasePod commands tether issued whose outcome has not arrived yet (pod key → the command's id and required
+  terms): while the pod is still gated here, the decider counts it where those terms will put it
+  (``core.placement.decider``, "Pods on their way");
 * what tether last reported on each PodGroup (the reason of its last Event, noted when the command is issued), so
   that a group that stays unschedulable is reported once, on the transition, not on every change to the member;
 * the outcome tether last reported on each Fluid operation (the condition its last Event stands for, noted when
@@ -27,6 +30,10 @@ What is kept is what the pod-placement decider (``core.placement.decider``) read
   condition is written only then, and from this memory once the status appears
   (``core.placement.operation_status``);
 * the position of the last event folded about the member: the pod webhook records it with each answer.
+
+A write's answer and the watch race: an observation of a pod older than the one held (a release's answer folded
+after the watch's bind) is ignored (``projections.versions``), and an answer never brings back an object the
+watch saw deleted (:func:`observe_member`).
 
 A gated pod that belongs to no PodGroup and to no known operation is a subject of its own (``Pod/ns/name``): the
 pod webhook gates a pod *in doubt* (its Job not known yet while an operation of its namespace waits for one), and
@@ -43,7 +50,7 @@ from typing import Any
 import msgspec
 
 from tether.core.events import member_key
-from tether.core.kube import Condition, KubeObject, ObjectMeta, object_dict, parse_conditions
+from tether.core.kube import Condition, KubeObject, NodeSelectorTerm, ObjectMeta, object_dict, parse_conditions
 from tether.core.placement.dataflow import (
     OPERATION_KINDS,
     DataFlowSpecError,
@@ -56,6 +63,8 @@ from tether.core.placement.dataflow import (
 from tether.core.placement.operation_status import CONDITION_TYPE, accepts_conditions, outcome_condition
 from tether.core.placement.pod_group_spec import POD_GROUP_ANNOTATION, GroupSpec, InvalidPodGroup, parse_pod_group
 from tether.core.quantity import InvalidQuantity, ResourceList, add, resource_list
+
+from .versions import stale
 
 NODE, POD, POD_GROUP, JOB = "Node", "Pod", "PodGroup", "Job"
 MEMBER_KINDS = (NODE, POD, POD_GROUP, JOB, *OPERATION_KINDS)
@@ -130,6 +139,8 @@ class MemberState(msgspec.Struct):
     lists_pending: set[str] = set()
     jobs: set[str] = set()  # every Job key known, owned by an operation or not (a pod's Job is known or not yet)
     reported: dict[str, str] = {}  # PodGroup key → reason of the last Event tether issued on it (transitions only)
+    # pod key → (command id, required terms) of tether's ReleasePod in flight (the pod still gated here)
+    releasing: dict[str, tuple[str, tuple[NodeSelectorTerm, ...]]] = {}
     outcomes: dict[str, Condition] = {}  # operation key → the outcome tether reported on it (its last Event's)
     position: str = ""  # ``partition:offset`` of the last event about this member folded (what the webhook records)
 
@@ -355,14 +366,15 @@ def _put(state: MemberState, obj: KubeObject, *, deleted: bool, touched: set[str
     if kind == POD:
         old = state.pods.pop(key, None)
         if old is not None:
-            if not deleted and old.resource_version == meta.resource_version:
-                state.pods[key] = old
+            if not deleted and stale(meta.resource_version, old.resource_version):
+                state.pods[key] = old  # the same version, or an older one (a release's answer after the bind)
                 return
             _index(state.pods_by_group, f"{POD_GROUP}/{old.namespace}/{old.group}" if old.group else "", key,
                    add_=False)
             _index(state.pods_by_job, f"{JOB}/{old.namespace}/{old.job}" if old.job else "", key, add_=False)
             _touch_pod(state, old, touched)
         if deleted:
+            state.releasing.pop(key, None)
             return
         pod = parse_pod(obj)
         state.pods[key] = pod
@@ -427,18 +439,32 @@ class _Unreported:
 _UNREPORTED: set[str] = _Unreported()  # type: ignore[assignment]
 
 
-def observe_member(members: Members, cluster: str, obj: KubeObject, *, deleted: bool, report: bool = True
-                   ) -> set[str]:
+def _held(state: MemberState, obj: KubeObject) -> bool:
+    kind, meta = obj.kind, obj.metadata
+    if kind == NODE:
+        return meta.name in state.nodes
+    key = f"{kind}/{meta.namespace}/{meta.name}"
+    return key in (state.pods if kind == POD else state.groups if kind == POD_GROUP else state.jobs if kind == JOB
+                   else state.operations)
+
+
+def observe_member(members: Members, cluster: str, obj: KubeObject, *, deleted: bool, answer: bool = False,
+                   report: bool = True) -> set[str]:
     """Fold an observation of ``obj`` in member ``cluster``; returns the member keys of the PodGroups and
     operations whose pods may now be decided differently (none without ``report``: a replay that only rebuilds
-    state)."""
+    state). ``answer``: ``obj`` is a write's answer (a command's result), which updates an object held but never
+    brings back one the watch saw deleted meanwhile — the two race, and a pod brought back would be counted as on
+    its way for ever."""
     if obj.kind not in MEMBER_KINDS:
         return set()
+    state = members.clusters.get(cluster) if answer else members.state(cluster)
+    if state is None or (answer and not _held(state, obj)):
+        return set()  # (nor a member disconnected meanwhile: its relist brings its objects back)
     if not report:
-        _put(members.state(cluster), obj, deleted=deleted, touched=_UNREPORTED)
+        _put(state, obj, deleted=deleted, touched=_UNREPORTED)
         return set()
     touched: set[str] = set()
-    _put(members.state(cluster), obj, deleted=deleted, touched=touched)
+    _put(state, obj, deleted=deleted, touched=touched)
     return {member_key(cluster, key) for key in touched}
 
 
@@ -494,6 +520,22 @@ def note_outcome(members: Members, cluster: str, *, operation_key: str, reason: 
         held.outcomes[operation_key] = outcome_condition(reason=reason, message=message, at=at)
 
 
+def note_releasing(members: Members, cluster: str, *, pod_key: str, command_id: str,
+                   required: tuple[NodeSelectorTerm, ...]) -> None:
+    """tether issued a ReleasePod: until its outcome arrives (:func:`release_done`), the pod is on its way where
+    ``required`` puts it."""
+    held = members.clusters.get(cluster)
+    if held is not None:
+        held.releasing[pod_key] = (command_id, required)
+
+
+def release_done(members: Members, cluster: str, *, pod_key: str, command_id: str) -> None:
+    """The outcome of the ReleasePod ``command_id`` arrived (applied, a no-op or failed): it is no longer in flight."""
+    held = members.clusters.get(cluster)
+    if held is not None and held.releasing.get(pod_key, ("",))[0] == command_id:
+        del held.releasing[pod_key]
+
+
 def member_lists_started(members: Members, cluster: str, sources: tuple[str, ...]) -> None:
     members.state(cluster).lists_pending.update(sources)
 
@@ -505,5 +547,5 @@ def member_disconnected(members: Members, cluster: str) -> None:
 __all__ = [
     "JOB", "MEMBER_KINDS", "NODE", "POD", "POD_GROUP", "MemberGroup", "MemberNode", "MemberOperation", "MemberPod",
     "MemberState", "Members", "member_disconnected", "member_listed", "member_lists_started", "note_outcome",
-    "observe_member", "parse_pod",
+    "note_releasing", "observe_member", "parse_pod", "release_done",
 ]

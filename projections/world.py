@@ -40,6 +40,7 @@ from tether.core.commands import (
     Command,
     EmitMemberEvent,
     LookupDataLocation,
+    ReleasePod,
     ResumeBinding,
     StartTimer,
     command_name,
@@ -81,8 +82,11 @@ from .members import (
     member_listed,
     member_lists_started,
     note_outcome,
+    note_releasing,
     observe_member,
+    release_done,
 )
+from .versions import stale as _stale
 from .views import (
     BINDING,
     CLAIM,
@@ -221,23 +225,6 @@ def initial_world(settings: Settings | None = None) -> World:
 def slot(command: str, target: str) -> str:
     """Commands of one type on one target replace each other; the slot names that pair."""
     return f"{command}:{target}"
-
-
-def _stale(new: str, old: str) -> bool:
-    """Whether an observation at resourceVersion ``new`` tells nothing new over the one held at ``old``.
-
-    The same resourceVersion is the same object (the watch echo of a write whose response was already folded,
-    or a relist of an unchanged object): nothing to parse, nothing touched. resourceVersions are opaque by
-    contract but are etcd revisions (integers) on every real apiserver; when both are integers an older
-    observation (a watch event overtaken by a write's response) is ignored too.
-    """
-    if new == old:
-        return True
-    if new.isdigit() and old.isdigit() and new.isascii() and old.isascii():  # ('²'.isdigit() is True)
-        if new[0] == "0" or old[0] == "0":  # never from etcd; compare as numbers
-            return int(new) < int(old)
-        return len(new) < len(old) or (len(new) == len(old) and new < old)  # as numbers, without parsing
-    return False
 
 
 #: How many deleted objects the world remembers. A write's outcome can reach the log after the watch reported the
@@ -767,11 +754,15 @@ def _fold_member(world: World, record: EventRecord, touched: Touched) -> bool:
             world.inflight.pop(slot("start_timer", event.subject), None)
         elif isinstance(event, CommandSucceeded):
             _command_done(world, event)
+            if event.command == "release_pod":
+                release_done(world.members, member, pod_key=rest, command_id=event.command_id)
             if event.result is not None:
                 touched.members.update(observe_member(world.members, member, event.result, deleted=False,
-                                                      report=touched.members is not _DISCARDED))
+                                                      answer=True, report=touched.members is not _DISCARDED))
         else:
             _command_failed(world, event)
+            if event.command == "release_pod":
+                release_done(world.members, member, pod_key=rest, command_id=event.command_id)
         touched.members.add(target if not rest.startswith("Pod/") else _subject_of_pod(world, member, rest))
         return True
     return False
@@ -865,10 +856,13 @@ def note_issued(world: World, command: Command, command_id: str, *, command_slot
     elif isinstance(command, EmitMemberEvent) and command.involved.kind in OPERATION_KINDS:
         note_outcome(world.members, command.cluster, operation_key=command.involved.key, reason=command.reason,
                      message=command.message, at=rfc3339(at_ms))
+    elif isinstance(command, ReleasePod):  # on its way until its outcome: pod placement counts it (members)
+        note_releasing(world.members, command.cluster, pod_key=command.pod.key, command_id=command_id,
+                       required=command.required)
 
 
 #: The commands :func:`note_issued` reads more of than their type, target and id.
-_NOTED_FROM_BODY = frozenset({"LookupDataLocation", "ResumeBinding", "StartTimer", "EmitMemberEvent"})
+_NOTED_FROM_BODY = frozenset({"LookupDataLocation", "ResumeBinding", "StartTimer", "EmitMemberEvent", "ReleasePod"})
 #: Each command's tag (its class name, as encoded) → its name (``command_name``).
 _NAMES_BY_TAG = {cls.__name__: command_name(cls) for cls in COMMAND_TYPES}
 

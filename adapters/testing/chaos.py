@@ -5,7 +5,9 @@ processes, all on loopback:
 
 * the **control plane**: the Kubernetes emulator (``python -m tether.adapters.sandbox.kube_emulator``) with the
   Karmada scheduler stand-in, a watch history large enough that the checker's watches never fall out of it;
-* one **member** cluster: another emulator with the pod binder and Godel's PodGroup CRD, racks of nodes;
+* one **member** cluster: another emulator with the pod binder and Godel's PodGroup CRD, racks of nodes — as
+  many racks as the run's pod groups call for (:func:`racks_for`: each group must fit in one rack, so a member
+  too small for them all could never converge);
 * the **daemon**: ``tether run`` exactly as an operator starts it, on a SQLite log (or the Kafka log, two replicas
   with leader election), with queue admission, the ResourceBinding webhook (registered with ``failurePolicy:
   Fail``: no binding is stored unseen) and pod placement in the member;
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import random
 import secrets
@@ -189,6 +192,24 @@ class Daemons:
                 await _end(replica.proc)
 
 
+#: Each member node's allocatable CPU, and each pod group pod's CPU request.
+NODE_CPU = 8
+POD_CPU = 1
+#: Racks at least (the CI-size runs' member), and the spare room the full-size member keeps beyond its groups.
+MIN_RACKS = 4
+RACK_HEADROOM = 0.25
+
+
+def racks_for(*, groups: int, group_size: int, nodes_per_rack: int = 4) -> int:
+    """Racks enough for ``groups`` pod groups of ``group_size`` pods, with :data:`RACK_HEADROOM` to spare.
+
+    A group is required in one rack and its pods run until the end, so a rack holds ``nodes_per_rack x NODE_CPU
+    // (group_size x POD_CPU)`` groups (8 with the defaults) and never more: 40 groups on 4 racks of 4 nodes of 8
+    CPU (32 groups' worth) could never all be bound, whatever tether did."""
+    per_rack = max(1, nodes_per_rack * NODE_CPU // (group_size * POD_CPU))
+    return max(MIN_RACKS, math.ceil(groups * (1 + RACK_HEADROOM) / per_rack))
+
+
 @dataclass
 class World:
     env: KubeEnv
@@ -233,7 +254,8 @@ class World:
                 "name": f"{name}-{i}", "namespace": MEMBER_NAMESPACE,
                 "annotations": {"godel.bytedance.com/pod-group-name": name}},
                 "spec": {"schedulingGates": [{"name": GATE}], "containers": [{
-                    "name": "c", "image": "registry.k8s.io/pause:3.9", "resources": {"requests": {"cpu": "1"}}}]}}
+                    "name": "c", "image": "registry.k8s.io/pause:3.9",
+                    "resources": {"requests": {"cpu": str(POD_CPU)}}}]}}
             await _retrying(lambda pod=pod: self.member.create(PODS, pod, namespace=MEMBER_NAMESPACE))
         self.groups.append(name)
 
@@ -319,7 +341,7 @@ async def _seed_member(member: KubeClient, racks: int, per_rack: int) -> None:
             await member.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {
                 "name": name, "labels": {"kubernetes.io/hostname": name, "rack": f"rack{r}", "zone": "z1"}}})
             await member.patch(NODES, name, {"status": {
-                "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                "allocatable": {"cpu": str(NODE_CPU), "memory": "32Gi", "pods": "110"},
                 "conditions": [{"type": "Ready", "status": "True"}]}}, subresource="status")
 
 

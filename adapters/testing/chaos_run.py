@@ -2,8 +2,9 @@
 
 The workload (seeded): ``claims`` claims over ``tables`` tables, one ResourceBinding per claim's workload (every
 other one created before its claim), and ``groups`` pod groups of four gated pods in the member, spread over the
-run. At ``kills`` points drawn from the claim indices, the daemon (the leader, with replicas) is killed with
-SIGKILL and a new process started at once. Then the run waits until the world has converged and checks, from
+run; the member has racks enough for every group with room to spare (:func:`~.chaos.racks_for`). At ``kills``
+points drawn from the claim indices, the daemon (the leader, with replicas) is killed with SIGKILL and a new
+process started at once. Then the run waits until the world has converged and checks, from
 recorded state (:mod:`.chaos_checks`):
 
 * ``converged``: every claim Bound; every binding scheduled only on clusters holding its data, with tether's
@@ -32,7 +33,7 @@ from typing import Any
 from tether.adapters.cli.replay.diff import diff
 from tether.adapters.kubernetes.client import BINDINGS, CLAIMS
 from tether.adapters.log.url import open_log
-from tether.adapters.testing.chaos import REGIONS, World, chaos_world
+from tether.adapters.testing.chaos import REGIONS, World, chaos_world, racks_for
 from tether.adapters.testing.chaos_checks import History, duplicate_data_sources, unconstrained_versions
 from tether.adapters.testing.kafka import ProxiedBroker
 from tether.adapters.testing.kafka_audit import LogContents, audit, read_log
@@ -57,7 +58,8 @@ async def crash_restart(*, claims: int, kills: int, tables: int, groups: int, se
     the log read just before each kill and audited at the end (module doc)."""
     say = progress or (lambda _line: None)
     started = time.monotonic()
-    async with chaos_world(tables=tables, seed=seed, kafka_bootstrap=kafka_bootstrap, replicas=replicas) as world:
+    async with chaos_world(tables=tables, seed=seed, kafka_bootstrap=kafka_bootstrap, replicas=replicas,
+                           racks=racks_for(groups=groups, group_size=GROUP_SIZE)) as world:
         history = History(world.kube, world.namespace)
         await history.start()
         rng = world.rng
@@ -136,7 +138,7 @@ async def crash_restart(*, claims: int, kills: int, tables: int, groups: int, se
         log_audit = audit(cuts_before_restarts, await read_log(world.log_url)).report() if restart_at else {}
         restarts = world.daemons.starts - len(world.daemons.replicas)
         return {
-            "seed": seed, "claims": claims, "tables": tables, "groups": len(world.groups),
+            "seed": seed, "claims": claims, "tables": tables, "groups": len(world.groups), "racks": world.racks,
             "kills": len(killed), "broker_cuts": cuts, "broker_restarts": len(cuts_before_restarts),
             "restarts": restarts, "replicas": replicas, "log": "kafka" if kafka_bootstrap else "sqlite",
             "converged": converged, "state": state, "duplicate_data_sources": duplicates,

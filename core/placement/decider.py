@@ -6,13 +6,13 @@ Pods that need a placement decision are created with the scheduling gate :data:`
 its gated pods:
 
 * **Godel PodGroups** (``core.placement.topology_planner``): nothing until ``minMember`` pods exist; then
-  :func:`plan_group` over the member's nodes (each node's ``requested`` is the sum of the requests of the non-terminal
-  pods bound to it) → per pod, required terms pinning it to the chosen domain and preferred terms for the circle order.
-  A group whose released pods are not bound yet waits for them (they are not counted anywhere by the planner until
-  bound, and a second plan could otherwise choose another domain for the rest). An unplaceable group stays gated (a
-  Warning Event on the PodGroup says why) and is planned again whenever its member changes; a PodGroup that does not
-  parse keeps its pods gated with a Warning Event naming the field — placing a gang against its owner's intent would be
-  worse than waiting. A gated pod naming a PodGroup that does not exist waits for it — for
+  :func:`plan_group` over the member's nodes (each node's ``requested``: the requests of the non-terminal pods bound
+  to it, and of the pods on their way to it — below) → per pod, required terms pinning it to the chosen domain and
+  preferred terms for the circle order. A group some of whose pods are released, or being released, and not bound
+  yet waits for them (a second plan could otherwise choose another domain for the rest). An unplaceable group stays
+  gated (a Warning Event on the PodGroup says why) and is planned again whenever its member changes; a PodGroup
+  that does not parse keeps its pods gated with a Warning Event naming the field — placing a gang against its
+  owner's intent would be worse than waiting. A gated pod naming a PodGroup that does not exist waits for it — for
   :data:`GROUP_WAIT_TIMEOUT_MS` from the earliest creation of the gated pods (a ``StartTimer`` whose firing decides
   again), then its pods are released unchanged with a Warning Event on each (``PodGroupNotFound``): a typo in an
   annotation must not strand pods for ever.
@@ -32,6 +32,24 @@ its gated pods:
   has written the operation's status, since Fluid's schema refuses a status without its ``phase`` and
   ``duration``; until then the outcome waits in the world and is written when the status appears
   (``core.placement.operation_status``).
+
+**Pods on their way.** Between tether's decision and kube-scheduler's bind, a placed pod is *on its way*: its
+ReleasePod in flight (the pod still gated in the world; ``MemberState.releasing`` holds the command's terms until its
+outcome), then released and not bound yet. Its room is taken all the same, as kube-scheduler's *assumed* and
+*nominated* pods take room in its cache: a plan that did not count it would pin the next group to the same domain,
+overcommit it, and strand the pods that do not fit there — an ungated pod's affinity is final (the crash-restart run
+pinned 40 groups to one rack that holds 8, while the executor lagged behind the decisions). So each plan first counts
+every live pod on its way (tether released it — its placement annotation, no gate left — or its release is in
+flight), by pod key, on the first node by name that its required terms allow and that has room for it after the
+bound pods and the pods counted before it; a pod with no such node takes no room (it cannot bind until room frees,
+and then competes like any pending pod), so released pods that can never bind block no other group. Groups placed
+earlier in the same step are counted the same way, so one relist deciding many groups at once spreads them too. The
+node is tether's guess — kube-scheduler picks the node inside the domain — but the domain and the amount are
+exact, and that is what the next plan's choice of domain turns on; once bound, the pod counts where it is. Pods
+released without required terms (unchanged) are not counted: kube-scheduler may put them anywhere. All of it is a
+function of the world, so a replay counts the same pods on the same nodes. A pod that has room but never binds for
+a reason tether does not see (a taint, a cordoned node) holds its room in tether's picture until it is bound,
+deleted or finished.
 
 **One command per pod** (:class:`~tether.core.commands.ReleasePod`): the executor tightens the affinity and
 removes the gate in one write. Tightening first and releasing in a second write would leave a window where a
@@ -56,6 +74,7 @@ from ..decision import Decision
 from ..envelope import EventRecord, parse_rfc3339_ms, rfc3339
 from ..events import split_member_key
 from ..kube import Condition, NodeSelectorTerm, ObjectRef, PreferredSchedulingTerm
+from ..quantity import ResourceList
 from .dataflow import (
     OPERATION_KINDS,
     DataFlowSpecError,
@@ -69,6 +88,7 @@ from .dataflow import (
     inheritance_source,
     invalid_spec,
 )
+from .node_affinity import InvalidAffinity, parse_node_affinity, selector_matches
 from .operation_status import outcome_condition, same_outcome
 from .pod_group_spec import API_VERSION as POD_GROUP_API_VERSION
 from .topology_planner import GroupPod, Node, plan_group
@@ -96,16 +116,65 @@ def _live(pod: MemberPod) -> bool:
     return not pod.deleting and not pod.terminal
 
 
-def _nodes(state: MemberState) -> list[Node]:
-    requested: dict[str, dict[str, int]] = {}
-    for key in sorted(state.pods):
-        pod = state.pods[key]
-        if pod.node_name and _live(pod):
-            held = requested.setdefault(pod.node_name, {})
-            for name, amount in pod.request.items():
-                held[name] = held.get(name, 0) + amount
-    return [Node(name=node.name, labels=node.labels, allocatable=node.allocatable,
-                 requested=requested.get(node.name, {})) for _, node in sorted(state.nodes.items())]
+def _on_its_way(state: MemberState, pod: MemberPod) -> tuple[NodeSelectorTerm, ...]:
+    """The required terms of a live, unbound pod kube-scheduler is about to place — released by tether (its affinity
+    as written on it), or its ReleasePod in flight (the command's terms) — or ``()`` when it is none of these
+    (module doc, "Pods on their way")."""
+    if GATE in pod.gates:
+        held = state.releasing.get(pod.key)
+        return held[1] if held is not None and len(pod.gates) == 1 else ()  # (another gate: not schedulable yet)
+    if pod.gates or PLACEMENT_ANNOTATION not in pod.annotations:
+        return ()
+    try:
+        return parse_node_affinity(pod.affinity.get("nodeAffinity")).required
+    except InvalidAffinity:
+        return ()  # kube-scheduler cannot place it either
+
+
+class _Room:
+    """What each node of a member has taken: the requests of the live pods bound to it, then those of the pods on
+    their way, each counted on the first node (by name) its required terms allow with room for it (module doc,
+    "Pods on their way"). Built once per member per step, on the first group planned there, and added to as that
+    step places groups, so a group decided later in the step sees the room the earlier ones took."""
+
+    __slots__ = ("nodes", "on_the_way", "requested")
+
+    def __init__(self, state: MemberState) -> None:
+        self.nodes = [state.nodes[name] for name in sorted(state.nodes)]
+        self.requested: dict[str, dict[str, int]] = {}
+        self.on_the_way = 0
+        coming: list[tuple[MemberPod, tuple[NodeSelectorTerm, ...]]] = []
+        for key in sorted(state.pods):
+            pod = state.pods[key]
+            if not _live(pod):
+                continue
+            if pod.node_name:
+                self._take(pod.node_name, pod.request)
+            elif required := _on_its_way(state, pod):
+                coming.append((pod, required))
+        for pod, required in coming:  # after every bound pod: those hold their nodes already
+            self.assume(pod.request, required)
+
+    def _take(self, node: str, request: ResourceList) -> None:
+        held = self.requested.setdefault(node, {})
+        for name, amount in request.items():
+            held[name] = held.get(name, 0) + amount
+
+    def assume(self, request: ResourceList, required: tuple[NodeSelectorTerm, ...]) -> None:
+        """Count a pod on its way on the first node its terms allow that has room for it; nowhere if none has (it
+        cannot be bound until room frees up, so it takes none from anyone)."""
+        for node in self.nodes:
+            held = self.requested.get(node.name, {})
+            if all(held.get(name, 0) + amount <= node.allocatable.get(name, 0)
+                   for name, amount in request.items() if amount > 0) \
+                    and selector_matches(required, name=node.name, labels=node.labels):
+                self._take(node.name, request)
+                self.on_the_way += 1
+                return
+
+    def planner_nodes(self) -> list[Node]:
+        return [Node(name=node.name, labels=node.labels, allocatable=node.allocatable,
+                     requested=dict(self.requested.get(node.name, {}))) for node in self.nodes]
 
 
 def _gated_since(pods: list[MemberPod], record: EventRecord) -> int:
@@ -143,7 +212,8 @@ def _group_event(state: MemberState, cluster: str, ref: ObjectRef, *, event_type
                                       message=message), why)]
 
 
-def _decide_group(state: MemberState, cluster: str, key: str, record: EventRecord) -> list[Decision]:
+def _decide_group(state: MemberState, cluster: str, key: str, record: EventRecord,
+                  rooms: dict[str, _Room]) -> list[Decision]:
     pods = [state.pods[k] for k in sorted(state.pods_by_group.get(key, ()))]
     pods = [p for p in pods if _live(p)]
     gated = {p.name: p for p in pods if GATE in p.gates}
@@ -159,16 +229,22 @@ def _decide_group(state: MemberState, cluster: str, key: str, record: EventRecor
                             message=group.error,
                             why=f"{cluster}: PodGroup {group.namespace}/{group.name} does not parse ({group.error}); "
                                 f"its {len(gated)} gated pods stay gated")
-    if any(PLACEMENT_ANNOTATION in p.annotations and not p.gates and not p.node_name for p in pods):
-        return []  # released pods not bound yet: plan the rest once they are (module doc)
+    if any(PLACEMENT_ANNOTATION in p.annotations and not p.gates and not p.node_name for p in pods) \
+            or any(p.key in state.releasing for p in gated.values()):
+        return []  # released (or being released) pods not bound yet: plan the rest once they are (module doc)
     members = [GroupPod(name=p.name, request=p.request, node_name=p.node_name) for p in pods
                if not p.gates or p.name in gated]
-    plan = plan_group(nodes=_nodes(state), spec=group.spec, pods=members)
+    room = rooms.get(cluster)
+    if room is None:
+        room = rooms[cluster] = _Room(state)
+    plan = plan_group(nodes=room.planner_nodes(), spec=group.spec, pods=members)
+    counted = (f"; {room.on_the_way} pods released and not bound yet counted where they go" if room.on_the_way
+               else "")
     if plan.status in ("unschedulable", "conflict"):
         return _group_event(state, cluster, group_ref, event_type="Warning",
                             reason="Unschedulable" if plan.status == "unschedulable" else "PlacementConflict",
-                            message=plan.reason, why=f"{cluster}: PodGroup {group.namespace}/{group.name}: "
-                                                     f"{plan.reason}")
+                            message=plan.reason + counted, why=f"{cluster}: PodGroup {group.namespace}/{group.name}: "
+                                                               f"{plan.reason}{counted}")
     if plan.status != "placed" or plan.domain is None:
         return []
     out: list[Decision] = []
@@ -178,10 +254,12 @@ def _decide_group(state: MemberState, cluster: str, key: str, record: EventRecor
         if pod is None:
             continue
         circle = f", circle {placement.circle}" if placement.circle else ", waiting for room in the domain"
+        room.assume(pod.request, placement.required)  # on its way from now: the next group's plan counts it
         out.append(_decision(
             ReleasePod(cluster=cluster, pod=_ref(pod), gate=GATE, required=placement.required,
                        preferred=placement.preferred, note=f"PodGroup {group.name}: {domain}"),
-            f"{cluster}: PodGroup {group.namespace}/{group.name}: {plan.reason}; pod {pod.name} → {domain}{circle}"))
+            f"{cluster}: PodGroup {group.namespace}/{group.name}: {plan.reason}{counted}; pod {pod.name} → "
+            f"{domain}{circle}"))
     if out:
         out += _group_event(state, cluster, group_ref, event_type="Normal", reason="Placed",
                             message=f"{len(out)} pods released into {domain}",
@@ -303,6 +381,7 @@ def decide_pods(world: World, record: EventRecord, touched: Touched) -> list[Dec
     if not touched.members:
         return []
     out: list[Decision] = []
+    rooms: dict[str, _Room] = {}  # per member, built on the first group planned there (_Room)
     for subject in sorted(touched.members):
         cluster, key = split_member_key(subject)
         state = world.members.clusters.get(cluster)
@@ -310,7 +389,7 @@ def decide_pods(world: World, record: EventRecord, touched: Touched) -> list[Dec
             continue
         kind = key.partition("/")[0]
         if kind == POD_GROUP:
-            out.extend(_decide_group(state, cluster, key, record))
+            out.extend(_decide_group(state, cluster, key, record, rooms))
         elif kind in OPERATION_KINDS:
             out.extend(_decide_operation(state, cluster, key, record))
         elif kind == POD:

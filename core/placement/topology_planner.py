@@ -78,7 +78,8 @@ PlanStatus = Literal["waiting", "placed", "unschedulable", "conflict"]
 
 class Node(msgspec.Struct, frozen=True, gc=False):
     """A node as the planner sees it; amounts in milli-units (``core.quantity``). ``requested`` is the sum of the
-    requests of every pod bound to the node, the group's own bound members included."""
+    requests of every pod bound to the node, the group's own bound members included, and of the pods the caller
+    counts there on their way (the pod-placement decider: released, or being released, and not bound yet)."""
 
     name: str
     labels: dict[str, str] = {}

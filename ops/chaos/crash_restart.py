@@ -4,7 +4,9 @@ Every part is its own process (adapters/testing/chaos.py): the Kubernetes emulat
 stand-in, a member emulator with racks of nodes, ``tether run`` with queue admission, the ResourceBinding webhook
 (``failurePolicy: Fail``) and pod placement, and the sandbox Iceberg REST catalog, which counts lookups. The
 workload creates ``--claims`` claims over ``--tables`` tables, a ResourceBinding per workload and ``--groups`` gated
-pod groups; at ``--kills`` points drawn from the seed, the daemon is killed with SIGKILL and started again at once.
+pod groups (the member gets racks enough for them all, with a quarter to spare: 7 racks of 4 nodes of 8 CPU for
+the default 40 groups of 4 pods of 1 CPU, one rack each); at ``--kills`` points drawn from the seed, the daemon is
+killed with SIGKILL and started again at once.
 With ``--kafka`` the log is Kafka (a tansu broker started here) and ``--replicas`` replicas (default 2) campaign
 for the Lease: each kill is the leader's. ``--broker-restarts N`` (with ``--kafka``) also kills the broker itself
 N times and starts it again on its storage (adapters/testing/kafka_durable.py), and audits the log on the broker's

@@ -23,7 +23,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tether.adapters.kubernetes import manifests
-from tether.core.commands import DATA_GROUP_VERSION, LOCATION_ANNOTATION, ResumeBinding
+from tether.core.commands import DATA_GROUP_VERSION, LOCATION_ANNOTATION, ReleasePod, ResumeBinding
 from tether.core.envelope import CommandHead, CommandRecord, EventRecord, decode_command_head, encode
 from tether.core.events import (
     CommandFailed,
@@ -377,6 +377,7 @@ member_actions = st.one_of(
     st.tuples(st.just("load"), st.sampled_from(MEMBERS), st.booleans()),
     st.tuples(st.just("pods-listed"), st.sampled_from(MEMBERS), st.frozensets(st.sampled_from(PODS))),
     st.tuples(st.just("failed"), st.sampled_from(MEMBERS), st.sampled_from(PODS)),
+    st.tuples(st.just("release"), st.sampled_from(MEMBERS), st.sampled_from(PODS)),
     st.tuples(st.just("claim"), st.sampled_from(CLAIMS), st.sampled_from(TABLES), st.sampled_from(WORKLOADS),
               st.booleans(), rv_mode, st.booleans()),
     st.tuples(st.just("batch")),
@@ -386,14 +387,18 @@ member_actions = st.one_of(
 class MemberHistory(History):
     """Pods (a gang's, or a Fluid DataLoad's Job's), nodes, the Job and the DataLoad, in two members."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.releases: dict[str, str] = {}  # member pod key → id of the last ReleasePod issued for it
+
     def member(self, cluster: str, raw: dict[str, Any], *, result: bool = False, deleted: bool = False) -> None:
         obj = trim(raw)
         obj = self.versions.setdefault((f"{cluster}:{obj.key}", obj.metadata.resource_version), obj)
         if deleted:
             self.add(ObjectDeleted(obj=obj, cluster=cluster))
-        elif result:
-            self.add(CommandSucceeded(command_id="r", command="release_pod", target=f"{cluster}:{obj.key}",
-                                      result=obj))
+        elif result:  # the answer of the last release issued for the pod, if any
+            self.add(CommandSucceeded(command_id=self.releases.get(f"{cluster}:{obj.key}", "r"), command="release_pod",
+                                      target=f"{cluster}:{obj.key}", result=obj))
         else:
             self.add(ObjectObserved(obj=obj, cluster=cluster))
 
@@ -438,6 +443,13 @@ class MemberHistory(History):
             case ("pods-listed", cluster, names):
                 self.add(ObjectsListed(kind="Pod", keys=tuple(sorted(f"Pod/{NS}/{n}" for n in names)),
                                        cluster=cluster))
+            case ("release", cluster, name) if self.offset:  # tether's ReleasePod, issued after the last event
+                command = ReleasePod(cluster=cluster, pod=ObjectRef(api_version="v1", kind="Pod", name=name,
+                                                                    namespace=NS), gate="tether.dev/placement")
+                self.issued.setdefault(self.offset, []).append(CommandRecord(
+                    id=f"rel{self.offset}", at_ms=0, key=f"{cluster}:Pod/{NS}/{name}", command=command,
+                    causation=f"0:{self.offset}"))
+                self.releases[f"{cluster}:Pod/{NS}/{name}"] = f"rel{self.offset}"
             case ("failed", cluster, name):
                 self.add(CommandFailed(command_id="f", command="release_pod", target=f"{cluster}:Pod/{NS}/{name}",
                                        reason="Conflict", message="m", retryable=True))
@@ -447,6 +459,15 @@ class MemberHistory(History):
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(member_actions, min_size=1, max_size=50))
+@example([  # an older version of a pod after a newer one (a release's answer after the bind): ignored
+    ("pod", "m1", "p0", "next", "n1", "Running", "", False),
+    ("pod", "m1", "p0", "older", "", "Pending", "", True),
+])
+@example([  # a release in flight, then its answer: no longer on its way
+    ("pod", "m1", "p2", "next", "", "Pending", "", False),
+    ("release", "m1", "p2"),
+    ("pod", "m1", "p2", "next", "", "Pending", "", True),
+])
 @example([  # a DataLoad's pod succeeded then deleted within the held versions: where it ran is still recorded
     ("node", "m1", "n1", "r1"), ("load", "m1", False), ("job", "m1", True),
     ("pod", "m1", "p0", "next", "n1", "Running", "load-job", False),
@@ -480,7 +501,10 @@ def test_a_members_pods_fold_as_evolve_folds_them(history: list[tuple[Any, ...]]
     for batch in h.events:
         for record in batch:
             evolve(evolved, record)
+            for command in h.issued.get(record.offset, ()):
+                note_issued(evolved, command.command, command.id, at_ms=command.at_ms)
     bulk = BulkFold(initial_world())
+    issued = {offset: [decode_command_head(encode(c)) for c in commands] for offset, commands in h.issued.items()}
     for batch in h.events:
-        bulk.fold(batch)
+        bulk.fold(batch, issued)
     _same(bulk.finish(), evolved)
