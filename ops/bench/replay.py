@@ -59,7 +59,7 @@ from tether.core.pipeline import step
 from tether.projections.bulk import BulkFold, fold_batch
 from tether.projections.world import initial_world
 
-LAYOUT = 3  # bump when the generated scenario changes, to rebuild cached logs
+LAYOUT = 4  # bump when the generated scenario changes, to rebuild cached logs
 JOBS_PER_NAMESPACE = 100
 EVENTS_PER_JOB = 39.5  # measured: 5200 jobs → ~205k events (with admission and pod placement)
 
