@@ -172,7 +172,7 @@ def parse_admission_binding(obj: KubeObject) -> AdmissionBinding:
     problem = ""
     try:
         request = resource_list(dig(spec, "replicaRequirements", "resourceRequest"))
-    except InvalidQuantity as error:
+    except (InvalidQuantity, AttributeError, TypeError) as error:  # (not a map of quantities at all: the same)
         request, problem = {}, f"spec.replicaRequirements.resourceRequest: {error}"
     replicas = spec.get("replicas")
     placement = as_mapping(spec.get("placement"))
@@ -216,7 +216,31 @@ def _relevant(state: AdmissionState, obj: KubeObject) -> bool:
         return True
     if b'"suspension"' in bytes(obj.spec):
         return True
-    return bool(state.managed.kinds) and parse_admission_binding(obj).workload_kind in state.managed.kinds
+    return bool(state.managed.kinds) and binding_workload_kind(obj) in state.managed.kinds
+
+
+class _BindingResource(msgspec.Struct, gc=False, rename="camel"):
+    api_version: Any = ""
+    kind: Any = ""
+
+
+class _BindingOf(msgspec.Struct, gc=False):
+    resource: _BindingResource | None = None
+
+
+_binding_of = msgspec.json.Decoder(_BindingOf)
+
+
+def binding_workload_kind(obj: KubeObject) -> str:
+    """``group/Kind`` of the workload a binding binds — :func:`parse_admission_binding`'s ``workload_kind``, from
+    ``spec.resource`` alone: with queue-managed kinds configured, every version of every binding is asked this."""
+    try:
+        resource = _binding_of.decode(obj.spec).resource
+    except msgspec.ValidationError:
+        return parse_admission_binding(obj).workload_kind
+    api_version, kind = ("", "") if resource is None else (str(resource.api_version), str(resource.kind))
+    group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+    return f"{group}/{kind}"
 
 
 def cluster_capacity(cluster: ObservedCluster) -> ClusterCapacity:
@@ -478,7 +502,6 @@ def note_resume(state: AdmissionState, *, binding_key: str, command_id: str) -> 
 __all__ = [
     "ADMISSION_ANNOTATION", "ADMITTED_REQUEST_ANNOTATION", "CONFIG_KEY", "MANAGED_KEY", "OVERRUN_ANNOTATION",
     "RELEASED_ANNOTATION", "AdmissionBinding", "AdmissionState", "QueueManaged", "QueueObserved", "WorkloadQueue",
-    "fold_admission", "fold_admission_binding", "fold_admission_cluster", "fold_priority_class",
-    "forget_admission_config", "note_resume", "parse_admission_binding",
-    "parse_managed",
+    "binding_workload_kind", "fold_admission", "fold_admission_binding", "fold_admission_cluster",
+    "fold_priority_class", "forget_admission_config", "note_resume", "parse_admission_binding", "parse_managed",
 ]

@@ -113,6 +113,9 @@ from .world import (
 #: The other event types that may be about a member cluster (``world._fold_member`` decides).
 _MAYBE_MEMBER = frozenset({ObjectsListed, ListsStarted, MemberDisconnected, CommandFailed, TimerFired})
 _ANSWERS = frozenset({DataLocationResolved, DataSourceNotInCatalog, DataLocationLookupFailed})
+#: The events without an object that admission's fold reads (``admission.fold_admission``); of the outcomes without
+#: an object, only a resume's.
+_ADMISSION_EVENTS = frozenset({CommandFailed, ObjectsListed, TimerFired, SettingsApplied})
 
 
 class BulkFold:
@@ -248,8 +251,8 @@ class BulkFold:
                 if of is ObjectDeleted:
                     if event.obj.kind in admission_kinds:
                         fold_admission(admission, last, admission_configmap=admission_configmap)
-                elif of is not CommandSucceeded or event.command == "resume_binding":  # (no result: only a
-                    fold_admission(admission, last, admission_configmap=admission_configmap)  # resume's counts)
+                elif of in _ADMISSION_EVENTS or (of is CommandSucceeded and event.command == "resume_binding"):
+                    fold_admission(admission, last, admission_configmap=admission_configmap)  # (module doc)
             if issued:
                 caused = issued.pop(last.offset, None)
                 if caused:

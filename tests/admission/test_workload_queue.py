@@ -1,6 +1,6 @@
-"""What admission reads of a workload — its queue and PriorityClass name — from a typed decode of the few fields
-they come from, against reading the whole spec as dictionaries: the same answer for any Deployment or Volcano Job,
-however bent (``projections.admission.workload_queue``)."""
+"""What admission reads of a workload — its queue and PriorityClass name — and of a binding's workload kind, from a
+typed decode of the few fields they come from, against reading the whole spec as dictionaries: the same answer for
+any Deployment, Volcano Job or binding, however bent (``projections.admission``)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,15 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tether.adapters.kubernetes import manifests
 from tether.adapters.testing.hostile import bent, fuzz_settings
 from tether.core.kube import trim
-from tether.projections.admission import _workload_queue_tolerant, workload_queue
+from tether.projections.admission import (
+    _workload_queue_tolerant,
+    binding_workload_kind,
+    parse_admission_binding,
+    workload_queue,
+)
 
 DEPLOYMENT: dict[str, Any] = {
     "apiVersion": "apps/v1", "kind": "Deployment",
@@ -46,3 +52,20 @@ def test_the_typed_reading_answers_as_the_whole_spec_does(raw: dict[str, Any]) -
     except msgspec.ValidationError:
         return
     assert workload_queue(obj) == _workload_queue_tolerant(obj)
+
+
+BINDING = manifests.resource_binding("w", namespace="ns", kind="Job", api_version="batch.volcano.sh/v1alpha1")
+
+
+@fuzz_settings()
+@given(raw=bent(BINDING, max_changes=4, keep=KEEP))
+def test_a_bindings_workload_kind_from_its_resource_is_the_parsed_bindings(raw: dict[str, Any]) -> None:
+    try:
+        obj = trim(raw)
+    except msgspec.ValidationError:
+        return
+    assert binding_workload_kind(obj) == parse_admission_binding(obj).workload_kind
+
+
+def test_a_bindings_workload_kind() -> None:
+    assert binding_workload_kind(trim(BINDING)) == "batch.volcano.sh/Job"
