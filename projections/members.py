@@ -50,7 +50,15 @@ from typing import Any
 import msgspec
 
 from tether.core.events import member_key
-from tether.core.kube import Condition, KubeObject, NodeSelectorTerm, ObjectMeta, object_dict, parse_conditions
+from tether.core.kube import (
+    Condition,
+    KubeObject,
+    NodeSelectorTerm,
+    ObjectMeta,
+    as_list,
+    object_dict,
+    parse_conditions,
+)
 from tether.core.placement.dataflow import (
     OPERATION_KINDS,
     DataFlowSpecError,
@@ -260,7 +268,7 @@ def _parse_pod_tolerant(obj: KubeObject) -> MemberPod:
         namespace=meta.namespace, name=meta.name, uid=meta.uid, resource_version=meta.resource_version,
         creation=meta.creation_timestamp, node_name=str(spec.get("nodeName") or ""),
         phase=str(status.get("phase") or ""), request=request, job=job, error=error,
-        gates=tuple(str((g or {}).get("name", "")) for g in spec.get("schedulingGates") or [] if isinstance(g, dict)),
+        gates=tuple(str(g.get("name", "")) for g in as_list(spec.get("schedulingGates")) if isinstance(g, dict)),
         group=meta.annotations.get(POD_GROUP_ANNOTATION, ""), annotations=dict(meta.annotations),
         affinity=affinity if isinstance(affinity, dict) else {}, deleting=obj.deleting)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from hypothesis import event, given
+from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from tether.adapters.testing.fake_cluster import Harness
@@ -100,6 +100,7 @@ RICH_POD = {**pod("r-0", group="g", job="j"), "spec": {
 
 @fuzz_settings()
 @given(raw=st.one_of(bent(RICH_POD, max_changes=4, keep=KEEP), bent(pod("p-0"), max_changes=3, keep=KEEP)))
+@example(raw={**pod("p-0"), "spec": {"containers": [[{"name": "c"}]], "schedulingGates": True}})  # (was a TypeError)
 def test_a_pod_read_by_its_typed_fields_is_the_pod_read_as_dictionaries(raw: dict[str, Any]) -> None:
     """``parse_pod`` decodes only the fields it reads, and falls back to reading the whole spec and status as
     dictionaries when they have other types: either way the view is the same."""
