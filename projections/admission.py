@@ -208,15 +208,16 @@ def parse_admission_binding(obj: KubeObject) -> AdmissionBinding:
 
 def _relevant(state: AdmissionState, obj: KubeObject) -> bool:
     """Whether admission reads this binding: suspended (tether's or anyone's), carrying tether's admission
-    annotations, or of a queue-managed kind (its request counts against its queue). A cheap byte test first: a
-    replay folds every binding observation, and most logs never use admission."""
+    annotations, or queue-managed — of a managed kind in a managed namespace (its request counts against its
+    queue; the decider passes over any other binding that is neither suspended nor annotated). A cheap byte test
+    first: a replay folds every binding observation, and most logs never use admission."""
     annotations = obj.metadata.annotations
     if ADMISSION_ANNOTATION in annotations or ADMITTED_REQUEST_ANNOTATION in annotations or \
             RELEASED_ANNOTATION in annotations:
         return True
     if b'"suspension"' in bytes(obj.spec):
         return True
-    return bool(state.managed.kinds) and binding_workload_kind(obj) in state.managed.kinds
+    return bool(state.managed.kinds) and state.managed.manages(binding_workload_kind(obj), obj.metadata.namespace)
 
 
 class _BindingResource(msgspec.Struct, gc=False, rename="camel"):

@@ -14,8 +14,11 @@ from tether.adapters.kubernetes import manifests
 from tether.adapters.testing.hostile import bent, fuzz_settings
 from tether.core.kube import trim
 from tether.projections.admission import (
+    AdmissionState,
+    QueueManaged,
     _workload_queue_tolerant,
     binding_workload_kind,
+    fold_admission_binding,
     parse_admission_binding,
     workload_queue,
 )
@@ -69,3 +72,16 @@ def test_a_bindings_workload_kind_from_its_resource_is_the_parsed_bindings(raw: 
 
 def test_a_bindings_workload_kind() -> None:
     assert binding_workload_kind(trim(BINDING)) == "batch.volcano.sh/Job"
+
+
+def test_admission_keeps_the_bindings_it_manages_and_the_suspended_ones_only() -> None:
+    """Queue-managed means a managed kind in a managed namespace: another binding that is neither suspended nor
+    annotated by tether is not admission's (the decider passes over it), so it is not kept, nor parsed."""
+    state = AdmissionState(managed=QueueManaged(kinds=("batch.volcano.sh/Job",), namespaces=("ml",)))
+    for namespace, suspended in (("ml", False), ("web", False), ("web", True)):
+        raw = manifests.resource_binding(f"w-{namespace}-{suspended}", namespace=namespace, kind="Job",
+                                         api_version="batch.volcano.sh/v1alpha1", suspended=suspended)
+        raw["metadata"]["resourceVersion"] = "1"
+        obj = trim(raw)
+        fold_admission_binding(state, obj.key, obj)
+    assert sorted(state.bindings) == ["ResourceBinding/ml/w-ml-False-job", "ResourceBinding/web/w-web-True-job"]
