@@ -20,7 +20,7 @@ from tether.core.commands import EmitMemberEvent, ReleasePod
 from tether.core.envelope import CommandRecord, decode_command, encode
 from tether.core.events import ObjectDeleted, ObjectObserved
 from tether.core.kube import trim
-from tether.projections.members import _parse_pod_tolerant, parse_pod
+from tether.projections.member_views import _parse_pod_tolerant, parse_pod
 
 from .worlds import DATA_LOAD, DATA_PROCESS, JOB, MEMBER, POD_GROUP, member_objects, pod, world
 
