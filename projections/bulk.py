@@ -28,8 +28,8 @@ drops its held version.
 A member cluster's pods (``projections.members``: a pod is written four or five times — created gated, released,
 echoed, bound, finished) are held the same way, per member, and folded before anything of that member that may
 read them or change what their fold records: a pod's deletion (its last version may record where a Fluid
-operation ran), any other object or write's result of the member (Nodes, Jobs, operations, PodGroups), and its
-lists, a failure or a timer of any member.
+operation ran), a Node, Job or Fluid operation of the member (observed, deleted or a write's result; not a PodGroup
+nor an Event, which neither read nor change them), and its lists, a failure or a timer of any member.
 
 Nothing else reads these objects while state is rebuilt: the catalog answers, the command outcomes and the
 timers read only their own maps (and the indexes only to say what they touched, which nobody reads here).
@@ -76,7 +76,7 @@ from tether.core.identity import DataIdentity
 from tether.core.kube import KubeObject
 
 from .admission import READ_KINDS, fold_admission, fold_admission_binding, fold_admission_cluster
-from .members import POD, observe_member, release_done
+from .members import MEMBER_KINDS, POD, POD_GROUP, observe_member, release_done
 from .versions import stale as _stale
 from .views import (
     BINDING,
@@ -113,6 +113,10 @@ from .world import (
 #: The other event types that may be about a member cluster (``world._fold_member`` decides).
 _MAYBE_MEMBER = frozenset({ObjectsListed, ListsStarted, MemberDisconnected, CommandFailed, TimerFired})
 _ANSWERS = frozenset({DataLocationResolved, DataSourceNotInCatalog, DataLocationLookupFailed})
+#: The member kinds whose fold reads a member's pods or changes what a pod's fold records (``members._put``: a Job
+#: reads its pods, a Node or a Fluid operation is where a pod ran); a PodGroup, an Event or an outcome without an
+#: object neither reads nor changes them, so the pods held need not be folded first.
+_SETTLING = frozenset(MEMBER_KINDS) - {POD, POD_GROUP}
 #: The events without an object that admission's fold reads (``admission.fold_admission``); of the outcomes without
 #: an object, only a resume's.
 _ADMISSION_EVENTS = frozenset({CommandFailed, ObjectsListed, TimerFired, SettingsApplied})
@@ -163,7 +167,8 @@ class BulkFold:
                     self._hold_pod(event.cluster, event.obj)
                     world.members.state(event.cluster).position = f"{last.partition}:{last.offset}"
                 else:
-                    self._settle_pods(event.cluster)
+                    if event.obj.kind in _SETTLING:
+                        self._settle_pods(event.cluster)
                     _fold_member(world, last, unread)
             elif of is CommandSucceeded:  # one in three: _fold_succeeded
                 target = event.target
@@ -176,7 +181,8 @@ class BulkFold:
                                          command_id=event.command_id)
                         self._hold_pod(cluster, event.result, answer=True)
                     else:
-                        self._settle_pods(cluster)
+                        if event.result is not None and event.result.kind in _SETTLING:
+                            self._settle_pods(cluster)
                         _fold_member(world, last, unread)
                 else:
                     if inflight or retry_wait:  # (both empty in a replay that only rebuilds state)
@@ -193,7 +199,7 @@ class BulkFold:
                     if event.obj.kind == POD:  # its held version first (where it ran may be recorded)
                         meta = event.obj.metadata
                         self._settle_pod(event.cluster, f"{POD}/{meta.namespace}/{meta.name}")
-                    else:
+                    elif event.obj.kind in _SETTLING:
                         self._settle_pods(event.cluster)
                     _fold_member(world, last, unread)
                 else:

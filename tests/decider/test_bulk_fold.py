@@ -378,6 +378,8 @@ member_actions = st.one_of(
     st.tuples(st.just("pods-listed"), st.sampled_from(MEMBERS), st.frozensets(st.sampled_from(PODS))),
     st.tuples(st.just("failed"), st.sampled_from(MEMBERS), st.sampled_from(PODS)),
     st.tuples(st.just("release"), st.sampled_from(MEMBERS), st.sampled_from(PODS)),
+    st.tuples(st.just("group"), st.sampled_from(MEMBERS), st.booleans()),
+    st.tuples(st.just("emitted"), st.sampled_from(MEMBERS)),
     st.tuples(st.just("claim"), st.sampled_from(CLAIMS), st.sampled_from(TABLES), st.sampled_from(WORKLOADS),
               st.booleans(), rv_mode, st.booleans()),
     st.tuples(st.just("batch")),
@@ -450,6 +452,15 @@ class MemberHistory(History):
                     id=f"rel{self.offset}", at_ms=0, key=f"{cluster}:Pod/{NS}/{name}", command=command,
                     causation=f"0:{self.offset}"))
                 self.releases[f"{cluster}:Pod/{NS}/{name}"] = f"rel{self.offset}"
+            case ("group", cluster, deleted):  # the pods' PodGroup (its fold neither reads nor changes them)
+                meta = self._meta(f"{cluster}:PodGroup/{NS}/g", "g", NS, None, "next")
+                self.member(cluster, {"apiVersion": "scheduling.godel.kubewharf.io/v1alpha1", "kind": "PodGroup",
+                                      "metadata": meta, "spec": {"minMember": 2}}, deleted=deleted)
+                if deleted:
+                    self.lives[f"{cluster}:PodGroup/{NS}/g"] = self.lives.get(f"{cluster}:PodGroup/{NS}/g", 1) + 1
+            case ("emitted", cluster):  # an Event tether wrote on the PodGroup: an outcome without an object
+                self.add(CommandSucceeded(command_id="e", command="emit_member_event",
+                                          target=f"{cluster}:PodGroup/{NS}/g"))
             case ("failed", cluster, name):
                 self.add(CommandFailed(command_id="f", command="release_pod", target=f"{cluster}:Pod/{NS}/{name}",
                                        reason="Conflict", message="m", retryable=True))
@@ -484,6 +495,11 @@ class MemberHistory(History):
     ("node", "m1", "n1", "r1"), ("job", "m1", True),
     ("pod", "m1", "p0", "next", "n1", "Succeeded", "load-job", False),
     ("load", "m1", True),
+])
+@example([  # the operation observed only after its pod's last version: nothing recorded
+    ("node", "m1", "n1", "r1"), ("job", "m1", True),
+    ("pod", "m1", "p0", "next", "n1", "Succeeded", "load-job", False),
+    ("load", "m1", False),
 ])
 @example([  # ... and without one, never
     ("load", "m1", False), ("job", "m1", True),
