@@ -28,6 +28,7 @@ import math
 import os
 import random
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -321,15 +322,28 @@ async def chaos_world(*, tables: int, seed: int, kafka_bootstrap: str | None = N
                 await _seed_member(member, racks, nodes_per_rack)
                 world = await _seed_control_plane(env, kube, member, catalog, base, tables, rng, racks,
                                                   kafka_bootstrap, replicas, lease_duration, cp_config, m1_config)
+                failed = True
                 try:
                     await world.daemons.start_all()
                     await world.daemons.leader()
                     yield world
+                    failed = False
                 finally:
                     await world.daemons.stop()
                     world.daemons.webhook_proxy.stop()
+                    if failed:  # the run raised: keep what the daemons logged, the temporary folder goes
+                        _keep_logs(base / "logs", seed)
             finally:
                 await member_api.close()
+
+
+def _keep_logs(logs: Path, seed: int) -> None:
+    """Copy a failed run's daemon logs out of its temporary folder (to ``$TMPDIR/tether-chaos-logs-<seed>``) and
+    say where, on stderr: a chaos failure that depends on timing may not come back when it is run again."""
+    kept = Path(tempfile.gettempdir()) / f"tether-chaos-logs-{seed}"
+    with contextlib.suppress(OSError):
+        shutil.copytree(logs, kept, dirs_exist_ok=True)
+        print(f"chaos run failed: the daemons' logs are kept in {kept}", file=sys.stderr)
 
 
 async def _seed_member(member: KubeClient, racks: int, per_rack: int) -> None:
