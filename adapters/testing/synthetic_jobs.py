@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tether.adapters.sandbox.kube_emulator.patch import json_patch
+from tether.core.admission.config import DEFAULT_ADMISSION_CONFIG_YAML
 from tether.core.admission.data_hold import DEFAULT_MAX_HOLD_MS
 from tether.core.commands import ReleasePod, ResumeBinding
 from tether.core.envelope import CommandRecord, rfc3339
@@ -56,17 +57,7 @@ if TYPE_CHECKING:
 
 ADMISSION_CONFIGMAP = ("tether-system", "tether-admission")
 PLUGIN_CONFIGMAP = "volcano-global/volcano-global-datasource-plugins"
-SCHEDULER_CONF = """actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: datadependency
-- plugins:
-  - name: drf
-  - name: capacity
-  - name: proportion
-"""
+SCHEDULER_CONF = DEFAULT_ADMISSION_CONFIG_YAML  # (the tiers tether ships by default)
 #: name → (weight, capability): Volcano's default queue and three teams' queues.
 QUEUES: dict[str, tuple[int, dict[str, str]]] = {
     "default": (1, {}),

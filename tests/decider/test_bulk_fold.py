@@ -219,6 +219,18 @@ def _same(bulk: World, evolved: World) -> None:
     assert list(bulk.tombstones) == list(evolved.tombstones)
 
 
+
+def _evolved(h: History) -> World:
+    """``evolve``'s world of the history, each recorded command noted right after its event (as ``tether replay``
+    notes them)."""
+    evolved = initial_world()
+    for batch in h.events:
+        for record in batch:
+            evolve(evolved, record)
+            for command in h.issued.get(record.offset, ()):
+                note_issued(evolved, command.command, command.id, at_ms=command.at_ms)
+    return evolved
+
 @settings(max_examples=400, deadline=None)
 @given(st.lists(actions, min_size=1, max_size=60))
 @example([  # the last DataSource of a table is deleted while another one, new, is held: the answer stays
@@ -283,12 +295,7 @@ def test_the_bulk_fold_builds_the_world_evolve_builds(history: list[tuple[Any, .
     h = History()
     for action in history:
         h.do(action)
-    evolved = initial_world()
-    for batch in h.events:
-        for record in batch:
-            evolve(evolved, record)
-            for command in h.issued.get(record.offset, ()):  # as tether replay notes what was recorded
-                note_issued(evolved, command.command, command.id, at_ms=command.at_ms)
+    evolved = _evolved(h)
     bulk = BulkFold(initial_world())
     issued = {offset: [decode_command_head(encode(c)) for c in commands] for offset, commands in h.issued.items()}
     for batch in h.events:
@@ -513,12 +520,7 @@ def test_a_members_pods_fold_as_evolve_folds_them(history: list[tuple[Any, ...]]
     h = MemberHistory()
     for action in history:
         h.do(action)
-    evolved = initial_world()
-    for batch in h.events:
-        for record in batch:
-            evolve(evolved, record)
-            for command in h.issued.get(record.offset, ()):
-                note_issued(evolved, command.command, command.id, at_ms=command.at_ms)
+    evolved = _evolved(h)
     bulk = BulkFold(initial_world())
     issued = {offset: [decode_command_head(encode(c)) for c in commands] for offset, commands in h.issued.items()}
     for batch in h.events:
