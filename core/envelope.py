@@ -26,7 +26,8 @@ from typing import Any
 import msgspec
 
 from .commands import COMMAND_TYPES, Command
-from .events import EVENT_SCHEMA_VERSION, Event
+from .events import EVENT_SCHEMA_VERSION, CommandSucceeded, Event, ObjectObserved
+from .kube import KubeObject
 
 COMMAND_SCHEMA_VERSION = 1
 
@@ -177,6 +178,68 @@ def decode_command_head(data: bytes | str) -> CommandHead:
         return CommandHead.of(decode_command(data))  # (raises for a tag no command has, as a whole record would)
     head.body, head.decoded = data, None  # (a stored record names neither: these are the reader's)
     return head
+
+
+def object_version(record: EventRecord) -> str:
+    """The resourceVersion of the object ``record`` carries under its own key — an observation's object, or a write's
+    result whose target is the record's key — else ``""``. A log may store it beside the record (the SQLite log's
+    ``version`` column) so that a replay can tell which version of an object is the latest without decoding the
+    others (:class:`StoredEvent`)."""
+    event = record.event
+    if isinstance(event, ObjectObserved):
+        obj: KubeObject | None = event.obj
+        cluster = event.cluster
+    elif isinstance(event, CommandSucceeded):
+        obj, cluster = event.result, ""
+    else:
+        return ""
+    if obj is None:
+        return ""
+    meta = obj.metadata
+    key = f"{obj.kind}/{meta.namespace}/{meta.name}"
+    if record.key != (f"{cluster}:{key}" if cluster else key):
+        return ""
+    return meta.resource_version
+
+
+class StoredEvent(msgspec.Struct, gc=False):
+    """An event record as its log stored it, not decoded yet: what the log's columns say of it (its type, its key,
+    and the resourceVersion of the object it carries under that key: :func:`object_version`) and its body.
+
+    A replay holds only the latest version of most objects (``projections.bulk``); reading each record whole costs
+    as much as folding it, and most versions are superseded before anything reads them. A log that stores those
+    columns hands such records over undecoded, and :meth:`obj` decodes the one version that is kept."""
+
+    offset: int
+    type: str  # the event's tag: ObjectObserved, CommandSucceeded
+    key: str  # the record's key: Kind/namespace/name, or <cluster>:Kind/namespace/name for a member's object
+    version: str  # the object's resourceVersion
+    body: Any  # bytes or str, as stored
+    partition: int = 0
+
+    @property
+    def at_ms(self) -> int:
+        """The record's time (decoded: a reader needs it of few records, the last one folded)."""
+        return self.record().at_ms
+
+    def record(self) -> EventRecord:
+        """The whole record (decoded at each call). Raises as :func:`decode_event`."""
+        record = decode_event(self.body)
+        record.offset, record.partition = self.offset, self.partition
+        return record
+
+    def obj(self) -> KubeObject:
+        """The object the record carries (a ``KubeObject``). Raises ``ValueError`` if the body does not decode to an
+        object of this key and version (the columns and the body disagree: a damaged log)."""
+        try:
+            event = self.record().event
+        except (msgspec.MsgspecError, ValueError, TypeError) as exc:
+            raise ValueError(f"events record {self.offset} ({self.key}) does not decode: {exc}") from exc
+        obj = event.obj if isinstance(event, ObjectObserved) else \
+            event.result if isinstance(event, CommandSucceeded) else None
+        if obj is None or obj.metadata.resource_version != self.version:
+            raise ValueError(f"events record {self.offset} ({self.key}) is not version {self.version!r} of it")
+        return obj
 
 
 #: The last second :func:`rfc3339` formatted, and its text. Consecutive events mostly fall in the same second,

@@ -56,8 +56,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import msgspec
+
 from tether.core.commands import LOCATION_ANNOTATION
-from tether.core.envelope import CommandHead, EventRecord
+from tether.core.envelope import CommandHead, EventRecord, StoredEvent
 from tether.core.events import (
     CommandFailed,
     CommandSucceeded,
@@ -120,6 +122,17 @@ _SETTLING = frozenset(MEMBER_KINDS) - {POD, POD_GROUP}
 #: The events without an object that admission's fold reads (``admission.fold_admission``); of the outcomes without
 #: an object, only a resume's.
 _ADMISSION_EVENTS = frozenset({CommandFailed, ObjectsListed, TimerFired, SettingsApplied})
+_HELD_KINDS = (f"{CLAIM}/", f"{BINDING}/")  # (key prefixes)
+_OBSERVED = ObjectObserved.__name__
+_MEMBER_POD = f":{POD}"
+
+
+#: A version held: the decoded object, or its stored record when it came undecoded (``scan(undecoded=True)``).
+Held = KubeObject | StoredEvent
+
+
+def _version(held: Held) -> str:
+    return held.version if type(held) is StoredEvent else held.metadata.resource_version  # type: ignore[union-attr]
 
 
 class BulkFold:
@@ -129,17 +142,21 @@ class BulkFold:
     def __init__(self, world: World) -> None:
         self.world = world
         self.unread = _unread()
-        self.claims: dict[str, KubeObject] = {}  # object key → latest version, not parsed yet
-        self.bindings: dict[str, KubeObject] = {}  # object key → latest version
+        self.claims: dict[str, Held] = {}  # object key → latest version, not parsed yet
+        self.bindings: dict[str, Held] = {}  # object key → latest version
         self.sources: dict[str, KubeObject] = {}  # DataSource name → latest version
         self.sources_had_refs: set[str] = set()  # DataSources a replaced version of which listed claims
         self.clusters: dict[str, KubeObject] = {}  # Karmada Cluster name → latest observation
         self.moved: dict[str, tuple[DataIdentity, str]] = {}  # identity key → the last location a held version
         # changed to since the identity's last answer (module doc), adopted when the sources are put
-        self.admitting: dict[str, KubeObject] = {}  # binding key → its latest version admission has not folded
-        self.pods: dict[str, dict[str, KubeObject]] = {}  # member → pod key → its latest version (module doc)
+        self.admitting: dict[str, Held] = {}  # binding key → its latest version admission has not folded
+        self.pods: dict[str, dict[str, Held]] = {}  # member → pod key → its latest version (module doc)
+        # (each held version above is a KubeObject, or a StoredEvent of one when it came undecoded)
+        self.undecodable: list[tuple[StoredEvent, Exception]] = []  # records that came undecoded and then did not
+        # decode: skipped; the versions before them are gone, so ``tether replay`` then folds again, decoding all
 
-    def fold(self, records: Iterable[EventRecord], issued: dict[int, list[CommandHead]] | None = None) -> None:
+    def fold(self, records: Iterable[EventRecord | StoredEvent],
+             issued: dict[int, list[CommandHead]] | None = None) -> None:
         """Fold ``records``. ``issued`` (by the offset of the event that caused them) are the commands the
         deciders issued, as recorded: each is noted right after its event, as ``step`` did, so the world is the
         daemon's without re-deciding (``tether replay``). Those noted are removed from it; what is left was caused
@@ -150,10 +167,31 @@ class BulkFold:
         admitted = admission.admitted  # (never replaced: folds change it in place)
         inflight, retry_wait = world.inflight, world.retry_wait  # (never replaced: folds change them in place)
         admission_kinds, admission_configmap = READ_KINDS, world.settings.admission_configmap
-        last: EventRecord | None = None
+        item: EventRecord | StoredEvent | None = None
         count = 0
         position = -1  # the offset of the last event not about a member (evolve leaves admission's for those)
-        for count, last in enumerate(records, 1):  # noqa: B007 (read after the loop)
+        for count, item in enumerate(records, 1):  # noqa: B007 (read after the loop)
+            if type(item) is StoredEvent:  # a version that came undecoded: held so if it is of a kind held
+                key = item.key  # a claim's or binding's observed, or written while no command is in flight (else
+                # its outcome frees a command's slot), or a member's pod (observed: a member's write result never
+                # comes undecoded, core.envelope.object_version); anything else is decoded
+                if (item.type == _OBSERVED or not (inflight or retry_wait)) if key.startswith(_HELD_KINDS) else \
+                        key.partition("/")[0].endswith(_MEMBER_POD):
+                    if self._hold_stored(item):
+                        position = item.offset
+                    if issued:
+                        caused = issued.pop(item.offset, None)
+                        if caused:
+                            for head in caused:
+                                if admitting and head.command.type == "ResumeBinding":
+                                    self._admit(head.key)
+                                note_recorded(world, head)
+                    continue
+                if (decoded := self._record(item)) is None:
+                    continue  # (damaged: skipped, as a reader skips it)
+                last = decoded
+            else:
+                last = item  # type: ignore[assignment]
             event: Any = last.event  # (dispatched on its type once, below: Any spares the checker re-narrowing it)
             of = type(event)
             obj: KubeObject | None = None
@@ -164,7 +202,9 @@ class BulkFold:
                 if not member:
                     obj = event.obj
                 elif event.obj.kind == POD:  # held: its last version is folded (module doc)
-                    self._hold_pod(event.cluster, event.obj)
+                    meta = event.obj.metadata
+                    self._hold_pod(event.cluster, f"{POD}/{meta.namespace}/{meta.name}", meta.resource_version,
+                                   event.obj)
                     world.members.state(event.cluster).position = f"{last.partition}:{last.offset}"
                 else:
                     if event.obj.kind in _SETTLING:
@@ -179,7 +219,9 @@ class BulkFold:
                         if event.command == "release_pod":
                             release_done(world.members, cluster, pod_key=target.partition(":")[2],
                                          command_id=event.command_id)
-                        self._hold_pod(cluster, event.result, answer=True)
+                        meta = event.result.metadata
+                        self._hold_pod(cluster, f"{POD}/{meta.namespace}/{meta.name}", meta.resource_version,
+                                       event.result, answer=True)
                     else:
                         if event.result is not None and event.result.kind in _SETTLING:
                             self._settle_pods(cluster)
@@ -235,9 +277,9 @@ class BulkFold:
                     key = f"{kind}/{meta.namespace}/{meta.name}"
                     previous = held.get(key)
                     if previous is None:
-                        self._hold_first(held, key, obj)
+                        self._hold_first(held, key, obj, kind=kind, rv=meta.resource_version)
                     else:  # world._newer, inlined (an echo, the same resourceVersion, is dropped)
-                        rv, old = meta.resource_version, previous.metadata.resource_version
+                        rv, old = meta.resource_version, _version(previous)
                         if rv != old and ((len(rv) == len(old) and rv > old) or not _stale(rv, old)):
                             held[key] = obj
                     if held is bindings:  # admission's view too: its last version, unless admitted (module doc)
@@ -266,9 +308,9 @@ class BulkFold:
                         if admitting and head.command.type == "ResumeBinding":
                             self._admit(head.key)  # (its versions before the resume come before it)
                         note_recorded(world, head)
-        if last is not None:  # no fold reads these three
+        if item is not None:  # no fold reads these three
             world.events += count
-            world.last_at_ms = last.at_ms
+            world.last_at_ms = item.at_ms
             if position >= 0:
                 world.admission.position = position
 
@@ -280,11 +322,13 @@ class BulkFold:
     def flush(self) -> None:
         """Parse and put every version held (a relist compares the world's keys with the listed ones)."""
         world, unread = self.world, self.unread
-        for key, obj in self.claims.items():
-            _put_claim(world, key, parse_claim(obj, world.claims.get(key)), unread)
+        for key, held in self.claims.items():
+            if (obj := self._object(held)) is not None:
+                _put_claim(world, key, parse_claim(obj, world.claims.get(key)), unread)
         self.claims.clear()  # (cleared, not replaced: fold holds the map)
-        for key, obj in self.bindings.items():
-            _put_binding(world, key, parse_binding(obj, world.bindings.get(key)), unread)
+        for key, held in self.bindings.items():
+            if (obj := self._object(held)) is not None:
+                _put_binding(world, key, parse_binding(obj, world.bindings.get(key)), unread)
         self.bindings.clear()
         self._put_sources()
         for name, obj in self.clusters.items():
@@ -294,16 +338,15 @@ class BulkFold:
         self._admit_all()
         self._settle_pods()
 
-    def _hold_pod(self, cluster: str, obj: KubeObject, *, answer: bool = False) -> None:
-        """Hold ``obj``, a version of a member's pod, as ``observe_member`` would fold it: not when it is older than
-        the version held (a release's answer after the watch's bind), nor, for a write's answer (``answer``), when
-        the member holds no such pod (seen deleted meanwhile, or a member disconnected)."""
-        meta = obj.metadata
-        key = f"{POD}/{meta.namespace}/{meta.name}"
-        held = self.pods.get(cluster)
+    def _hold_pod(self, cluster: str, key: str, rv: str, obj: KubeObject | StoredEvent, *,
+                  answer: bool = False) -> None:
+        """Hold ``obj``, version ``rv`` of a member's pod ``key``, as ``observe_member`` would fold it: not when it is
+        older than the version held (a release's answer after the watch's bind), nor, for a write's answer
+        (``answer``), when the member holds no such pod (seen deleted meanwhile, or a member disconnected)."""
+        held: dict[str, Any] | None = self.pods.get(cluster)
         previous = held.get(key) if held is not None else None
         if previous is not None:
-            if not _stale(meta.resource_version, previous.metadata.resource_version):
+            if not _stale(rv, _version(previous)):
                 held[key] = obj  # type: ignore[index]
             return
         if answer:
@@ -317,7 +360,7 @@ class BulkFold:
     def _settle_pod(self, cluster: str, key: str) -> None:
         """Fold the held version of one pod of ``cluster``, if any."""
         held = self.pods.get(cluster)
-        if held and (obj := held.pop(key, None)) is not None:
+        if held and (version := held.pop(key, None)) is not None and (obj := self._object(version)) is not None:
             observe_member(self.world.members, cluster, obj, deleted=False, report=False)
 
     def _settle_pods(self, cluster: str | None = None) -> None:
@@ -326,19 +369,21 @@ class BulkFold:
             held = self.pods.pop(name, None)
             if held:
                 members = self.world.members
-                for obj in held.values():
-                    observe_member(members, name, obj, deleted=False, report=False)
+                for version in held.values():
+                    if (obj := self._object(version)) is not None:
+                        observe_member(members, name, obj, deleted=False, report=False)
 
     def _admit(self, key: str) -> None:
         """Fold into admission the version of binding ``key`` it has not folded yet, if any."""
-        if (obj := self.admitting.pop(key, None)) is not None:
+        if (held := self.admitting.pop(key, None)) is not None and (obj := self._object(held)) is not None:
             fold_admission_binding(self.world.admission, key, obj)
 
     def _admit_all(self) -> None:
         """Fold into admission every binding version it has not folded yet."""
         admission = self.world.admission
-        for key, obj in self.admitting.items():
-            fold_admission_binding(admission, key, obj)
+        for key, held in self.admitting.items():
+            if (obj := self._object(held)) is not None:
+                fold_admission_binding(admission, key, obj)
         self.admitting.clear()
 
     def _put_sources(self) -> None:
@@ -358,13 +403,59 @@ class BulkFold:
             if not source.claim_keys:
                 source.released = True
 
-    def _hold_first(self, held: dict[str, KubeObject], key: str, obj: KubeObject) -> None:
-        """Hold ``obj``, the first version of a claim or binding since the last flush, if ``evolve`` would put it
-        (newer than the world's, or than the object's deletion)."""
+    def _hold_first(self, held: dict[str, Any], key: str, obj: KubeObject | StoredEvent, *, kind: str,
+                    rv: str) -> None:
+        """Hold ``obj``, version ``rv`` and the first since the last flush of a claim or binding, if ``evolve`` would
+        put it (newer than the world's, or than the object's deletion)."""
         world = self.world
-        view = world.claims.get(key) if obj.kind == CLAIM else world.bindings.get(key)
-        if not _ignored(world, key, view, obj.metadata.resource_version):
+        view = world.claims.get(key) if kind == CLAIM else world.bindings.get(key)
+        if not _ignored(world, key, view, rv):
             held[key] = obj
+
+    def _hold_stored(self, stored: StoredEvent) -> bool:
+        """Hold a version that came undecoded, of a claim, a binding or a member's pod, as :meth:`fold` holds a
+        decoded one; True for the control plane's (a claim or a binding), False for a member's pod."""
+        key, rv = stored.key, stored.version
+        if not key.startswith(_HELD_KINDS):  # a member's pod: <cluster>:Pod/namespace/name
+            cluster, _, pod_key = key.rpartition(":")
+            self._hold_pod(cluster, pod_key, rv, stored)
+            self.world.members.state(cluster).position = f"{stored.partition}:{stored.offset}"
+            return False
+        kind = CLAIM if key.startswith(_HELD_KINDS[0]) else BINDING
+        held: dict[str, Any] = self.claims if kind == CLAIM else self.bindings
+        previous = held.get(key)
+        if previous is None:
+            self._hold_first(held, key, stored, kind=kind, rv=rv)
+        else:  # (as fold, for a decoded version)
+            old = _version(previous)
+            if rv != old and ((len(rv) == len(old) and rv > old) or not _stale(rv, old)):
+                held[key] = stored
+        if kind == BINDING:  # admission's view too (as fold)
+            if key in self.world.admission.admitted:
+                if (obj := self._object(stored)) is not None:
+                    fold_admission_binding(self.world.admission, key, obj)
+            else:
+                self.admitting[key] = stored
+        return True
+
+    def _object(self, held: KubeObject | StoredEvent) -> KubeObject | None:
+        """The object of a held version, decoded if it came undecoded; None (and kept in ``undecodable``) if its body
+        does not decode: the version is skipped, as a reader skips a damaged record."""
+        if type(held) is not StoredEvent:
+            return held  # type: ignore[return-value]
+        try:
+            return held.obj()
+        except ValueError as exc:
+            self.undecodable.append((held, exc))
+            return None
+
+    def _record(self, stored: StoredEvent) -> EventRecord | None:
+        """The whole record of one that came undecoded; None (kept in ``undecodable``) if it does not decode."""
+        try:
+            return stored.record()
+        except (msgspec.MsgspecError, ValueError, TypeError) as exc:
+            self.undecodable.append((stored, exc))
+            return None
 
     def _hold(self, obj: KubeObject, *, own: bool = False) -> None:
         """Hold ``obj``, a DataSource, if ``evolve`` would put it, or a Cluster (the last observation wins, as in
@@ -406,10 +497,10 @@ class BulkFold:
         DataSource)."""
         world, key = self.world, f"{kind}/{namespace}/{name}"
         if kind == CLAIM:
-            if (claim := self.claims.pop(key, None)) is not None:
+            if (held := self.claims.pop(key, None)) is not None and (claim := self._object(held)) is not None:
                 _put_claim(world, key, parse_claim(claim, world.claims.get(key)), self.unread)
         elif kind == BINDING:
-            if (binding := self.bindings.pop(key, None)) is not None:
+            if (held := self.bindings.pop(key, None)) is not None and (binding := self._object(held)) is not None:
                 _put_binding(world, key, parse_binding(binding, world.bindings.get(key)), self.unread)
         elif kind == DATASOURCE:
             self._put_sources()

@@ -137,12 +137,13 @@ class Scannable(Protocol):
     def scan(
         self, stream: Stream, *, after: Position | None = None, until_offset: int | None = None,
         until_ms: int | None = None, decode: Callable[[bytes], Record | CommandHead] | None = None,
+        undecoded: bool = False,
     ) -> AsyncIterator[Chunk]: ...
 
 
 async def scan(
     log: EventLog, stream: Stream, *, after: Position | None = None, until_offset: int | None = None,
-    until_ms: int | None = None, heads: bool = False,
+    until_ms: int | None = None, heads: bool = False, undecoded: bool = False,
 ) -> AsyncIterator[Chunk]:
     """The records :meth:`EventLog.read` gives, for a reader that uses each record once, in order.
 
@@ -152,13 +153,18 @@ async def scan(
     fall back to ``read``'s decoded batches.
 
     ``heads`` (commands only): each command as its :class:`~tether.core.envelope.CommandHead` — type, target and
-    id, the body decoded only when asked — which is what noting recorded commands needs (``tether replay``)."""
+    id, the body decoded only when asked — which is what noting recorded commands needs (``tether replay``).
+
+    ``undecoded`` (events only): a record that carries an object's version may come undecoded, as a
+    :class:`~tether.core.envelope.StoredEvent` (a replay's fold keeps the latest version of most objects:
+    ``projections.bulk``). Only a backend that stores those columns does so; others decode every record, which the
+    same fold takes too."""
     if heads and stream != "commands":
         raise ValueError("heads are read of the commands stream only")
     native: Scannable | None = log if hasattr(log, "scan") else None  # type: ignore[assignment]
     if native is not None:
         chunks = native.scan(stream, after=after, until_offset=until_offset, until_ms=until_ms,
-                             decode=decode_command_head if heads else None)
+                             decode=decode_command_head if heads else None, undecoded=undecoded)
         async with aclosing_iter(chunks):
             async for chunk in chunks:
                 yield chunk

@@ -2,7 +2,7 @@
 
 Schema (one file, readable with the ``sqlite3`` shell)::
 
-    events / commands  (offset INTEGER PRIMARY KEY, at_ms, key, type, causation, body TEXT)
+    events / commands  (offset INTEGER PRIMARY KEY, at_ms, key, type, causation, body TEXT, version)
     positions          (consumer, stream, partition, offset)      -- committed consumer positions
     snapshots          (name PRIMARY KEY, position TEXT, state BLOB, at_ms)
     dead_letters       (stream, offset, reason, body, at_ms)       -- records that failed to decode
@@ -11,6 +11,10 @@ Schema (one file, readable with the ``sqlite3`` shell)::
 read back ``CAST(body AS BLOB)``: bytes go straight to msgspec, without a UTF-8 decode into a ``str`` first (a
 third of a record's read cost on a replay). The other columns are copies for SQL queries
 (``key`` and ``causation`` are indexed so ``tether replay --explain`` finds one object's trail without a scan).
+``version`` (events) is the resourceVersion of the object a record carries under its key
+(``core.envelope.object_version``; ``''`` for other records, and for rows written before the column existed, which
+opening the file adds): with ``type`` and ``key`` it lets a replay hold an object's versions undecoded and decode the
+latest alone (:meth:`SqliteLog.scan`'s ``undecoded``).
 Offsets start at 1 and have no gaps; the single partition is 0. A :data:`Position` is ``{0: last processed
 offset}`` (``{}`` before the first record), and ``end()`` is the position of the last record.
 
@@ -72,7 +76,15 @@ import aiosqlite
 import msgspec
 
 from tether.adapters.log import Batch, EventLog, Position, Record, Snapshot, Stream
-from tether.core.envelope import CommandRecord, EventRecord, decode_command, decode_event, encode
+from tether.core.envelope import (
+    CommandRecord,
+    EventRecord,
+    StoredEvent,
+    decode_command,
+    decode_event,
+    encode,
+    object_version,
+)
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +135,15 @@ class DeadLetter(msgspec.Struct, frozen=True):
     reason: str
     body: str
     at_ms: int
+
+
+async def _add_version_column(conn: aiosqlite.Connection) -> None:
+    """Add the events' ``version`` column to a file written before it existed (its rows get ``''``: decoded whole
+    by a replay, as before). Older tethers still write such a file: they name their columns, so theirs get ``''``."""
+    async with conn.execute("PRAGMA table_info(events)") as cur:
+        columns = {row[1] for row in await cur.fetchall()}
+    if "version" not in columns:
+        await conn.execute("ALTER TABLE events ADD COLUMN version TEXT NOT NULL DEFAULT ''")
 
 
 def _check_stream(stream: str) -> Stream:
@@ -252,6 +273,38 @@ class _Decoding:
         return self.rows - len(self.corrupt)
 
 
+class _Undecoded(_Decoding):
+    """A chunk of events rows (``offset, body, version, key, type``) where each row with a version (it
+    carries an object under its key) is handed over undecoded, as a :class:`StoredEvent`; the others as
+    :class:`_Decoding` does. A held row's body is decoded only by whoever keeps it (a damaged one is not noticed
+    before)."""
+
+    __slots__ = ("versioned",)
+
+    def __init__(self, rows: list[tuple[int, bytes, str, str | None, str | None]],
+                 decode: Callable[[bytes], Record], *, strict: bool) -> None:
+        super().__init__("events", [], decode, strict=strict)
+        self.versioned = rows
+        self.rows = len(rows)
+        self.last_offset = rows[-1][0] if rows else 0
+
+    def __iter__(self) -> Iterator[Record]:
+        decode = self.decode
+        for offset, body, version, key, type_ in self.versioned:
+            if version:
+                yield StoredEvent(offset, type_, key, version, body)  # type: ignore[misc]
+                continue
+            try:
+                record = decode(body)
+            except (msgspec.MsgspecError, ValueError, TypeError) as exc:
+                if self.strict:
+                    raise CorruptRecord(self.stream, offset, _reason(exc)) from exc
+                self.corrupt.append((offset, body, exc))
+                continue
+            record.offset = offset
+            yield record
+
+
 class SqliteLog:
     """:class:`~tether.adapters.log.EventLog` on one SQLite file. Open with :meth:`open` (or ``open_log``)."""
 
@@ -300,6 +353,7 @@ class SqliteLog:
             await writer.execute(f"PRAGMA synchronous = {synchronous.upper()}")
             await writer.execute(f"PRAGMA journal_size_limit = {int(WAL_SIZE_LIMIT)}")
             await writer.executescript(_SCHEMA)
+            await _add_version_column(writer)
         except BaseException:
             await writer.close()
             raise
@@ -427,9 +481,10 @@ class SqliteLog:
     # -- writing ---------------------------------------------------------------------------------------------
 
     @staticmethod
-    def _prepare(stream: Stream, records: Sequence[Record]) -> list[tuple[Record, tuple[int, str, str, str, bytes]]]:
+    def _prepare(stream: Stream, records: Sequence[Record]
+                 ) -> list[tuple[Record, tuple[int, str, str, str, bytes, str]]]:
         """Each record as stored (stamped, without position) with its row but the offset (on the event loop)."""
-        out: list[tuple[Record, tuple[int, str, str, str, bytes]]] = []
+        out: list[tuple[Record, tuple[int, str, str, str, bytes, str]]] = []
         now = 0
         for record in records:
             if stream == "events" and not isinstance(record, EventRecord):
@@ -442,18 +497,27 @@ class SqliteLog:
                 clean = msgspec.structs.replace(clean, at_ms=now)
             if record.offset or record.partition:  # the body never carries a position: the offset column does
                 clean = msgspec.structs.replace(clean, offset=0, partition=0)
-            out.append((clean, (clean.at_ms, clean.key, _type_name(clean), clean.causation, encode(clean))))
+            version = object_version(clean) if isinstance(clean, EventRecord) else ""
+            out.append((clean, (clean.at_ms, clean.key, _type_name(clean), clean.causation, encode(clean), version)))
         return out
 
     @staticmethod
-    def _insert(conn: sqlite3.Connection, stream: Stream, rows: list[tuple[int, str, str, str, bytes]]) -> int:
+    def _insert(conn: sqlite3.Connection, stream: Stream, rows: list[tuple[int, str, str, str, bytes, str]]) -> int:
         """Insert ``rows`` after the last offset (inside a write job); returns the offset of the first."""
         (last,) = conn.execute(f"SELECT coalesce(max(offset), 0) FROM {stream}").fetchone()
         first = int(last) + 1
-        conn.executemany(
-            f"INSERT INTO {stream} (offset, at_ms, key, type, causation, body) VALUES (?, ?, ?, ?, ?, CAST(? AS TEXT))",
-            [(first + i, *row) for i, row in enumerate(rows)],
-        )
+        if stream == "events":
+            conn.executemany(
+                "INSERT INTO events (offset, at_ms, key, type, causation, body, version) "
+                "VALUES (?, ?, ?, ?, ?, CAST(? AS TEXT), ?)",
+                [(first + i, *row) for i, row in enumerate(rows)],
+            )
+        else:
+            conn.executemany(
+                f"INSERT INTO {stream} (offset, at_ms, key, type, causation, body) "
+                "VALUES (?, ?, ?, ?, ?, CAST(? AS TEXT))",
+                [(first + i, *row[:5]) for i, row in enumerate(rows)],
+            )
         return first
 
     @staticmethod
@@ -600,6 +664,7 @@ class SqliteLog:
     async def scan(
         self, stream: Stream, *, after: Position | None = None, until_offset: int | None = None,
         until_ms: int | None = None, chunk: int = 256, decode: Callable[[bytes], Any] | None = None,
+        undecoded: bool = False,
     ) -> AsyncIterator[_Decoding]:
         """What :meth:`read` returns, as chunks of ``chunk`` stored rows decoded one by one while iterated
         (``adapters.log.scan``): for a bulk reader that uses each record once, right away (a replay).
@@ -616,8 +681,12 @@ class SqliteLog:
           and the event loop runs between every ``yield_every`` chunks, so its other tasks are not starved.
 
         Corrupt records are handled as by ``read`` (dead-lettered once the chunk was iterated, or raised).
-        ``decode`` replaces the stream's decoder (``adapters.log.scan``'s command heads)."""
+        ``decode`` replaces the stream's decoder (``adapters.log.scan``'s command heads). ``undecoded`` (events
+        only): each record that carries an object's version comes undecoded, as a
+        :class:`~tether.core.envelope.StoredEvent` (``projections.bulk``: versions most of which are superseded)."""
         stream = _check_stream(stream)
+        if undecoded and stream != "events":
+            raise ValueError("only events come undecoded")
         start = (after or {}).get(0, 0)
         decode = decode or _decoder(stream)
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -627,11 +696,16 @@ class SqliteLog:
             conn.execute("BEGIN")  # one snapshot for the bound query and the scan
             by_time = None if until_ms is None else \
                 _bound_before(conn.execute(_FIRST_AFTER_MS.format(stream=stream), (until_ms,)).fetchone())
-            cursor = conn.execute(*_range_query(stream, start, until_offset, by_time))
+            sql, params = _range_query(stream, start, until_offset, by_time)
+            if undecoded:  # (the other columns only where there is a version: None costs nothing to build)
+                sql = sql.replace("FROM events", "AS body, version, CASE WHEN version != '' THEN key END, "
+                                  "CASE WHEN version != '' THEN type END FROM events", 1)
+            cursor = conn.execute(sql, params)
             strict = self.on_corrupt == "raise"
             served = 0
             while rows := cursor.fetchmany(chunk):
-                decoding = _Decoding(stream, rows, decode, strict=strict)
+                decoding = _Undecoded(rows, decode, strict=strict) if undecoded else \
+                    _Decoding(stream, rows, decode, strict=strict)
                 yield decoding
                 for offset, body, exc in decoding.corrupt:
                     await self._corrupt(stream, offset, body, exc)

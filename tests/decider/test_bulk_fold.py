@@ -12,6 +12,10 @@ ResumeBinding noted after its event, as ``tether replay`` notes the recorded com
 until a version is seen unsuspended) while the admission ConfigMap and the settings change which bindings admission
 reads. Batch boundaries fall anywhere. The worlds must be equal, and the tombstones in the same order (the oldest
 is forgotten first).
+
+Each history is also folded as the SQLite log hands it to ``tether replay`` (``SqliteLog.scan(undecoded=True)``):
+every record that carries an object's version undecoded, as a :class:`StoredEvent` of its type, key and
+resourceVersion; the fold holds those of claims, bindings and pods so, decoding only the versions it keeps.
 """
 
 from __future__ import annotations
@@ -23,8 +27,25 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tether.adapters.kubernetes import manifests
-from tether.core.commands import DATA_GROUP_VERSION, LOCATION_ANNOTATION, ReleasePod, ResumeBinding
-from tether.core.envelope import CommandHead, CommandRecord, EventRecord, decode_command_head, encode
+from tether.core.commands import (
+    DATA_GROUP_VERSION,
+    LOCATION_ANNOTATION,
+    Command,
+    ReleasePod,
+    ResumeBinding,
+    SetBindingPlacement,
+    UpdateClaimStatus,
+    command_name,
+)
+from tether.core.envelope import (
+    CommandHead,
+    CommandRecord,
+    EventRecord,
+    StoredEvent,
+    decode_command_head,
+    encode,
+    object_version,
+)
 from tether.core.events import (
     CommandFailed,
     CommandSucceeded,
@@ -55,12 +76,14 @@ ADMISSION_CONFIGMAPS = ("tether-system/tether-admission", "tether-system/other")
 rv_mode = st.sampled_from(["next", "next", "next", "same", "older"])
 actions = st.one_of(
     st.tuples(st.just("claim"), st.sampled_from(CLAIMS), st.sampled_from(TABLES), st.sampled_from(WORKLOADS),
-              st.booleans(), rv_mode, st.booleans()),
+              st.booleans(), rv_mode, st.sampled_from([False, True, "update_claim_status"])),
+    st.tuples(st.just("issue"), st.sampled_from(CLAIMS + WORKLOADS)),
+    st.tuples(st.just("fail"), st.sampled_from(CLAIMS + WORKLOADS), st.booleans()),
     st.tuples(st.just("source"), st.sampled_from(sorted(SOURCES)), st.frozensets(st.sampled_from(CLAIMS)),
               st.booleans(), rv_mode, st.sampled_from([False, "patch", "update_data_source_locality"]),
               st.sampled_from(REGIONS)),
-    st.tuples(st.just("binding"), st.sampled_from(WORKLOADS), st.sampled_from(CLUSTERS), rv_mode, st.booleans(),
-              st.booleans()),
+    st.tuples(st.just("binding"), st.sampled_from(WORKLOADS), st.sampled_from(CLUSTERS), rv_mode,
+              st.sampled_from([False, True, "set_binding_placement"]), st.booleans()),
     st.tuples(st.just("resume"), st.sampled_from(WORKLOADS)),
     st.tuples(st.just("resumed"), st.sampled_from(WORKLOADS)),
     st.tuples(st.just("admission-config"), st.sampled_from(ADMISSION_CONFIGMAPS), st.booleans()),
@@ -91,6 +114,7 @@ class History:
         self.issued: dict[int, list[CommandRecord]] = {}  # the commands each event caused, by its offset
         self.offset = 0
         self.versions: dict[tuple[str, str], KubeObject] = {}  # (object, resourceVersion) → what it was then
+        self.noted: dict[str, str] = {}  # slot (command:target) → the id of the last command issued for it
 
     def _rv(self, key: str, mode: str) -> str:
         if mode == "same" and key in self.rv:
@@ -122,8 +146,9 @@ class History:
         obj = trim(raw)  # an echo (the same resourceVersion) is the same object, as on an API server:
         obj = self.versions.setdefault((obj.key, obj.metadata.resource_version), obj)
         if as_result:  # a write's outcome carries the object the API server returned (of which command: a string)
-            command = as_result if isinstance(as_result, str) else "patch"
-            self.add(CommandSucceeded(command_id="x", command=command, target=obj.key, result=obj))
+            command = as_result if isinstance(as_result, str) else "patch"  # (of the last one issued, if any)
+            self.add(CommandSucceeded(command_id=self.noted.get(f"{command}:{obj.key}", "x"), command=command,
+                                      target=obj.key, result=obj))
         else:
             self.add(ObjectObserved(obj=obj))
 
@@ -188,6 +213,17 @@ class History:
                 self.issued.setdefault(self.offset, []).append(CommandRecord(
                     id=f"r{self.offset}", at_ms=0, key=f"ResourceBinding/{NS}/{name}", command=command,
                     causation=f"0:{self.offset}"))
+            case ("issue", name) if self.offset:  # a write of a claim's status or a binding's placement, in flight
+                command, key = _write_of(name)
+                command_id = f"c{self.offset}-{name}"
+                self.noted[f"{command_name(type(command))}:{key}"] = command_id
+                self.issued.setdefault(self.offset, []).append(CommandRecord(
+                    id=command_id, at_ms=0, key=key, command=command, causation=f"0:{self.offset}"))
+            case ("fail", name, retryable):  # its failure: retried later (its slot waits), or refused for good
+                command, key = _write_of(name)
+                slot = f"{command_name(type(command))}:{key}"
+                self.add(CommandFailed(command_id=self.noted.get(slot, "x"), command=command_name(type(command)),
+                                       target=key, reason="Conflict", message="m", retryable=retryable))
             case ("resumed", workload):  # its outcome, without an object (the binding was gone)
                 self.add(CommandSucceeded(command_id="r", command="resume_binding",
                                           target=f"ResourceBinding/{NS}/{workload}-deployment"))
@@ -202,6 +238,16 @@ class History:
                                          admission_configmap=configmap))
             case ("batch",):
                 self.events.append([])
+
+
+def _write_of(name: str) -> tuple[Command, str]:
+    """The write tether issues for a claim (its status) or a workload (its binding's placement), and its target."""
+    if name in CLAIMS:
+        ref = ObjectRef(api_version=DATA_GROUP_VERSION, kind="DataSourceClaim", name=name, namespace=NS)
+        return UpdateClaimStatus(claim=ref, phase="Bound", bound_data_source="", conditions=()), ref.key
+    ref = ObjectRef(api_version="work.karmada.io/v1alpha2", kind="ResourceBinding", name=f"{name}-deployment",
+                    namespace=NS)
+    return SetBindingPlacement(binding=ref, excluded_clusters=(), injected=True), ref.key
 
 
 def _listed_key(kind: str, name: str) -> str:
@@ -220,16 +266,47 @@ def _same(bulk: World, evolved: World) -> None:
 
 
 
-def _evolved(h: History) -> World:
+def _evolved(h: History, *, noted: bool = True) -> World:
     """``evolve``'s world of the history, each recorded command noted right after its event (as ``tether replay``
-    notes them)."""
+    notes them; not at all unless ``noted``)."""
     evolved = initial_world()
     for batch in h.events:
         for record in batch:
             evolve(evolved, record)
-            for command in h.issued.get(record.offset, ()):
+            for command in h.issued.get(record.offset, ()) if noted else ():
                 note_issued(evolved, command.command, command.id, at_ms=command.at_ms)
     return evolved
+
+
+def _as_stored(records: list[EventRecord]) -> list[EventRecord | StoredEvent]:
+    """``records`` as ``SqliteLog.scan(undecoded=True)`` gives them once appended (each under its object's key, as
+    the watch and the executor append them): those that carry an object's version undecoded."""
+    out: list[EventRecord | StoredEvent] = []
+    for record in records:
+        event = record.event
+        if isinstance(event, ObjectObserved | ObjectDeleted):
+            key = f"{event.cluster}:{event.obj.key}" if event.cluster else event.obj.key
+        else:
+            key = event.target if isinstance(event, CommandSucceeded) else record.key
+        stored = msgspec.structs.replace(record, key=key)
+        version = object_version(stored)
+        if version:
+            out.append(StoredEvent(offset=record.offset, type=type(event).__name__, key=key,
+                                   version=version, body=encode(msgspec.structs.replace(stored, offset=0))))
+        else:
+            out.append(stored)
+    return out
+
+
+def _folded_as_stored(h: History, *, noted: bool) -> World:
+    """The bulk fold's world of the history, as stored records (:func:`_as_stored`), each batch's recorded commands
+    noted (``noted``: a write's outcome is then decoded, to free its command's slot) or none."""
+    bulk = BulkFold(initial_world())
+    issued = {offset: [decode_command_head(encode(c)) for c in commands] for offset, commands in h.issued.items()}
+    for batch in h.events:
+        bulk.fold(_as_stored(batch), issued if noted else None)
+    assert not bulk.undecodable
+    return bulk.finish()
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(actions, min_size=1, max_size=60))
@@ -306,6 +383,8 @@ def test_the_bulk_fold_builds_the_world_evolve_builds(history: list[tuple[Any, .
     fold_batch(one_batch, [record for batch in h.events for record in batch],
                {offset: [CommandHead.of(c) for c in commands] for offset, commands in h.issued.items()})
     _same(one_batch, evolved)
+    _same(_folded_as_stored(h, noted=True), evolved)
+    _same(_folded_as_stored(h, noted=False), _evolved(h, noted=False))
 
 
 def test_a_malformed_version_folds_as_evolve_folds_it_held_or_last() -> None:
@@ -526,3 +605,5 @@ def test_a_members_pods_fold_as_evolve_folds_them(history: list[tuple[Any, ...]]
     for batch in h.events:
         bulk.fold(batch, issued)
     _same(bulk.finish(), evolved)
+    _same(_folded_as_stored(h, noted=True), evolved)
+    _same(_folded_as_stored(h, noted=False), _evolved(h, noted=False))

@@ -139,36 +139,47 @@ async def replay(log: EventLog, *, until_offset: int | None = None, until_ms: in
     By default the events are folded (:class:`BulkFold`) and the recorded commands each caused are noted as issued
     (:class:`_Issued`), which rebuilds the daemon's world exactly without running the deciders. ``fold``
     replaces that (``step`` re-decides instead; ``evolve`` alone folds only the events, the fastest).
-    ``start`` is ``(world, offset it covers, snapshot offset or None)``; by default the snapshot or nothing."""
+    ``start`` is ``(world, offset it covers, snapshot offset or None)``; by default the snapshot or nothing.
+
+    The bulk fold takes the versions of the objects it holds undecoded (``scan(undecoded=True)``: most are
+    superseded before anything reads them) and decodes the one it keeps. Should one of them turn out damaged, the
+    versions before it are gone from this pass, so the replay starts over decoding every record, and skips (and
+    dead-letters) the damaged ones as any reader does: the world is what it would have been."""
     began = time.perf_counter()
-    world, offset, snapshot_at = start or await start_of(log, use_snapshot=use_snapshot, until_offset=until_offset,
-                                                         until_ms=until_ms, settings=settings)
-    count, last = 0, offset
-    issued = _Issued(log, offset) if fold is None else None
-    bulk = BulkFold(world) if fold is None else None
-    try:
-        async with aclosing_iter(scan(log, "events", after={0: offset} if offset else None,
-                                      until_offset=until_offset, until_ms=until_ms)) as chunks:
-            async for chunk in chunks:  # records decoded as they are folded (adapters.log.scan)
-                if issued is None or bulk is None:
-                    assert fold is not None
-                    for record in chunk:
-                        fold(world, record)  # type: ignore[arg-type]
-                else:
-                    caused = await issued.through(chunk.last_offset)
-                    bulk.fold(chunk, caused)  # type: ignore[arg-type]
-                    for late in caused.values():  # caused by an event before this chunk (out of order)
-                        for head in late:
-                            note_recorded(world, head)
-                count += chunk.decoded
-                if chunk.rows:
-                    last = chunk.last_offset
-                if on_progress is not None:
-                    on_progress(chunk.rows)
-    finally:
-        if issued is not None:
-            await issued.aclose()
-    if bulk is not None:
-        bulk.finish()
-    return ReplayResult(world=world, events=count, last_offset=last, from_snapshot=snapshot_at,
-                        seconds=time.perf_counter() - began)
+    undecoded = fold is None and start is None
+    while True:
+        world, offset, snapshot_at = start or await start_of(
+            log, use_snapshot=use_snapshot, until_offset=until_offset, until_ms=until_ms, settings=settings)
+        count, last = 0, offset
+        issued = _Issued(log, offset) if fold is None else None
+        bulk = BulkFold(world) if fold is None else None
+        try:
+            async with aclosing_iter(scan(log, "events", after={0: offset} if offset else None,
+                                          until_offset=until_offset, until_ms=until_ms,
+                                          undecoded=undecoded)) as chunks:
+                async for chunk in chunks:  # records decoded as they are folded (adapters.log.scan)
+                    if issued is None or bulk is None:
+                        assert fold is not None
+                        for record in chunk:
+                            fold(world, record)  # type: ignore[arg-type]
+                    else:
+                        caused = await issued.through(chunk.last_offset)
+                        bulk.fold(chunk, caused)  # type: ignore[arg-type]
+                        for late in caused.values():  # caused by an event before this chunk (out of order)
+                            for head in late:
+                                note_recorded(world, head)
+                    count += chunk.decoded
+                    if chunk.rows:
+                        last = chunk.last_offset
+                    if on_progress is not None:
+                        on_progress(chunk.rows)
+        finally:
+            if issued is not None:
+                await issued.aclose()
+        if bulk is not None:
+            bulk.finish()
+            if bulk.undecodable and undecoded:  # (module doc: start over, decoding every record)
+                undecoded = False
+                continue
+        return ReplayResult(world=world, events=count, last_offset=last, from_snapshot=snapshot_at,
+                            seconds=time.perf_counter() - began)
