@@ -310,7 +310,10 @@ class BulkFold:
                         note_recorded(world, head)
         if item is not None:  # no fold reads these three
             world.events += count
-            world.last_at_ms = item.at_ms
+            if type(item) is StoredEvent:  # (its time is in its body)
+                item = self._record(item)
+            if item is not None:
+                world.last_at_ms = item.at_ms
             if position >= 0:
                 world.admission.position = position
 
