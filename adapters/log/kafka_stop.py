@@ -18,9 +18,9 @@ process exited with a traceback — the leader gone because a lag gauge could no
 being cancelled (``Task.cancelling()``: the daemon stopping, a timeout); otherwise it is aiokafka's own, and the
 rest of what ``stop()`` would have done is finished here: the remaining fetch tasks cancelled and awaited (their
 outcomes gathered, not raised), then the client closed. That part reaches into aiokafka's private attributes
-(``_fetcher._pending_tasks``, ``_client``), each looked up with a default, so a release that renames them only
-makes the clean-up less complete, never raises. Any other failure to stop is logged at debug and dropped, as
-before: a consumer being discarded has nothing left to lose.
+(``_fetcher._fetch_task`` and ``._pending_tasks``, ``_client``), each looked up with a default, so a release that
+renames them only makes the clean-up less complete, never raises. Any other failure to stop is logged at debug
+and dropped, as before: a consumer being discarded has nothing left to lose.
 """
 
 from __future__ import annotations
@@ -55,10 +55,11 @@ async def stop_consumer(consumer: Any) -> None:
 
 
 async def _finish_stop(consumer: Any) -> None:
-    """What ``AIOKafkaConsumer.stop()`` does after the fetcher's close, once that raised: the fetch tasks it did
-    not get to, then the client."""
+    """What ``AIOKafkaConsumer.stop()`` does from the fetcher's close on, once that raised: the fetch tasks it did
+    not get to (its routine too, should the raise have come before it), then the client."""
     fetcher = getattr(consumer, "_fetcher", None)
-    pending = [task for task in getattr(fetcher, "_pending_tasks", ()) if not task.done()]
+    tasks = [getattr(fetcher, "_fetch_task", None), *getattr(fetcher, "_pending_tasks", ())]
+    pending = [task for task in tasks if isinstance(task, asyncio.Task) and not task.done()]
     for task in pending:
         task.cancel()
     if pending:
