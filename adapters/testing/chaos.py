@@ -303,6 +303,12 @@ class World:
     racks: int
     rng: random.Random
     groups: list[str] = field(default_factory=list)
+    failed: bool = False  # set by a run whose checks failed: its logs are kept as if it had raised (chaos_world)
+
+    async def note_replicas(self) -> None:
+        """What the replicas are doing now, into ``logs/replicas.txt`` (kept with a failed run's logs)."""
+        with contextlib.suppress(Exception):
+            (self.tmp / "logs" / "replicas.txt").write_text(await self.daemons.describe())
 
     def excluded_for(self, table: str) -> frozenset[str]:
         """The clusters tether must exclude for a workload of ``table``: the stack's clusters without its data."""
@@ -411,19 +417,19 @@ async def chaos_world(*, tables: int, seed: int, kafka_bootstrap: str | None = N
                         supervisor.cancel()
                         await asyncio.gather(supervisor, return_exceptions=True)
                     if failed:  # the run raised: what the replicas were doing, beside their logs
-                        with contextlib.suppress(Exception):
-                            (base / "logs" / "replicas.txt").write_text(await world.daemons.describe())
+                        await world.note_replicas()
                     await world.daemons.stop()
                     world.daemons.webhook_proxy.stop()
-                    if failed:  # the run raised: keep what the daemons logged, the temporary folder goes
+                    if failed or world.failed:  # keep what the daemons logged, the temporary folder goes
                         _keep_logs(base / "logs", seed)
             finally:
                 await member_api.close()
 
 
 def _keep_logs(logs: Path, seed: int) -> None:
-    """Copy a failed run's daemon logs out of its temporary folder (to ``$TMPDIR/tether-chaos-logs-<seed>``) and
-    say where, on stderr: a chaos failure that depends on timing may not come back when it is run again."""
+    """Copy a failed run's daemon logs (it raised, or its checks failed) out of its temporary folder (to
+    ``$TMPDIR/tether-chaos-logs-<seed>``) and say where, on stderr: a chaos failure that depends on timing may not
+    come back when it is run again."""
     kept = Path(tempfile.gettempdir()) / f"tether-chaos-logs-{seed}"
     with contextlib.suppress(OSError):
         shutil.copytree(logs, kept, dirs_exist_ok=True)

@@ -130,6 +130,8 @@ async def crash_restart(*, claims: int, kills: int, tables: int, groups: int, se
         await world.daemons.leader()
         converged, state = await _converge(world, expected, within=settle_within)
         say(f"converged={converged} {state}")
+        if not converged:
+            await world.note_replicas()  # (while they run: the logs are kept, see the end)
         _, rv = await world.kube.list(BINDINGS, namespace=world.namespace)
         await history.caught_up(int(rv))
         await history.stop()
@@ -142,7 +144,7 @@ async def crash_restart(*, claims: int, kills: int, tables: int, groups: int, se
         log_audit = audit(cuts_before_restarts, await read_log(world.log_url)).report() if restart_at else {}
         restarts = world.daemons.starts - len(world.daemons.replicas)
         unplanned = list(world.daemons.unplanned_exits)
-        return {
+        report = {
             "seed": seed, "claims": claims, "tables": tables, "groups": len(world.groups), "racks": world.racks,
             "kills": len(killed), "broker_cuts": cuts, "broker_restarts": len(cuts_before_restarts),
             "restarts": restarts, "replicas": replicas, "log": "kafka" if kafka_bootstrap else "sqlite",
@@ -155,6 +157,8 @@ async def crash_restart(*, claims: int, kills: int, tables: int, groups: int, se
             "seconds": round(time.monotonic() - started, 1), "unplanned_exits": unplanned,
             "crashes": [e for e in unplanned if e["reason"] != LOST_LEADERSHIP], **log_audit,
         }
+        world.failed = not passed(report)  # its daemons' logs are kept, as for a run that raised
+        return report
 
 
 def passed(report: dict[str, Any]) -> bool:
