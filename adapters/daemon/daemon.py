@@ -186,6 +186,17 @@ class DaemonConfig:
         return bool(self.binding_webhook or self.pod_webhook)
 
 
+def component_failure(task: asyncio.Task[Any]) -> str | None:
+    """Why a finished component task failed, or None when it did not. A task that ended *cancelled* failed too:
+    the daemon cancels its tasks only after this check, so the ``CancelledError`` came from inside (a library's
+    stray one — adapters/log/kafka_stop.py). ``Task.exception()`` raises on such a task: asked bare, it turned a
+    component's failure into a crash of ``run`` with a traceback instead of this one line and a clean stop."""
+    if task.cancelled():
+        return "CancelledError() raised inside the component (nothing cancelled it)"
+    error = task.exception()
+    return None if error is None else repr(error)
+
+
 class Daemon:
     def __init__(self, cfg: DaemonConfig, *, api_client: client.ApiClient | None = None,
                  log_: EventLog | None = None, resolver_options: dict[str, Any] | None = None,
@@ -472,8 +483,8 @@ class Daemon:
             for task in done:
                 if task.get_name() == "lost":
                     exit_code = 1
-                elif task.get_name() != "stop" and task.exception() is not None:
-                    log.error("component failed", component=task.get_name(), error=repr(task.exception()))
+                elif task.get_name() != "stop" and (failure := component_failure(task)) is not None:
+                    log.error("component failed", component=task.get_name(), error=failure)
                     exit_code = 1
         finally:
             for task in tasks:

@@ -40,6 +40,14 @@ nor the reading of later commands. Ordering and bounds:
 * a queued command superseded by a later queued one for the same object and purpose is skipped (reported as
   a no-op: the later one carries the newer desired state); ``StartTimer`` commands are never skipped, nor are
   Kubernetes Events (each reports a transition of its own: a later one does not carry an earlier one's news);
+* a command applied with state that follows the decider's world (``follows_world``: by default
+  ``LookupDataLocation`` — the catalog resolvers are rebuilt from ``world.plugins``) waits until this process's
+  decider has folded the event that caused it (its ``causation``). On SQLite that is always so once recovered (the
+  decider's position is committed with its commands); on Kafka it is not: commands are acknowledged before the
+  decider's offset is committed, so a new leader reads commands its predecessor decided past the position it
+  recovers to — and applied at once, a lookup met resolvers that did not know the plugin yet ("no plugin
+  configured", not retryable: the claim stuck). The same held, for a moment, for this decider's own commands: the
+  resolvers are synced after the batch's commit call returns;
 * outcomes are appended in the order their commands finished (so in log order per key), and every outcome
   finished while the previous append ran goes into the next one (group commit: one log transaction each);
 * the executor's position is committed with those outcomes (one :meth:`EventLog.commit`: atomic on SQLite,
@@ -124,7 +132,7 @@ class Runtime:
         first: tuple[type[Command], ...] = (SetBindingPlacement, CreateDataSource, LookupDataLocation),
         hold_for: tuple[type[Command], ...] = (SetBindingPlacement, CreateDataSource),
         on_world_changed: Callable[[World], None] | None = None, position_delay: float = 0.05,
-        decision_log: DecisionLog | None = None,
+        decision_log: DecisionLog | None = None, follows_world: tuple[type[Command], ...] = (LookupDataLocation,),
     ) -> None:
         self.log = log_
         self.decisions = decision_log or DecisionLog()
@@ -142,7 +150,12 @@ class Runtime:
         self.hold_for = hold_for
         self.on_world_changed = on_world_changed
         self.position_delay = position_delay
+        self.follows_world = follows_world
         self.world: World = initial_world(self.settings)
+        self.folded: dict[int, int] = {}  # the events position the world covers (recovered, then decided)
+        self._folded_moved = asyncio.Event()  # set (and replaced) whenever ``folded`` moves
+        self.waiting_for_decider = 0  # commands of ``follows_world`` waiting for their cause to be folded
+        self.executor_waited = asyncio.Event()  # set the first time one waited (for tests)
         self.recent = Recent()  # the last decisions and errors, for GET /status (adapters/daemon/recent.py)
         self.recovered = asyncio.Event()
         self.decided_events = 0
@@ -184,6 +197,7 @@ class Runtime:
         if self.on_world_changed is not None:
             self.on_world_changed(self.world)
         self.recovered.set()
+        self._set_folded(dict(committed) if committed else dict(after or {}), replace=True)
         log.info("world recovered", snapshot=snapshot is not None, **self.world.summary())
 
     # --- decider -----------------------------------------------------------------------------------------
@@ -257,21 +271,42 @@ class Runtime:
                                               state=encode_world(self.world), at_ms=_now_ms()))
         self._since_snapshot = 0
 
+    def _set_folded(self, position: dict[int, int], *, replace: bool = False) -> None:
+        if replace:
+            self.folded = dict(position)
+        else:
+            self.folded.update(position)
+        moved, self._folded_moved = self._folded_moved, asyncio.Event()
+        moved.set()
+
+    def has_folded(self, causation: str) -> bool:
+        """Whether the world has folded the event ``causation`` names (``partition:offset``, what the decider records
+        on a command); True for a causation of another form (module doc, "Executor loop")."""
+        partition, _, offset = causation.partition(":")
+        if not (partition.isdigit() and offset.isdigit()):
+            return True
+        return self.recovered.is_set() and self.folded.get(int(partition), 0) >= int(offset)
+
+    async def folded_through(self, causation: str) -> None:
+        """Return once :meth:`has_folded` ``causation``."""
+        while not self.has_folded(causation):
+            await self._folded_moved.wait()
+
     async def decide_loop(self) -> None:
         await self.recovered.wait()
-        folded = dict(await self.log.position("events", consumer="decider"))
+        self._set_folded(dict(await self.log.position("events", consumer="decider")), replace=True)
         async for batch in self.log.consume("events", consumer="decider", batch_size=self.batch_size):
             first = batch.records[0] if batch.records else None
-            if first is not None and first.offset != folded.get(first.partition, 0) + 1:
+            if first is not None and first.offset != self.folded.get(first.partition, 0) + 1:
                 # not where this world stopped: another replica decided in between (a Kafka partition that moved
                 # here from a replica that died). Rebuild the world up to the committed position first.
-                log.info("decider position moved; recovering", expected=folded.get(first.partition, 0) + 1,
+                log.info("decider position moved; recovering", expected=self.folded.get(first.partition, 0) + 1,
                          got=first.offset)
                 self.world = initial_world(self.settings)
                 self.recovered.clear()
                 await self.recover()
             await self.decide_batch(batch)
-            folded.update(batch.position)
+            self._set_folded(batch.position)
 
     # --- executors ---------------------------------------------------------------------------------------
 
@@ -430,6 +465,8 @@ class _Pipeline:
                     self.finish(record, [CommandSucceeded(command_id=record.id, command=name, target=record.key,
                                                           noop=True)])
                     continue
+                if isinstance(record.command, self.rt.follows_world):
+                    await self._after_its_cause(record)
                 if isinstance(record.command, self.rt.hold_for):
                     events = await self._apply_holding(record)
                 else:
@@ -441,6 +478,18 @@ class _Pipeline:
         finally:
             if self.queues.get(key) is queue:
                 del self.queues[key]
+
+    async def _after_its_cause(self, record: CommandRecord) -> None:
+        """Wait until the decider has folded ``record``'s cause (module doc: ``follows_world``)."""
+        rt = self.rt
+        if rt.has_folded(record.causation):
+            return
+        rt.waiting_for_decider += 1
+        rt.executor_waited.set()
+        try:
+            await rt.folded_through(record.causation)
+        finally:
+            rt.waiting_for_decider -= 1
 
     async def _apply_holding(self, record: CommandRecord) -> list[Event]:
         """Apply a command of ``hold_for``: the other commands starting meanwhile wait until it finished."""

@@ -116,7 +116,6 @@ avoided (some brokers, like tansu, answer them wrongly); the end of a partition 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
@@ -133,6 +132,7 @@ from tether.adapters.log import Batch, Position, Record, Snapshot, Stream
 from tether.adapters.log.kafka_config import KafkaConfig, parse_kafka_url
 from tether.adapters.log.kafka_handoff import HandOff, handoff_for
 from tether.adapters.log.kafka_produce import PendingOffsets, ProduceItem, ProduceQueue
+from tether.adapters.log.kafka_stop import stop_consumer
 from tether.core.envelope import (
     CommandRecord,
     EventRecord,
@@ -333,8 +333,7 @@ class KafkaLog:
         self._closed = True
         await self._produce_queue.stop()
         for consumer in list(self._clients):
-            with contextlib.suppress(Exception):
-                await consumer.stop()
+            await stop_consumer(consumer)
         self._clients.clear()
         for listener in list(self._listeners):  # a consume() iteration left unfinished holds its partitions no more
             listener.release(set(listener.assigned))
@@ -366,8 +365,7 @@ class KafkaLog:
 
     async def _stop(self, consumer: AIOKafkaConsumer) -> None:
         self._clients.discard(consumer)
-        with contextlib.suppress(Exception):
-            await consumer.stop()
+        await stop_consumer(consumer)  # (not consumer.stop(): it can raise a stray CancelledError, kafka_stop.py)
 
     # -- producing (the ordered, pipelined queue: adapters/log/kafka_produce.py) ------------------------------------
 

@@ -109,6 +109,28 @@ async def _end(proc: asyncio.subprocess.Process) -> None:
             await proc.wait()
 
 
+#: What a daemon logs when it gives its Lease up for not renewing it in time: an exit by design (leader.py).
+LOST_LEADERSHIP = "lost leadership"
+
+
+def exit_reason(log_path: Path | None) -> str:
+    """Why a daemon exited, from its stderr: :data:`LOST_LEADERSHIP`, its "component failed" line, or else the last
+    line it wrote (a traceback's exception)."""
+    if log_path is None:
+        return "no log"
+    try:
+        lines = log_path.read_text(errors="replace").splitlines()
+    except OSError as exc:
+        return f"its log is unreadable: {exc}"
+    for line in reversed(lines):
+        if f'"{LOST_LEADERSHIP}"' in line:
+            return LOST_LEADERSHIP
+        if '"component failed"' in line:
+            return line.strip()[:300]
+    last = next((line.strip() for line in reversed(lines) if line.strip()), "")
+    return last[:300] or "nothing logged"
+
+
 @dataclass
 class Replica:
     """One ``tether run`` process and the ports it serves."""
@@ -117,6 +139,7 @@ class Replica:
     http_port: int
     webhook_port: int
     proc: asyncio.subprocess.Process | None = None
+    log_path: Path | None = None  # the current process's stderr
 
     async def get(self, path: str) -> tuple[int, str]:
         try:
@@ -137,7 +160,15 @@ class Replica:
 
 @dataclass
 class Daemons:
-    """The daemon processes of a run: one (SQLite) or two replicas with leader election (Kafka)."""
+    """The daemon processes of a run: one (SQLite) or two replicas with leader election (Kafka).
+
+    Besides the kills the run asks for, this plays the two parts of Kubernetes that a daemon's own exit calls on
+    (:meth:`supervise`): the **supervisor** starts a replica that exited again (a leader that lost its Lease exits
+    by design, so that it is restarted as a standby), and the webhook **Service** follows readiness — the API
+    server's webhook calls go to the ready leader, whichever it is now. Without them a leader that exited on its
+    own left the webhook proxy on a dead port: every binding creation failed until the run's next kill, which the
+    blocked workload never reached (the Kafka chaos flake, seed 522469301). Every exit the run did not cause is
+    recorded (:attr:`unplanned_exits`, with the reason its log gives), so a crash is reported, not hidden."""
 
     args: list[str]
     replicas: list[Replica]
@@ -145,10 +176,14 @@ class Daemons:
     webhook_proxy: TcpProxy
     kills: int = 0
     starts: int = 0
+    unplanned_exits: list[dict[str, Any]] = field(default_factory=list)
+    stopped: bool = False
+    _starting: asyncio.Lock = field(default_factory=asyncio.Lock)  # a replica is (re)started by one caller at once
 
     async def start(self, replica: Replica) -> None:
         self.starts += 1
-        err = (self.log_dir / f"{replica.name}.{self.starts}.log").open("wb")
+        replica.log_path = self.log_dir / f"{replica.name}.{self.starts}.log"
+        err = replica.log_path.open("wb")
         replica.proc = await asyncio.create_subprocess_exec(
             *tether_command(), "run", *self.args, "--http-port", str(replica.http_port), "--webhook-port",
             str(replica.webhook_port), env={**_env(), "POD_NAME": replica.name}, cwd=str(self.log_dir),
@@ -164,14 +199,51 @@ class Daemons:
         proxy at it (a Service would send the API server's calls to the ready pod)."""
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
-            for replica in self.replicas:
-                if replica.proc is not None and replica.proc.returncode is not None:
-                    await self.start(replica)  # a leader that lost its Lease exits: its supervisor restarts it
-                elif await replica.ready() and (len(self.replicas) == 1 or await replica.leader()):
-                    self.webhook_proxy.target_port = replica.webhook_port
-                    return replica
+            found = await self._follow()
+            if found is not None:
+                return found
             await asyncio.sleep(0.1)
         raise TimeoutError(f"no replica became the ready leader within {within:g} s")
+
+    async def _follow(self) -> Replica | None:
+        """One look at the replicas: those that exited on their own started again (recorded), the webhook proxy
+        pointed at the ready leader; that leader, or None."""
+        for replica in self.replicas:
+            if replica.proc is not None and replica.proc.returncode is not None:
+                await self._restart_exited(replica)  # a leader that lost its Lease exits: its supervisor restarts it
+            elif await replica.ready() and (len(self.replicas) == 1 or await replica.leader()):
+                self.webhook_proxy.target_port = replica.webhook_port
+                return replica
+        return None
+
+    async def supervise(self, *, every: float = 0.25) -> None:
+        """Until cancelled: restart a replica that exited on its own and keep the webhook proxy on the ready leader
+        (class doc) — what the Deployment and the webhook Service do for a real tether."""
+        while True:
+            await self._follow()
+            await asyncio.sleep(every)
+
+    async def _restart_exited(self, replica: Replica) -> None:
+        async with self._starting:
+            if self.stopped or replica.proc is None or replica.proc.returncode is None:
+                return  # the run is ending (stop), or it was started again meanwhile (kill_leader, another look)
+            self.unplanned_exits.append({"replica": replica.name, "code": replica.proc.returncode,
+                                         "reason": exit_reason(replica.log_path)})
+            await self.start(replica)
+
+    async def describe(self) -> str:
+        """Each replica's process, readiness and leadership, the proxy's target and the exits the run did not cause:
+        kept with a failed run's logs, so that what the webhook's callers met is on record."""
+        lines = [f"webhook proxy -> 127.0.0.1:{self.webhook_proxy.target_port}"]
+        for replica in self.replicas:
+            proc = replica.proc
+            state = "not started" if proc is None else (
+                f"pid {proc.pid} running" if proc.returncode is None else f"exited {proc.returncode}")
+            status, why = await replica.get("/readyz")
+            lines.append(f"{replica.name}: {state}; webhook port {replica.webhook_port}; /readyz {status} "
+                         f"{why.strip()!r}; leader {await replica.leader()}; log {replica.log_path}")
+        lines += [f"unplanned exit: {unplanned!r}" for unplanned in self.unplanned_exits]
+        return "\n".join(lines) + "\n"
 
     async def kill_leader(self) -> str:
         """SIGKILL the leader (whatever it is doing), start its replacement at once and wait for a leader again
@@ -179,15 +251,19 @@ class Daemons:
         killed."""
         victim = await self.leader()
         assert victim.proc is not None
-        with contextlib.suppress(ProcessLookupError):
-            victim.proc.send_signal(signal.SIGKILL)
-        await victim.proc.wait()
-        self.kills += 1
-        await self.start(victim)
+        async with self._starting:  # (not taken for an unplanned exit by the supervisor meanwhile)
+            with contextlib.suppress(ProcessLookupError):
+                victim.proc.send_signal(signal.SIGKILL)
+            await victim.proc.wait()
+            self.kills += 1
+            await self.start(victim)
         await self.leader()  # the webhook's "Service" follows the new leader (another replica, with replicas)
         return victim.name
 
     async def stop(self) -> None:
+        """End every replica; nothing is started again after this (the supervisor's restarts end here)."""
+        async with self._starting:
+            self.stopped = True
         for replica in self.replicas:
             if replica.proc is not None:
                 await _end(replica.proc)
@@ -227,6 +303,12 @@ class World:
     racks: int
     rng: random.Random
     groups: list[str] = field(default_factory=list)
+    failed: bool = False  # set by a run whose checks failed: its logs are kept as if it had raised (chaos_world)
+
+    async def note_replicas(self) -> None:
+        """What the replicas are doing now, into ``logs/replicas.txt`` (kept with a failed run's logs)."""
+        with contextlib.suppress(Exception):
+            (self.tmp / "logs" / "replicas.txt").write_text(await self.daemons.describe())
 
     def excluded_for(self, table: str) -> frozenset[str]:
         """The clusters tether must exclude for a workload of ``table``: the stack's clusters without its data."""
@@ -323,23 +405,31 @@ async def chaos_world(*, tables: int, seed: int, kafka_bootstrap: str | None = N
                 world = await _seed_control_plane(env, kube, member, catalog, base, tables, rng, racks,
                                                   kafka_bootstrap, replicas, lease_duration, cp_config, m1_config)
                 failed = True
+                supervisor: asyncio.Task[None] | None = None
                 try:
                     await world.daemons.start_all()
                     await world.daemons.leader()
+                    supervisor = asyncio.create_task(world.daemons.supervise(), name="chaos-supervisor")
                     yield world
                     failed = False
                 finally:
+                    if supervisor is not None:
+                        supervisor.cancel()
+                        await asyncio.gather(supervisor, return_exceptions=True)
+                    if failed:  # the run raised: what the replicas were doing, beside their logs
+                        await world.note_replicas()
                     await world.daemons.stop()
                     world.daemons.webhook_proxy.stop()
-                    if failed:  # the run raised: keep what the daemons logged, the temporary folder goes
+                    if failed or world.failed:  # keep what the daemons logged, the temporary folder goes
                         _keep_logs(base / "logs", seed)
             finally:
                 await member_api.close()
 
 
 def _keep_logs(logs: Path, seed: int) -> None:
-    """Copy a failed run's daemon logs out of its temporary folder (to ``$TMPDIR/tether-chaos-logs-<seed>``) and
-    say where, on stderr: a chaos failure that depends on timing may not come back when it is run again."""
+    """Copy a failed run's daemon logs (it raised, or its checks failed) out of its temporary folder (to
+    ``$TMPDIR/tether-chaos-logs-<seed>``) and say where, on stderr: a chaos failure that depends on timing may not
+    come back when it is run again."""
     kept = Path(tempfile.gettempdir()) / f"tether-chaos-logs-{seed}"
     with contextlib.suppress(OSError):
         shutil.copytree(logs, kept, dirs_exist_ok=True)
