@@ -18,9 +18,10 @@ taking turns so that both see the machine's drift alike), both through the reade
 (``SqliteLog.scan``: small chunks of rows, each record decoded when the loop reaches it):
 
 * ``baseline`` — read + msgspec-decode every record of the events stream, and drop it: nothing else;
-* ``value``    — read + decode + fold (``BulkFold``: each object parsed once, for its last version, without
-  collecting what each event touched; the fold ``tether replay`` runs), the world complete at the end: the replay
-  rate of the events;
+* ``value``    — read + fold as ``tether replay`` reads and folds (``BulkFold``: each object parsed once, for its
+  last version, without collecting what each event touched; the versions of claims, bindings and member pods read
+  undecoded — ``scan(undecoded=True)``, the log's ``version`` column — and only the one kept decoded), the world
+  complete at the end: the replay rate of the events;
 * every pass runs with the cyclic GC paused, as ``tether replay`` does (``adapters.cli.replay.fold.gc_paused``);
 * extras: ``faithful`` (``tether replay`` itself: the same fold, plus reading and decoding the commands stream to
   note each recorded command as issued after its event),
