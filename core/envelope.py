@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 
 from .commands import COMMAND_TYPES, Command
-from .events import EVENT_SCHEMA_VERSION, CommandSucceeded, Event, ObjectObserved
+from .events import EVENT_SCHEMA_VERSION, CommandSucceeded, Event, ObjectObserved, member_key
 from .kube import KubeObject
 
 COMMAND_SCHEMA_VERSION = 1
@@ -180,6 +180,13 @@ def decode_command_head(data: bytes | str) -> CommandHead:
     return head
 
 
+def cause_position(causation: str) -> tuple[int, int] | None:
+    """The events position (partition, offset) a command's causation names (``partition:offset``, as
+    ``core.pipeline`` records it); None for anything else (a command id: the causation of an outcome event)."""
+    partition, _, offset = causation.partition(":")
+    return (int(partition), int(offset)) if partition.isdigit() and offset.isdigit() else None
+
+
 def object_version(record: EventRecord) -> str:
     """The resourceVersion of the object ``record`` carries under its own key — an observation's object, or a write's
     result whose target is the record's key — else ``""``. A log may store it beside the record (the SQLite log's
@@ -193,13 +200,9 @@ def object_version(record: EventRecord) -> str:
         obj, cluster = event.result, ""
     else:
         return ""
-    if obj is None:
+    if obj is None or record.key != member_key(cluster, obj.key):
         return ""
-    meta = obj.metadata
-    key = f"{obj.kind}/{meta.namespace}/{meta.name}"
-    if record.key != (f"{cluster}:{key}" if cluster else key):
-        return ""
-    return meta.resource_version
+    return obj.metadata.resource_version
 
 
 class StoredEvent(msgspec.Struct, gc=False):

@@ -179,13 +179,8 @@ class BulkFold:
                         key.partition("/")[0].endswith(_MEMBER_POD):
                     if self._hold_stored(item):
                         position = item.offset
-                    if issued:
-                        caused = issued.pop(item.offset, None)
-                        if caused:
-                            for head in caused:
-                                if admitting and head.command.type == "ResumeBinding":
-                                    self._admit(head.key)
-                                note_recorded(world, head)
+                    if issued and (caused := issued.pop(item.offset, None)):
+                        self._note(caused)
                     continue
                 if (decoded := self._record(item)) is None:
                     continue  # (damaged: skipped, as a reader skips it)
@@ -301,13 +296,8 @@ class BulkFold:
                         fold_admission(admission, last, admission_configmap=admission_configmap)
                 elif of in _ADMISSION_EVENTS or (of is CommandSucceeded and event.command == "resume_binding"):
                     fold_admission(admission, last, admission_configmap=admission_configmap)  # (module doc)
-            if issued:
-                caused = issued.pop(last.offset, None)
-                if caused:
-                    for head in caused:
-                        if admitting and head.command.type == "ResumeBinding":
-                            self._admit(head.key)  # (its versions before the resume come before it)
-                        note_recorded(world, head)
+            if issued and (caused := issued.pop(last.offset, None)):
+                self._note(caused)
         if item is not None:  # no fold reads these three
             world.events += count
             if type(item) is StoredEvent:  # (its time is in its body)
@@ -316,6 +306,14 @@ class BulkFold:
                 world.last_at_ms = item.at_ms
             if position >= 0:
                 world.admission.position = position
+
+    def _note(self, caused: list[CommandHead]) -> None:
+        """Note the commands an event caused, as recorded, right after it (as ``step`` issued them)."""
+        world = self.world
+        for head in caused:
+            if self.admitting and head.command.type == "ResumeBinding":
+                self._admit(head.key)  # (its versions before the resume come before it)
+            note_recorded(world, head)
 
     def finish(self) -> World:
         """Parse and put every version still held; returns the world, complete."""

@@ -91,7 +91,7 @@ from tether.core.commands import (
     StartTimer,
     command_name,
 )
-from tether.core.envelope import CommandRecord, EventRecord
+from tether.core.envelope import CommandRecord, EventRecord, cause_position
 from tether.core.events import (
     CommandFailed,
     CommandSucceeded,
@@ -282,10 +282,10 @@ class Runtime:
     def has_folded(self, causation: str) -> bool:
         """Whether the world has folded the event ``causation`` names (``partition:offset``, what the decider records
         on a command); True for a causation of another form (module doc, "Executor loop")."""
-        partition, _, offset = causation.partition(":")
-        if not (partition.isdigit() and offset.isdigit()):
+        position = cause_position(causation)
+        if position is None:
             return True
-        return self.recovered.is_set() and self.folded.get(int(partition), 0) >= int(offset)
+        return self.recovered.is_set() and self.folded.get(position[0], 0) >= position[1]
 
     async def folded_through(self, causation: str) -> None:
         """Return once :meth:`has_folded` ``causation``."""

@@ -256,17 +256,21 @@ class _Decoding:
         self.corrupt: list[tuple[int, bytes, Exception]] = []
 
     def __iter__(self) -> Iterator[Record]:
-        decode = self.decode
         for offset, body in self.stored:
-            try:
-                record = decode(body)
-            except (msgspec.MsgspecError, ValueError, TypeError) as exc:
-                if self.strict:
-                    raise CorruptRecord(self.stream, offset, _reason(exc)) from exc
-                self.corrupt.append((offset, body, exc))
-                continue
-            record.offset = offset
-            yield record
+            if (record := self.decoded_row(offset, body)) is not None:
+                yield record
+
+    def decoded_row(self, offset: int, body: bytes) -> Record | None:
+        """The record of one row; None for a corrupt one (kept in ``corrupt``, or raised when ``strict``)."""
+        try:
+            record = self.decode(body)
+        except (msgspec.MsgspecError, ValueError, TypeError) as exc:
+            if self.strict:
+                raise CorruptRecord(self.stream, offset, _reason(exc)) from exc
+            self.corrupt.append((offset, body, exc))
+            return None
+        record.offset = offset
+        return record
 
     @property
     def decoded(self) -> int:
@@ -289,20 +293,11 @@ class _Undecoded(_Decoding):
         self.last_offset = rows[-1][0] if rows else 0
 
     def __iter__(self) -> Iterator[Record]:
-        decode = self.decode
         for offset, body, version, key, type_ in self.versioned:
             if version:
                 yield StoredEvent(offset, type_, key, version, body)  # type: ignore[misc]
-                continue
-            try:
-                record = decode(body)
-            except (msgspec.MsgspecError, ValueError, TypeError) as exc:
-                if self.strict:
-                    raise CorruptRecord(self.stream, offset, _reason(exc)) from exc
-                self.corrupt.append((offset, body, exc))
-                continue
-            record.offset = offset
-            yield record
+            elif (record := self.decoded_row(offset, body)) is not None:
+                yield record
 
 
 class SqliteLog:

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 import msgspec
 
 from tether.adapters.log import EventLog, Snapshot, aclosing_iter, scan
-from tether.core.envelope import CommandHead, EventRecord
+from tether.core.envelope import CommandHead, EventRecord, cause_position
 from tether.projections.bulk import BulkFold
 from tether.projections.snapshot import decode_world
 from tether.projections.world import Settings, World, initial_world, note_recorded
@@ -32,10 +32,9 @@ Progressed = Callable[[int], None]
 
 
 def cause_offset(causation: str) -> int | None:
-    """The events offset a command's causation (``partition:offset``) names; None for anything else (a command
-    id, the causation of an outcome event)."""
-    partition, _, offset = causation.partition(":")
-    return int(offset) if partition.isdigit() and offset.isdigit() else None
+    """The events offset a command's causation names (``core.envelope.cause_position``); None for anything else."""
+    position = cause_position(causation)
+    return None if position is None else position[1]
 
 
 @contextmanager
