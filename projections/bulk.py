@@ -175,10 +175,15 @@ class BulkFold:
                 key = item.key  # a claim's or binding's observed, or written while no command is in flight (else
                 # its outcome frees a command's slot), or a member's pod (observed: a member's write result never
                 # comes undecoded, core.envelope.object_version); anything else is decoded
-                if (item.type == _OBSERVED or not (inflight or retry_wait)) if key.startswith(_HELD_KINDS) else \
-                        key.partition("/")[0].endswith(_MEMBER_POD):
-                    if self._hold_stored(item):
+                if key.startswith(_HELD_KINDS):
+                    if item.type == _OBSERVED or not (inflight or retry_wait):
+                        self._hold_stored(item, key)
                         position = item.offset
+                        if issued and (caused := issued.pop(item.offset, None)):
+                            self._note(caused)
+                        continue
+                elif key.partition("/")[0].endswith(_MEMBER_POD):
+                    self._hold_stored_pod(item, key)
                     if issued and (caused := issued.pop(item.offset, None)):
                         self._note(caused)
                     continue
@@ -274,7 +279,9 @@ class BulkFold:
                     if previous is None:
                         self._hold_first(held, key, obj, kind=kind, rv=meta.resource_version)
                     else:  # world._newer, inlined (an echo, the same resourceVersion, is dropped)
-                        rv, old = meta.resource_version, _version(previous)
+                        rv = meta.resource_version
+                        old = previous.version if type(previous) is StoredEvent else \
+                            previous.metadata.resource_version  # type: ignore[union-attr]  # (_version, inlined)
                         if rv != old and ((len(rv) == len(old) and rv > old) or not _stale(rv, old)):
                             held[key] = obj
                     if held is bindings:  # admission's view too: its last version, unless admitted (module doc)
@@ -413,22 +420,25 @@ class BulkFold:
         if not _ignored(world, key, view, rv):
             held[key] = obj
 
-    def _hold_stored(self, stored: StoredEvent) -> bool:
-        """Hold a version that came undecoded, of a claim, a binding or a member's pod, as :meth:`fold` holds a
-        decoded one; True for the control plane's (a claim or a binding), False for a member's pod."""
-        key, rv = stored.key, stored.version
-        if not key.startswith(_HELD_KINDS):  # a member's pod: <cluster>:Pod/namespace/name
-            cluster, _, pod_key = key.rpartition(":")
-            self._hold_pod(cluster, pod_key, rv, stored)
-            self.world.members.state(cluster).position = f"{stored.partition}:{stored.offset}"
-            return False
+    def _hold_stored_pod(self, stored: StoredEvent, key: str) -> None:
+        """Hold a version of a member's pod that came undecoded (``key``: <cluster>:Pod/namespace/name), as
+        :meth:`fold` holds a decoded one."""
+        cluster, _, pod_key = key.rpartition(":")
+        self._hold_pod(cluster, pod_key, stored.version, stored)
+        self.world.members.state(cluster).position = f"{stored.partition}:{stored.offset}"
+
+    def _hold_stored(self, stored: StoredEvent, key: str) -> None:
+        """Hold a version of a claim or a binding that came undecoded (under ``key``), as :meth:`fold` holds a
+        decoded one (most events of a replay come here)."""
+        rv = stored.version
         kind = CLAIM if key.startswith(_HELD_KINDS[0]) else BINDING
         held: dict[str, Any] = self.claims if kind == CLAIM else self.bindings
         previous = held.get(key)
         if previous is None:
             self._hold_first(held, key, stored, kind=kind, rv=rv)
         else:  # (as fold, for a decoded version)
-            old = _version(previous)
+            old = previous.version if type(previous) is StoredEvent else \
+                previous.metadata.resource_version  # (_version, inlined)
             if rv != old and ((len(rv) == len(old) and rv > old) or not _stale(rv, old)):
                 held[key] = stored
         if kind == BINDING:  # admission's view too (as fold)
@@ -437,7 +447,6 @@ class BulkFold:
                     fold_admission_binding(self.world.admission, key, obj)
             else:
                 self.admitting[key] = stored
-        return True
 
     def _object(self, held: KubeObject | StoredEvent) -> KubeObject | None:
         """The object of a held version, decoded if it came undecoded; None (and kept in ``undecodable``) if its body
