@@ -334,9 +334,12 @@ class BulkFold:
             if (obj := self._object(held)) is not None:
                 _put_claim(world, key, parse_claim(obj, world.claims.get(key)), unread)
         self.claims.clear()  # (cleared, not replaced: fold holds the map)
+        admitting = self.admitting
         for key, held in self.bindings.items():
             if (obj := self._object(held)) is not None:
                 _put_binding(world, key, parse_binding(obj, world.bindings.get(key)), unread)
+                if admitting.get(key) is held:  # (admission's too, mostly: decoded once for both)
+                    admitting[key] = obj
         self.bindings.clear()
         self._put_sources()
         for name, obj in self.clusters.items():

@@ -85,6 +85,7 @@ from tether.core.envelope import (
     encode,
     object_version,
 )
+from tether.core.events import CommandSucceeded, ObjectObserved
 
 log = logging.getLogger(__name__)
 
@@ -277,15 +278,29 @@ class _Decoding:
         return self.rows - len(self.corrupt)
 
 
+#: The undecoded scan's version column (:data:`_UNDECODED_COLUMNS`): a write's result's version is marked with
+#: this first character. Only an observation or a write's result carries a version (``object_version``), so the
+#: mark says which of the two a row is without a ``type`` column: each column of a row costs as much as a few
+#: Python operations (``sqlite3_column_*`` under the connection's mutex, and a ``str``), and a replay reads
+#: hundreds of thousands of rows. (An observed version that itself starts with the mark — no API server makes one:
+#: etcd's revisions are digits — comes as none: its record is decoded whole. A written one is marked all the same.)
+_WRITTEN = "="
+_UNDECODED_COLUMNS = ("AS body, CASE WHEN version = '' THEN '' "
+                      f"WHEN type != '{ObjectObserved.__name__}' THEN '{_WRITTEN}' || version "
+                      f"WHEN version >= '{_WRITTEN}' AND version < '{chr(ord(_WRITTEN) + 1)}' THEN '' "
+                      "ELSE version END, CASE WHEN version != '' THEN key END FROM events")
+_OBSERVED, _SUCCEEDED = ObjectObserved.__name__, CommandSucceeded.__name__
+
+
 class _Undecoded(_Decoding):
-    """A chunk of events rows (``offset, body, version, key, type``) where each row with a version (it
-    carries an object under its key) is handed over undecoded, as a :class:`StoredEvent`; the others as
+    """A chunk of events rows (``offset, body, version, key``: :data:`_UNDECODED_COLUMNS`) where each row with a
+    version (it carries an object under its key) is handed over undecoded, as a :class:`StoredEvent`; the others as
     :class:`_Decoding` does. A held row's body is decoded only by whoever keeps it (a damaged one is not noticed
     before)."""
 
     __slots__ = ("versioned",)
 
-    def __init__(self, rows: list[tuple[int, bytes, str, str | None, str | None]],
+    def __init__(self, rows: list[tuple[int, bytes, str, str | None]],
                  decode: Callable[[bytes], Record], *, strict: bool) -> None:
         super().__init__("events", [], decode, strict=strict)
         self.versioned = rows
@@ -293,9 +308,12 @@ class _Undecoded(_Decoding):
         self.last_offset = rows[-1][0] if rows else 0
 
     def __iter__(self) -> Iterator[Record]:
-        for offset, body, version, key, type_ in self.versioned:
+        for offset, body, version, key in self.versioned:
             if version:
-                yield StoredEvent(offset, type_, key, version, body)  # type: ignore[misc]
+                if version[0] == _WRITTEN:
+                    yield StoredEvent(offset, _SUCCEEDED, key, version[1:], body)  # type: ignore[misc]
+                else:
+                    yield StoredEvent(offset, _OBSERVED, key, version, body)  # type: ignore[misc]
             elif (record := self.decoded_row(offset, body)) is not None:
                 yield record
 
@@ -692,9 +710,8 @@ class SqliteLog:
             by_time = None if until_ms is None else \
                 _bound_before(conn.execute(_FIRST_AFTER_MS.format(stream=stream), (until_ms,)).fetchone())
             sql, params = _range_query(stream, start, until_offset, by_time)
-            if undecoded:  # (the other columns only where there is a version: None costs nothing to build)
-                sql = sql.replace("FROM events", "AS body, version, CASE WHEN version != '' THEN key END, "
-                                  "CASE WHEN version != '' THEN type END FROM events", 1)
+            if undecoded:  # (the key only where there is a version: None costs nothing to build)
+                sql = sql.replace("FROM events", _UNDECODED_COLUMNS, 1)
             cursor = conn.execute(sql, params)
             strict = self.on_corrupt == "raise"
             served = 0

@@ -73,6 +73,9 @@ async def test_a_scan_hands_versions_over_undecoded_and_they_decode_to_what_was_
     first = got[0]
     assert isinstance(first, StoredEvent)
     assert (first.offset, first.type, first.key, first.version) == (1, "ObjectObserved", "DataSourceClaim/ns1/a", "7")
+    written_back = got[1]
+    assert isinstance(written_back, StoredEvent)
+    assert (written_back.type, written_back.version) == ("CommandSucceeded", "8")
     for undecoded, record in zip(got[:3], stored[:3], strict=True):
         assert isinstance(undecoded, StoredEvent)
         assert undecoded.record() == record and undecoded.at_ms == record.at_ms
@@ -120,3 +123,21 @@ async def test_a_kept_version_damaged_behind_its_columns_is_dead_lettered_and_th
     assert result.events == 1
     assert result.world.claims["DataSourceClaim/ns1/a"].resource_version == "7"  # (as evolve, skipping it)
     assert [(letter.stream, letter.offset) for letter in letters] == [("events", 2)]
+
+
+async def test_an_observed_version_that_looks_like_the_scans_own_mark_is_decoded_whole(tmp_path: Path) -> None:
+    # the scan marks a write's result's version with "=" instead of reading a type column; an observed version that
+    # starts with it (no API server makes one) must not be read as a write's: its record comes decoded, as before the
+    # column. A write's is marked all the same, and comes undecoded with its own version
+    log = await SqliteLog.open(tmp_path / "log.db")
+    try:
+        stored = await log.append("events", [observed(claim("a", "=3")),
+                                             written(claim("a", "=4"), "DataSourceClaim/ns1/a")])
+        got = [r async for chunk in log.scan("events", undecoded=True) for r in chunk]
+    finally:
+        await log.close()
+    assert got[0] == stored[0]
+    written_back = got[1]
+    assert isinstance(written_back, StoredEvent)
+    assert (written_back.type, written_back.version) == ("CommandSucceeded", "=4")
+    assert written_back.record() == stored[1]
