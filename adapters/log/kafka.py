@@ -132,6 +132,7 @@ from tether.adapters.log import Batch, Position, Record, Snapshot, Stream
 from tether.adapters.log.kafka_config import KafkaConfig, parse_kafka_url
 from tether.adapters.log.kafka_handoff import HandOff, handoff_for
 from tether.adapters.log.kafka_produce import PendingOffsets, ProduceItem, ProduceQueue
+from tether.adapters.log.kafka_start import start_client
 from tether.adapters.log.kafka_stop import stop_consumer
 from tether.core.envelope import (
     CommandRecord,
@@ -264,7 +265,7 @@ class KafkaLog:
                 max_batch_size=self.config.max_batch_bytes,
                 request_timeout_ms=max(10_000, int(self.config.append_timeout_s * 1000 / 4)),
             )
-            await producer.start()
+            await start_client(producer, within=self.config.append_timeout_s)
             try:
                 for name in (*STREAMS, "dlq", "snapshots"):
                     parts = await producer.partitions_for(self.config.topic(name))
@@ -305,7 +306,7 @@ class KafkaLog:
             ),
         ]
         admin = AIOKafkaAdminClient(**self._common(), request_timeout_ms=30_000)
-        await admin.start()
+        await start_client(admin, within=self.config.append_timeout_s)
         try:
             existing = set(await admin.list_topics())
             missing = [t for t in wanted if t.name not in existing]
@@ -498,7 +499,7 @@ class KafkaLog:
         self._consumers[(stream, consumer)] = client
         decode = _decoder(stream)
         try:
-            await client.start()
+            await start_client(client, within=self.config.append_timeout_s)
             while not self._closed:
                 fetched = await client.getmany(timeout_ms=1000, max_records=batch_size)
                 if fetched:
@@ -593,7 +594,7 @@ class KafkaLog:
         own = client is None
         if client is None:
             client = self._consumer(group_id=f"{self.config.group}.{consumer}")
-            await client.start()
+            await start_client(client, within=self.config.append_timeout_s)
         try:
             result: Position = {}
             for tp in tps:
@@ -612,7 +613,7 @@ class KafkaLog:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         probe = self._consumer(max_partition_fetch_bytes=1024, fetch_max_wait_ms=50)
         try:
-            await probe.start()
+            await start_client(probe, within=self.config.append_timeout_s)
             probe.assign(tps)
             for tp in tps:
                 probe.seek(tp, self._hw_hint.get(tp, 0))
@@ -652,7 +653,7 @@ class KafkaLog:
             return
         reader = self._consumer()
         try:
-            await reader.start()
+            await start_client(reader, within=self.config.append_timeout_s)
             reader.assign(todo)
             for tp in todo:
                 reader.seek(tp, starts[tp.partition])
