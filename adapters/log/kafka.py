@@ -213,6 +213,8 @@ class KafkaLog:
         else:
             self.config = parse_kafka_url(url, **overrides)
         self._producer: AIOKafkaProducer | None = None
+        self._start_patience = 0.0  # how long a client's start waits for the broker (kafka_start.py): not at all
+        # until this log has reached it once (a wrong address fails at once), then append_timeout_s
         self._start_lock = asyncio.Lock()
         self._partitions: dict[str, int] = {}
         self._consumers: dict[tuple[str, str], AIOKafkaConsumer] = {}
@@ -265,7 +267,7 @@ class KafkaLog:
                 max_batch_size=self.config.max_batch_bytes,
                 request_timeout_ms=max(10_000, int(self.config.append_timeout_s * 1000 / 4)),
             )
-            await start_client(producer, within=self.config.append_timeout_s)
+            await start_client(producer, within=self._start_patience)
             try:
                 for name in (*STREAMS, "dlq", "snapshots"):
                     parts = await producer.partitions_for(self.config.topic(name))
@@ -277,6 +279,7 @@ class KafkaLog:
                 producer, partitions={self.config.topic(name): count for name, count in self._partitions.items()}
             )
             self._producer = producer
+            self._start_patience = self.config.append_timeout_s
             if self._partitions["events"] > 1:
                 log.warning(
                     "the events topic has several partitions: it has no total order, so the decider refuses to "
@@ -306,7 +309,7 @@ class KafkaLog:
             ),
         ]
         admin = AIOKafkaAdminClient(**self._common(), request_timeout_ms=30_000)
-        await start_client(admin, within=self.config.append_timeout_s)
+        await start_client(admin, within=self._start_patience)
         try:
             existing = set(await admin.list_topics())
             missing = [t for t in wanted if t.name not in existing]
@@ -499,7 +502,7 @@ class KafkaLog:
         self._consumers[(stream, consumer)] = client
         decode = _decoder(stream)
         try:
-            await start_client(client, within=self.config.append_timeout_s)
+            await start_client(client, within=self._start_patience)
             while not self._closed:
                 fetched = await client.getmany(timeout_ms=1000, max_records=batch_size)
                 if fetched:
@@ -594,7 +597,7 @@ class KafkaLog:
         own = client is None
         if client is None:
             client = self._consumer(group_id=f"{self.config.group}.{consumer}")
-            await start_client(client, within=self.config.append_timeout_s)
+            await start_client(client, within=self._start_patience)
         try:
             result: Position = {}
             for tp in tps:
@@ -613,7 +616,7 @@ class KafkaLog:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         probe = self._consumer(max_partition_fetch_bytes=1024, fetch_max_wait_ms=50)
         try:
-            await start_client(probe, within=self.config.append_timeout_s)
+            await start_client(probe, within=self._start_patience)
             probe.assign(tps)
             for tp in tps:
                 probe.seek(tp, self._hw_hint.get(tp, 0))
@@ -653,7 +656,7 @@ class KafkaLog:
             return
         reader = self._consumer()
         try:
-            await start_client(reader, within=self.config.append_timeout_s)
+            await start_client(reader, within=self._start_patience)
             reader.assign(todo)
             for tp in todo:
                 reader.seek(tp, starts[tp.partition])
