@@ -162,9 +162,8 @@ class BulkFold:
         daemon's without re-deciding (``tether replay``). Those noted are removed from it; what is left was caused
         by events outside the batch."""
         world, unread, folds = self.world, self.unread, _FOLDS
-        claims, bindings, admitting = self.claims, self.bindings, self.admitting
+        admitting = self.admitting
         admission = world.admission
-        admitted = admission.admitted  # (never replaced: folds change it in place)
         inflight, retry_wait = world.inflight, world.retry_wait  # (never replaced: folds change them in place)
         admission_kinds, admission_configmap = READ_KINDS, world.settings.admission_configmap
         item: EventRecord | StoredEvent | None = None
@@ -177,7 +176,8 @@ class BulkFold:
                 # comes undecoded, core.envelope.object_version); anything else is decoded
                 if key.startswith(_HELD_KINDS):
                     if item.type == _OBSERVED or not (inflight or retry_wait):
-                        self._hold_stored(item, key)
+                        self._hold_version(key, item, item.version,
+                                           kind=CLAIM if key.startswith(_HELD_KINDS[0]) else BINDING)
                         position = item.offset
                         if issued and (caused := issued.pop(item.offset, None)):
                             self._note(caused)
@@ -271,24 +271,9 @@ class BulkFold:
             elif obj is not None:
                 position = last.offset
                 kind = obj.kind
-                held = claims if kind == CLAIM else bindings if kind == BINDING else None
-                if held is not None:  # a claim or a binding: most events of a replay
-                    meta = obj.metadata
-                    key = f"{kind}/{meta.namespace}/{meta.name}"
-                    previous = held.get(key)
-                    if previous is None:
-                        self._hold_first(held, key, obj, kind=kind, rv=meta.resource_version)
-                    else:  # world._newer, inlined (an echo, the same resourceVersion, is dropped)
-                        rv = meta.resource_version
-                        old = previous.version if type(previous) is StoredEvent else \
-                            previous.metadata.resource_version  # type: ignore[union-attr]  # (_version, inlined)
-                        if rv != old and ((len(rv) == len(old) and rv > old) or not _stale(rv, old)):
-                            held[key] = obj
-                    if held is bindings:  # admission's view too: its last version, unless admitted (module doc)
-                        if key in admitted:
-                            fold_admission_binding(admission, key, obj)
-                        else:
-                            admitting[key] = obj
+                if kind in (CLAIM, BINDING):  # (when it did not come undecoded: an older log, a write's
+                    meta = obj.metadata  # outcome while commands are in flight)
+                    self._hold_version(f"{kind}/{meta.namespace}/{meta.name}", obj, meta.resource_version, kind=kind)
                 else:  # own: the answer to this daemon's own write of a DataSource's location
                     if kind == CONFIGMAP:  # (the admission ConfigMap says which bindings admission reads)
                         self._admit_all()
@@ -430,26 +415,24 @@ class BulkFold:
         self._hold_pod(cluster, pod_key, stored.version, stored)
         self.world.members.state(cluster).position = f"{stored.partition}:{stored.offset}"
 
-    def _hold_stored(self, stored: StoredEvent, key: str) -> None:
-        """Hold a version of a claim or a binding that came undecoded (under ``key``), as :meth:`fold` holds a
-        decoded one (most events of a replay come here)."""
-        rv = stored.version
-        kind = CLAIM if key.startswith(_HELD_KINDS[0]) else BINDING
+    def _hold_version(self, key: str, version: Held, rv: str, *, kind: str) -> None:
+        """Hold ``version`` (``rv``) of the claim or binding ``key`` if it replaces the one held (most events of a
+        replay come here), and give a binding's to admission: folded at once if admitted, else held (module doc)."""
         held: dict[str, Any] = self.claims if kind == CLAIM else self.bindings
         previous = held.get(key)
         if previous is None:
-            self._hold_first(held, key, stored, kind=kind, rv=rv)
-        else:  # (as fold, for a decoded version)
+            self._hold_first(held, key, version, kind=kind, rv=rv)
+        else:  # world._newer, inlined (an echo, the same resourceVersion, is dropped)
             old = previous.version if type(previous) is StoredEvent else \
                 previous.metadata.resource_version  # (_version, inlined)
             if rv != old and ((len(rv) == len(old) and rv > old) or not _stale(rv, old)):
-                held[key] = stored
-        if kind == BINDING:  # admission's view too (as fold)
+                held[key] = version
+        if kind == BINDING:
             if key in self.world.admission.admitted:
-                if (obj := self._object(stored)) is not None:
+                if (obj := self._object(version)) is not None:
                     fold_admission_binding(self.world.admission, key, obj)
             else:
-                self.admitting[key] = stored
+                self.admitting[key] = version
 
     def _object(self, held: KubeObject | StoredEvent) -> KubeObject | None:
         """The object of a held version, decoded if it came undecoded; None (and kept in ``undecodable``) if its body

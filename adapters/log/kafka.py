@@ -213,8 +213,6 @@ class KafkaLog:
         else:
             self.config = parse_kafka_url(url, **overrides)
         self._producer: AIOKafkaProducer | None = None
-        self._start_patience = 0.0  # how long a client's start waits for the broker (kafka_start.py): not at all
-        # until this log has reached it once (a wrong address fails at once), then append_timeout_s
         self._start_lock = asyncio.Lock()
         self._partitions: dict[str, int] = {}
         self._consumers: dict[tuple[str, str], AIOKafkaConsumer] = {}
@@ -248,6 +246,12 @@ class KafkaLog:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    @property
+    def _start_patience(self) -> float:
+        """How long a client's start waits for the broker (kafka_start.py): not at all until this log has reached it
+        (its producer started: a wrong address fails at once), then ``append_timeout_s``."""
+        return 0.0 if self._producer is None else self.config.append_timeout_s
+
     def _common(self) -> dict[str, Any]:
         return {"bootstrap_servers": self.config.bootstrap.split(","), "client_id": self.config.client_id}
 
@@ -279,7 +283,6 @@ class KafkaLog:
                 producer, partitions={self.config.topic(name): count for name, count in self._partitions.items()}
             )
             self._producer = producer
-            self._start_patience = self.config.append_timeout_s
             if self._partitions["events"] > 1:
                 log.warning(
                     "the events topic has several partitions: it has no total order, so the decider refuses to "
