@@ -18,7 +18,9 @@ recorded state (:mod:`.chaos_checks`):
 * ``replay_differences``: ``tether replay --diff`` of the log re-derives every recorded command and webhook
   decision — nothing was decided twice with different results;
 * ``crashes``: none — a daemon that exited without being killed, for another reason than giving up its Lease
-  (which a starved leader does by design). The run's supervisor restarted it and the webhook proxy followed the
+  (which a starved leader does by design) or than finding no broker when it started (``tether run`` exits 2 with
+  "cannot reach the log": a replica restarted during a broker cut, which its supervisor starts again;
+  ``adapters/log/kafka_start.py``). The run's supervisor restarted it and the webhook proxy followed the
   new leader (:class:`~.chaos.Daemons`), so a crash does not stall the workload: it is reported here, with the
   reason its log gives (``unplanned_exits`` lists every exit the run did not cause).
 
@@ -42,6 +44,16 @@ from tether.adapters.testing.chaos_checks import History, duplicate_data_sources
 from tether.adapters.testing.kafka import ProxiedBroker
 from tether.adapters.testing.kafka_audit import LogContents, audit, read_log
 from tether.adapters.testing.kafka_durable import DurableBroker
+
+#: How ``tether run`` says it found no broker at start-up (``adapters.log.url.LogUnreachable``): it exits 2.
+NO_LOG_AT_START = "tether run: cannot reach the log "
+
+
+def _by_design(exit_: dict[str, Any]) -> bool:
+    """An exit the daemon makes by design: it gave up its Lease, or it started while the broker was cut."""
+    reason = str(exit_["reason"])
+    return reason == LOST_LEADERSHIP or (exit_["code"] == 2 and reason.startswith(NO_LOG_AT_START))
+
 
 GROUP_SIZE = 4
 
@@ -155,7 +167,7 @@ async def crash_restart(*, claims: int, kills: int, tables: int, groups: int, se
             "lookup_bound": tables * (1 + restarts), "replay_differences": differences[:20],
             "replay_difference_count": len(differences), "workload_seconds": round(workload_seconds, 1),
             "seconds": round(time.monotonic() - started, 1), "unplanned_exits": unplanned,
-            "crashes": [e for e in unplanned if e["reason"] != LOST_LEADERSHIP], **log_audit,
+            "crashes": [e for e in unplanned if not _by_design(e)], **log_audit,
         }
         world.failed = not passed(report)  # its daemons' logs are kept, as for a run that raised
         return report

@@ -117,3 +117,13 @@ def test_exit_reason(tmp_path: Path) -> None:
     assert exit_reason(log) == LOST_LEADERSHIP
     assert exit_reason(tmp_path / "absent.log").startswith("its log is unreadable")
     assert exit_reason(None) == "no log"
+
+
+def test_only_a_lost_lease_or_no_broker_at_start_is_an_exit_by_design() -> None:
+    from tether.adapters.testing.chaos import LOST_LEADERSHIP
+    from tether.adapters.testing.chaos_run import NO_LOG_AT_START, _by_design
+
+    assert _by_design({"code": 1, "reason": LOST_LEADERSHIP})
+    assert _by_design({"code": 2, "reason": NO_LOG_AT_START + "kafka://127.0.0.1:1/x: nothing answers"})
+    assert not _by_design({"code": 1, "reason": NO_LOG_AT_START + "kafka://127.0.0.1:1/x"})  # (not tether run's)
+    assert not _by_design({"code": 1, "reason": '{"event": "component failed"}'})
