@@ -57,6 +57,11 @@ class LogUnreachable(ConnectionError):
     """The log's servers did not answer (a Kafka broker down, or a mistyped address); the message says which."""
 
 
+#: How a :class:`LogUnreachable` message begins (before the URL): what a supervisor reading a daemon's output
+#: matches (``adapters.testing.chaos_run``).
+UNREACHABLE = "cannot reach the log"
+
+
 _SQLITE_OPTIONS = frozenset({"poll_interval", "on_corrupt", "synchronous"})
 
 
@@ -105,7 +110,7 @@ async def open_log(url: str, *, connect: bool = False) -> EventLog:
                 raise
             servers = urlsplit(url).netloc
             detail = f" ({_first_line(exc)})" if isinstance(exc, OSError) else ""  # (aiokafka's own text is noise)
-            raise LogUnreachable(f"cannot reach the log {url}: nothing answers at {servers}{detail}; start it there, "
+            raise LogUnreachable(f"{UNREACHABLE} {url}: nothing answers at {servers}{detail}; start it there, "
                                  "or fix the address in the URL") from exc
         finally:
             client_logs.setLevel(level)

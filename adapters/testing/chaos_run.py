@@ -38,7 +38,7 @@ from typing import Any
 
 from tether.adapters.cli.replay.diff import diff
 from tether.adapters.kubernetes.client import BINDINGS, CLAIMS
-from tether.adapters.log.url import open_log
+from tether.adapters.log.url import UNREACHABLE, open_log
 from tether.adapters.testing.chaos import LOST_LEADERSHIP, REGIONS, World, chaos_world, racks_for
 from tether.adapters.testing.chaos_checks import History, duplicate_data_sources, unconstrained_versions
 from tether.adapters.testing.kafka import ProxiedBroker
@@ -46,7 +46,7 @@ from tether.adapters.testing.kafka_audit import LogContents, audit, read_log
 from tether.adapters.testing.kafka_durable import DurableBroker
 
 #: How ``tether run`` says it found no broker at start-up (``adapters.log.url.LogUnreachable``): it exits 2.
-NO_LOG_AT_START = "tether run: cannot reach the log "
+NO_LOG_AT_START = f"tether run: {UNREACHABLE} "
 
 
 def _by_design(exit_: dict[str, Any]) -> bool:
