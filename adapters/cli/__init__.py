@@ -9,28 +9,31 @@ output is not a terminal.
 Errors a user can fix are one line on stderr with exit code 2 (:mod:`tether.adapters.cli.errors`); the group's
 help lists every environment variable tether reads (:data:`ENVIRONMENT`).
 
-Adding a command: write a module with ``def register(main: click.Group) -> None`` that calls
-``main.add_command(...)`` (or ``log_group(main).add_command(...)`` for a ``tether log ...`` subcommand), and
-append the module's name to :data:`COMMAND_MODULES`.
+Adding a command: write it (a ``click.Command``) in a module of its own, and name it in :data:`COMMANDS` (or
+:data:`LOG_COMMANDS` for a ``tether log ...`` subcommand). Only the subcommand invoked is imported
+(:mod:`tether.adapters.cli.lazy`): ``tether replay`` does not load the daemon's Kubernetes client.
 """
 
 from __future__ import annotations
 
-import importlib
-
 import click
 
 from tether.adapters.cli.errors import TetherGroup
+from tether.adapters.cli.lazy import LazyGroup
 
-#: Modules whose ``register(main)`` adds their subcommands, in help order.
-COMMAND_MODULES: tuple[str, ...] = (
-    "tether.adapters.cli.log",
-    "tether.adapters.cli.log_transfer",
-    "tether.adapters.cli.replay",
-    "tether.adapters.cli.run",
-    "tether.adapters.cli.demo",
-    "tether.adapters.cli.status",
-)
+#: The subcommands of ``tether``: name → ``module:attribute`` of the click command, imported when it is used.
+COMMANDS: dict[str, str] = {
+    "demo": "tether.adapters.cli.demo:demo_cmd",
+    "replay": "tether.adapters.cli.replay.command:replay_cmd",
+    "run": "tether.adapters.cli.run:run_cmd",
+    "status": "tether.adapters.cli.status:status_cmd",
+}
+#: The subcommands of ``tether log``, likewise.
+LOG_COMMANDS: dict[str, str] = {
+    "export": "tether.adapters.cli.log_transfer:export_cmd",
+    "import": "tether.adapters.cli.log_transfer:import_cmd",
+    "tail": "tether.adapters.cli.log:tail_cmd",
+}
 
 #: Every environment variable tether reads, and what for (shown by ``tether --help``; each option that reads one
 #: also shows it in its own command's help).
@@ -55,8 +58,8 @@ def _environment_epilog() -> str:
     return "\n".join(lines)
 
 
-@click.group(name="tether", cls=TetherGroup, context_settings={"help_option_names": ["-h", "--help"]},
-             epilog=_environment_epilog())
+@click.group(name="tether", cls=TetherGroup, lazy=COMMANDS,
+             context_settings={"help_option_names": ["-h", "--help"]}, epilog=_environment_epilog())
 @click.version_option(package_name="tether")
 def main() -> None:
     """tether: ties compute to its data and topology on multi-cluster Kubernetes (Karmada / Volcano Global).
@@ -65,20 +68,9 @@ def main() -> None:
     """
 
 
-@main.group("log")
+@main.group("log", cls=LazyGroup, lazy=LOG_COMMANDS)
 def log_cmd() -> None:
     """Inspect, export and import the event log."""
-
-
-def log_group(group: click.Group) -> click.Group:
-    """The ``tether log`` subgroup of ``group`` (for modules adding ``tether log <something>``)."""
-    sub = group.commands["log"]
-    assert isinstance(sub, click.Group)
-    return sub
-
-
-for _name in COMMAND_MODULES:
-    importlib.import_module(_name).register(main)
 
 
 if __name__ == "__main__":

@@ -57,6 +57,3 @@ def demo_cmd(log_path: str, live: bool, speed: float, keep_running: bool, log_le
         sys.exit(1)
 
 
-def register(main: click.Group) -> None:
-    main.add_command(demo_cmd)
-

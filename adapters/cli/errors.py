@@ -22,6 +22,8 @@ from typing import Any, NoReturn
 import click
 from click.utils import _detect_program_name
 
+from tether.adapters.cli.lazy import LazyGroup
+
 #: The exit code of every user error (click's ``UsageError`` code).
 USER_ERROR = 2
 
@@ -57,8 +59,9 @@ def fail(message: str) -> NoReturn:
     raise UserError(message)
 
 
-class TetherGroup(click.Group):
-    """The ``tether`` group: click in non-standalone mode, with one-line errors (module doc)."""
+class TetherGroup(LazyGroup):
+    """The ``tether`` group: click in non-standalone mode, with one-line errors (module doc); its subcommands are
+    imported when used (:mod:`tether.adapters.cli.lazy`)."""
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
@@ -80,8 +83,9 @@ class TetherGroup(click.Group):
         """``tether log tail`` from the arguments, for the errors click raises without a context (an option missing
         its value is found by the parser, before the command's context exists)."""
         path, command = [prog_name], self
+        ctx = click.Context(self, info_name=prog_name)
         for arg in argv:
-            sub = command.commands.get(arg) if isinstance(command, click.Group) else None
+            sub = command.get_command(ctx, arg) if isinstance(command, click.Group) else None
             if sub is None:
                 break
             path.append(arg)

@@ -141,8 +141,3 @@ def tail_cmd(log_url: str, stream: StreamChoice, follow: bool, start: int, as_js
     with suppress(KeyboardInterrupt):
         asyncio.run(tail(log_url, stream, follow, start, as_json, console()))
 
-
-def register(main: click.Group) -> None:
-    from tether.adapters.cli import log_group
-
-    log_group(main).add_command(tail_cmd)

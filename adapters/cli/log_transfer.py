@@ -109,12 +109,5 @@ def import_cmd(source: str, target: str, force: bool) -> None:
     _report(out, asyncio.run(_copy(source, target, force, out)), target)
 
 
-def register(main: click.Group) -> None:
-    from tether.adapters.cli import log_group
 
-    group = log_group(main)
-    group.add_command(export_cmd)
-    group.add_command(import_cmd)
-
-
-__all__: Sequence[str] = ("copy_log", "export_cmd", "import_cmd", "register")
+__all__: Sequence[str] = ("copy_log", "export_cmd", "import_cmd")

@@ -236,6 +236,3 @@ def _duration(value: str, flag: str) -> float:
         raise click.BadParameter(f"{flag}: must not be negative, got {value!r}")
     return seconds
 
-
-def register(main: click.Group) -> None:
-    main.add_command(run_cmd)

@@ -259,6 +259,3 @@ def status_cmd(url: str, as_json: bool, timeout: float) -> None:
     console.print(render_status(document, url=url))
     console.print(Text(f"as of {time.strftime('%Y-%m-%d %H:%M:%S')}", style="dim"))
 
-
-def register(main: click.Group) -> None:
-    main.add_command(status_cmd)

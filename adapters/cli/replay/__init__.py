@@ -7,9 +7,3 @@ another configuration.
 * :mod:`.whatif` — re-decide the history under a candidate configuration (``--what-if``);
 * :mod:`.command` — the click command and what each mode prints.
 """
-
-from __future__ import annotations
-
-from .command import register
-
-__all__ = ["register"]

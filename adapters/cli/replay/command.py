@@ -286,6 +286,3 @@ def replay_cmd(log_url: str, until: str | None, explain_key: str | None, member:
         code = asyncio.run(run_replay(options, console()))
     click.get_current_context().exit(code)
 
-
-def register(main: click.Group) -> None:
-    main.add_command(replay_cmd)
