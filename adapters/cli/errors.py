@@ -82,7 +82,8 @@ class TetherGroup(LazyGroup):
     def _command_path(self, argv: list[str], prog_name: str) -> str:
         """``tether log tail`` from the arguments, for the errors click raises without a context (an option missing
         its value is found by the parser, before the command's context exists)."""
-        path, command = [prog_name], self
+        path: list[str] = [prog_name]
+        command: click.Command = self
         ctx = click.Context(self, info_name=prog_name)
         for arg in argv:
             sub = command.get_command(ctx, arg) if isinstance(command, click.Group) else None
