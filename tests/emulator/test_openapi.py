@@ -1,15 +1,17 @@
-"""The emulator serves enough OpenAPI v3 for ``kubectl apply`` to validate (adapters/sandbox/kube_emulator/openapi.py).
+"""The emulator serves enough OpenAPI for ``kubectl apply`` to validate (adapters/sandbox/kube_emulator/openapi.py).
 
 Without kubectl: the index and the documents say, for each kind, what kubectl looks for (a PATCH operation with the
 kind and the ``fieldValidation`` parameter), the schemas are the CRDs', a new CRD shows up with a new hash, and a
 write with ``fieldValidation=Strict`` naming an unknown field is refused as a real server refuses it. With kubectl
 (``/usr/bin/kubectl``, or on PATH): ``kubectl apply`` of tether's sample claim works without ``--validate=false``
-and refuses a misspelt field; ``kubectl explain`` reads the schema.
+and refuses a misspelt field; ``kubectl explain`` reads the schema — with each kubectl found (a kubectl up to 1.29
+also reads the v2 document, as protobuf, before anything else).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ import pytest
 
 from tether.adapters.sandbox.kube_emulator import KubeEmulator
 from tether.adapters.sandbox.kube_emulator.crds import crd_dir
+from tether.adapters.sandbox.kube_emulator.openapi import V2_PROTOBUF, V2_PROTOBUF_TYPE
 
 TETHER_CRDS = sorted(crd_dir().glob("datadependency.*.yaml"))
 CLAIMS_GV = "apis/datadependency.volcano.sh/v1alpha1"
@@ -106,24 +109,30 @@ async def test_strict_field_validation_refuses_unknown_fields() -> None:
             assert "tabel" not in (await pruned.json())["spec"]
 
 
-def kubectl_binary() -> str:
-    found = shutil.which("kubectl") or ("/usr/bin/kubectl" if Path("/usr/bin/kubectl").exists() else None)
+#: Every distinct kubectl here (on PATH, and /usr/bin's): their versions read the OpenAPI documents differently.
+KUBECTLS = sorted({os.path.realpath(found) for found in (shutil.which("kubectl"), "/usr/bin/kubectl")
+                   if found and Path(found).exists()})
+
+
+def kubectl_binary(binary: str | None = None) -> str:
+    found = binary or (KUBECTLS[0] if KUBECTLS else None)
     if found is None:
         pytest.skip("kubectl is not installed (looked on PATH and at /usr/bin/kubectl)")
     return found
 
 
-async def kubectl(*args: str, kubeconfig: Path, cache: Path) -> tuple[int, str]:
+async def kubectl(*args: str, kubeconfig: Path, cache: Path, binary: str | None = None) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
-        kubectl_binary(), "--kubeconfig", str(kubeconfig), "--cache-dir", str(cache), *args,
+        kubectl_binary(binary), "--kubeconfig", str(kubeconfig), "--cache-dir", str(cache), *args,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     out, _ = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode is not None
     return proc.returncode, out.decode()
 
 
-async def test_kubectl_apply_validates_against_the_emulator(tmp_path: Path) -> None:
-    kubectl_binary()
+@pytest.mark.parametrize("binary", KUBECTLS or [None])
+async def test_kubectl_apply_validates_against_the_emulator(tmp_path: Path, binary: str | None) -> None:
+    kubectl_binary(binary)
     import yaml
 
     good, bad = tmp_path / "claim.yaml", tmp_path / "misspelt.yaml"
@@ -133,14 +142,59 @@ async def test_kubectl_apply_validates_against_the_emulator(tmp_path: Path) -> N
     async with KubeEmulator(crds=TETHER_CRDS) as emulator:
         await default_namespace(emulator)
         config, cache = emulator.kubeconfig_path(tmp_path), tmp_path / "cache"
-        code, out = await kubectl("apply", "-f", str(good), kubeconfig=config, cache=cache)
+        code, out = await kubectl("apply", "-f", str(good), kubeconfig=config, cache=cache, binary=binary)
         assert code == 0 and "datasourceclaim.datadependency.volcano.sh/clicks created" in out, out
         assert "validate" not in out
-        code, out = await kubectl("apply", "-f", str(bad), kubeconfig=config, cache=cache)
+        code, out = await kubectl("apply", "-f", str(bad), kubeconfig=config, cache=cache, binary=binary)
         assert code == 1 and 'strict decoding error: unknown field "spec.tabel"' in out, out
-        code, out = await kubectl("apply", "-f", str(good), kubeconfig=config, cache=cache)  # a patch, validated
+        # a patch, validated
+        code, out = await kubectl("apply", "-f", str(good), kubeconfig=config, cache=cache, binary=binary)
         assert code == 0 and "unchanged" in out, out
-        code, out = await kubectl("explain", "datasourceclaims.spec.workload", kubeconfig=config, cache=cache)
+        code, out = await kubectl("explain", "datasourceclaims.spec.workload", kubeconfig=config, cache=cache,
+                                  binary=binary)
         assert code == 0 and "KIND:       DataSourceClaim" in out and "apiVersion" in out, out
         assert emulator.store.get_obj(("datadependency.volcano.sh", "datasourceclaims"), "default",
                                       "misspelt") is None
+
+
+def protobuf_fields(data: bytes) -> dict[int, list[bytes]]:
+    """The length-delimited fields of a protobuf message, by number (the only wire type the v2 document's strings
+    and messages use); fails on any other."""
+    fields: dict[int, list[bytes]] = {}
+    at = 0
+
+    def varint() -> int:
+        nonlocal at
+        value = shift = 0
+        while True:
+            byte = data[at]
+            at += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                return value
+
+    while at < len(data):
+        key = varint()
+        assert key & 7 == 2, f"wire type {key & 7}"
+        length = varint()
+        fields.setdefault(key >> 3, []).append(data[at:at + length])
+        at += length
+    assert at == len(data)
+    return fields
+
+
+async def test_the_v2_document_is_served_as_protobuf_to_whoever_asks_for_it() -> None:
+    """What client-go's OpenAPISchema asks for and parses: gnostic's Document (swagger = 1, info = 2; Info's title
+    = 1, version = 2), with the Content-Type a real server answers; JSON to anyone else."""
+    async with KubeEmulator(crds=TETHER_CRDS) as emulator, aiohttp.ClientSession() as http:
+        async with http.get(f"{emulator.url}/openapi/v2", headers={"Accept": V2_PROTOBUF}) as response:
+            assert response.status == 200
+            assert response.headers["Content-Type"] == V2_PROTOBUF_TYPE
+            document = protobuf_fields(await response.read())
+        assert document[1] == [b"2.0"]
+        info = protobuf_fields(document[2][0])
+        assert info[1][0].startswith(b"Kubernetes") and info[2][0].startswith(b"v1.")
+        assert set(document) == {1, 2}  # no paths nor definitions (the module doc says why)
+        as_json = await get(http, f"{emulator.url}/openapi/v2")
+        assert as_json["swagger"] == "2.0" and as_json["info"]["version"] == info[2][0].decode()

@@ -14,9 +14,15 @@ documents whose paths carry, like a real server's, the kind and the write parame
 ``fieldManager``, ``fieldValidation``) — and does the validation of step 3 itself (:func:`strict_unknown_fields`):
 with ``fieldValidation=Strict``, a field that a custom resource's schema does not know (one that pruning would
 drop) is refused with the real server's 400 "strict decoding error: unknown field". The other checks (types,
-required fields, enums, patterns) are the emulator's schema validation, which runs on every write anyway. The
-protobuf v2 document is not served: step 3 never needs it when the server validates, and writing protobuf by hand
-for a client path no supported kubectl takes is not worth it.
+required fields, enums, patterns) are the emulator's schema validation, which runs on every write anyway.
+
+kubectl up to 1.29 (1.28 is the real control plane's here) reads the **v2** document first, whatever it then
+does: it builds its validator from it, and stops with "the server could not find the requested resource" when
+``/openapi/v2`` answers 404. It asks for protobuf (gnostic's ``openapi_v2.Document``). The emulator answers with a
+document that names the API and defines nothing (:func:`document_v2`, encoded by :func:`v2_protobuf`; JSON to
+anyone who does not ask for protobuf). That is all such a kubectl reads of it on a server that validates: with
+``fieldValidation`` found in step 2 it skips its own validation, and a kind it cannot find in v2 is patched as a
+real server's custom resources are (a JSON merge patch) and a built-in kind with the types compiled into kubectl.
 
 The documents also carry the schemas (``components.schemas``): a custom resource's ``openAPIV3Schema`` as its CRD
 declares it, so ``kubectl explain`` works on tether's kinds; a built-in kind gets an open object (the emulator has
@@ -25,7 +31,7 @@ no schemas for them, and neither strict checking nor ``explain`` applies to them
 Each document's URL carries a hash of its content, as on a real server: kubectl caches documents by that URL, and a
 CRD registered or changed gives its group version a new hash.
 
-This module only reads the store; :func:`register` adds its two routes to the emulator's application, ahead of the
+This module only reads the store; :func:`register` adds its routes to the emulator's application, ahead of the
 catch-all resource route.
 """
 
@@ -49,6 +55,11 @@ if TYPE_CHECKING:
 
 _ENC = msgspec.json.Encoder(order="deterministic")
 _JSON = "application/json"
+#: What kubectl (client-go's ``DiscoveryClient.OpenAPISchema``) asks ``/openapi/v2`` for, and the Content-Type a
+#: real server answers it with (the ``@`` is no valid character of a media type: Go's parser refuses it).
+V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+V2_PROTOBUF_TYPE = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+_TITLE, _VERSION = "Kubernetes (tether emulator)", "v1.30.0"
 FIELD_VALIDATION = "fieldValidation"
 
 
@@ -131,7 +142,7 @@ def document(store: Store, group: str, version: str) -> dict[str, Any] | None:
     for rt in types:
         paths.update(_paths(rt, version))
         schemas[schema_name(rt, version)] = _schema(rt, version)
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes (tether emulator)", "version": "v1.30.0"},
+    return {"openapi": "3.0.0", "info": {"title": _TITLE, "version": _VERSION},
             "paths": paths, "components": {"schemas": schemas}}
 
 
@@ -150,6 +161,33 @@ def index(store: Store) -> dict[str, Any]:
             paths[_gv_path(group, version)] = {"serverRelativeURL": f"/openapi/v3/{_gv_path(group, version)}"
                                                                     f"?hash={digest}"}
     return {"paths": paths}
+
+
+def document_v2() -> dict[str, Any]:
+    """``/openapi/v2``: the API's name and version, no definitions (module doc)."""
+    return {"swagger": "2.0", "info": {"title": _TITLE, "version": _VERSION}}
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field (wire type 2: strings and messages)."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def v2_protobuf(document: dict[str, Any]) -> bytes:
+    """:func:`document_v2` as gnostic's ``openapi_v2.Document`` in protobuf: ``swagger`` is field 1, ``info``
+    field 2, and in ``Info`` ``title`` 1 and ``version`` 2 (gnostic-models' ``OpenAPIv2.proto``)."""
+    info = document["info"]
+    return _field(1, document["swagger"].encode()) + _field(
+        2, _field(1, info["title"].encode()) + _field(2, info["version"].encode()))
 
 
 def _unknown(before: Any, after: Any, path: str) -> Iterator[str]:
@@ -195,7 +233,14 @@ async def strict_unknown_fields(request: web.Request, rt: ResourceType, version:
 
 
 def register(app: web.Application, store: Store, *, respond: Callable[[Any, int], web.Response]) -> None:
-    """Serve ``GET /openapi/v3`` and ``GET /openapi/v3/{api/v1 | apis/<group>/<version>}`` on ``app``."""
+    """Serve ``GET /openapi/v2``, ``GET /openapi/v3`` and ``GET /openapi/v3/{api/v1 | apis/<group>/<version>}`` on
+    ``app``."""
+
+    async def serve_v2(request: web.Request) -> web.Response:
+        accept = request.headers.get("Accept", "")
+        if V2_PROTOBUF in accept or V2_PROTOBUF_TYPE in accept:
+            return web.Response(body=v2_protobuf(document_v2()), headers={"Content-Type": V2_PROTOBUF_TYPE})
+        return respond(document_v2(), 200)
 
     async def serve_index(request: web.Request) -> web.Response:
         return respond(index(store), 200)
@@ -215,5 +260,6 @@ def register(app: web.Application, store: Store, *, respond: Callable[[Any, int]
                             "code": 404}, 404)
         return web.Response(body=body, content_type=_JSON)
 
+    app.router.add_route("GET", "/openapi/v2", serve_v2)
     app.router.add_route("GET", "/openapi/v3", serve_index)
     app.router.add_route("GET", "/openapi/v3/{path:.*}", serve_document)
