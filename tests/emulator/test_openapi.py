@@ -4,7 +4,7 @@ Without kubectl: the index and the documents say, for each kind, what kubectl lo
 kind and the ``fieldValidation`` parameter), the schemas are the CRDs', a new CRD shows up with a new hash, and a
 write with ``fieldValidation=Strict`` naming an unknown field is refused as a real server refuses it. With kubectl
 (``/usr/bin/kubectl``, or on PATH): ``kubectl apply`` of tether's sample claim works without ``--validate=false``
-and refuses a misspelt field; ``kubectl explain`` reads the schema — with each kubectl found (a kubectl up to 1.29
+and refuses a misspelt field; ``kubectl explain`` reads the schema — with each kubectl found (kubectl 1.28
 also reads the v2 document, as protobuf, before anything else).
 """
 

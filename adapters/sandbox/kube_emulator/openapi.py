@@ -16,10 +16,10 @@ with ``fieldValidation=Strict``, a field that a custom resource's schema does no
 drop) is refused with the real server's 400 "strict decoding error: unknown field". The other checks (types,
 required fields, enums, patterns) are the emulator's schema validation, which runs on every write anyway.
 
-kubectl up to 1.29 (1.28 is the real control plane's here) reads the **v2** document first, whatever it then
-does: it builds its validator from it, and stops with "the server could not find the requested resource" when
-``/openapi/v2`` answers 404. It asks for protobuf (gnostic's ``openapi_v2.Document``). The emulator answers with a
-document that names the API and defines nothing (:func:`document_v2`, encoded by :func:`v2_protobuf`; JSON to
+kubectl 1.28 (the real control plane's version here; 1.32 no longer does) reads the **v2** document first, whatever
+it then does: it builds its validator from it, and stops with "the server could not find the requested resource"
+when ``/openapi/v2`` answers 404. It asks for protobuf (gnostic's ``openapi_v2.Document``). The emulator answers
+with a document that names the API and defines nothing (:func:`document_v2`, encoded by :func:`v2_protobuf`; JSON to
 anyone who does not ask for protobuf). That is all such a kubectl reads of it on a server that validates: with
 ``fieldValidation`` found in step 2 it skips its own validation, and a kind it cannot find in v2 is patched as a
 real server's custom resources are (a JSON merge patch) and a built-in kind with the types compiled into kubectl.
