@@ -31,6 +31,8 @@ class ResourceType:
     builtin: bool = True
     extra_subresources: tuple[str, ...] = ()
     schemas: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    # A custom resource's additionalPrinterColumns, by version (server-side printing: tables.py).
+    printer_columns: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # Built-ins like ConfigMap accept a PUT without resourceVersion; custom resources do not.
     unconditional_update: bool = True
     # What DELETE answers when the object is gone at once: the object (CRDs, pods) or a Status.
@@ -117,6 +119,8 @@ def type_from_crd(crd: dict[str, Any]) -> ResourceType:
         categories=list(names.get("categories") or []),
         builtin=False,
         schemas={v["name"]: (v.get("schema") or {}).get("openAPIV3Schema") for v in served},
+        printer_columns={v["name"]: list(v.get("additionalPrinterColumns") or spec.get("additionalPrinterColumns")
+                                         or []) for v in served},
         unconditional_update=False,
         returns_deleted_object=True,
         tracks_generation=True,

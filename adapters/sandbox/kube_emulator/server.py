@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from aiohttp import web
 
-from . import errors, openapi, patch
+from . import errors, openapi, patch, tables
 from .errors import ApiError, NotServed
 from .resources import ResourceType
 from .selectors import parse_field_selector, parse_label_selector
@@ -188,12 +188,18 @@ class Server:
                 "PATCH": "patch", "DELETE": "delete" if name else "deletecollection"}.get(method, "")
         await self.emu.faults.before(verb=verb, resource=plural, subresource=sub, namespace=namespace, name=name)
         dry_run = q.get("dryRun") == "All"
+        table_api = None if rt.builtin else tables.table_version(request.headers.get("Accept", ""))
         if verb == "get":
-            return _resp(_out(rt, version, self.store.get(rt, namespace, name)))
+            obj = _out(rt, version, self.store.get(rt, namespace, name))
+            if table_api is not None:  # kubectl get's server-side printing (tables.py)
+                return _resp(tables.table(rt, version, [obj], table_api=table_api,
+                                          include_object=q.get("includeObject", ""),
+                                          metadata={"resourceVersion": obj["metadata"].get("resourceVersion", "")}))
+            return _resp(obj)
         if verb == "list":
-            return self._list(rt, version, namespace, q)
+            return self._list(rt, version, namespace, q, table_api=table_api)
         if verb == "watch":
-            return await self._watch(request, rt, version, namespace, q)
+            return await self._watch(request, rt, version, namespace, q, table_api=table_api)
         if verb not in _WRITES:
             raise errors.method_not_allowed()
         await openapi.strict_unknown_fields(request, rt, version, verb)  # ?fieldValidation=Strict (openapi.py)
@@ -235,7 +241,8 @@ class Server:
             return _resp(_out(rt, version, obj))
         raise errors.method_not_allowed()
 
-    def _list(self, rt: ResourceType, version: str, namespace: str, q: Any) -> web.Response:
+    def _list(self, rt: ResourceType, version: str, namespace: str, q: Any, *,
+              table_api: str | None = None) -> web.Response:
         label = parse_label_selector(q.get("labelSelector"))
         field = parse_field_selector(q.get("fieldSelector"), kind=rt.kind)
         rv = str(self.store.rv)
@@ -263,11 +270,14 @@ class Server:
             items = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")} for o in items]
         else:
             items = [_out(rt, version, o) for o in items]
+        if table_api is not None:  # kubectl get's server-side printing (tables.py)
+            return _resp(tables.table(rt, version, items, table_api=table_api, metadata=meta,
+                                      include_object=q.get("includeObject", "")))
         return _resp({"kind": rt.list_kind, "apiVersion": rt.api_version(version), "metadata": meta,
                       "items": items})
 
     async def _watch(self, request: web.Request, rt: ResourceType, version: str, namespace: str,
-                     q: Any) -> web.StreamResponse:
+                     q: Any, *, table_api: str | None = None) -> web.StreamResponse:
         label = parse_label_selector(q.get("labelSelector"))
         field = parse_field_selector(q.get("fieldSelector"), kind=rt.kind)
         rv_param = q.get("resourceVersion") or ""
@@ -289,10 +299,25 @@ class Server:
         if since is None:
             initial = [o for o in self.store.iter_objects(rt.key, namespace or None)
                        if (label is None or label(o)) and (field is None or field(o))]
+        headers_sent = False
+
+        def as_table(etype: str, obj: dict[str, Any]) -> bytes:
+            """An event of a watch read ``as=Table``: a one-row Table, the columns in the first only (tables.py)."""
+            nonlocal headers_sent
+            out = _out(rt, version, obj)
+            printed = tables.table(rt, version, [out], table_api=table_api or "v1",
+                                   include_object=q.get("includeObject", ""),
+                                   metadata={"resourceVersion": out["metadata"].get("resourceVersion", "")})
+            if headers_sent:
+                printed["columnDefinitions"] = None
+            headers_sent = True
+            return _ENC.encode({"type": etype, "object": printed}) + b"\n"
+
         try:
             await resp.prepare(request)
             for o in initial:
-                await resp.write(_ENC.encode({"type": "ADDED", "object": _out(rt, version, o)}) + b"\n")
+                await resp.write(as_table("ADDED", o) if table_api else
+                                 _ENC.encode({"type": "ADDED", "object": _out(rt, version, o)}) + b"\n")
             deadline = time.monotonic() + timeout if timeout else None
             interval = self.emu.bookmark_interval
             next_bookmark = time.monotonic() + interval
@@ -317,7 +342,9 @@ class Server:
                 if item is None:
                     break
                 etype, obj, ev = item
-                if ev is not None and etype == ev.type:
+                if table_api is not None:
+                    line = as_table(etype, obj)
+                elif ev is not None and etype == ev.type:
                     line = ev.encoded.get(api_version)
                     if line is None:
                         line = ev.encoded[api_version] = _ENC.encode(
