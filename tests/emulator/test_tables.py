@@ -17,7 +17,13 @@ import msgspec
 import pytest
 
 from tether.adapters.sandbox.kube_emulator.resources import ResourceType
-from tether.adapters.sandbox.kube_emulator.tables import AGE_DESCRIPTION, NAME_DESCRIPTION, human_duration, table
+from tether.adapters.sandbox.kube_emulator.tables import (
+    AGE_DESCRIPTION,
+    NAME_DESCRIPTION,
+    cell,
+    human_duration,
+    table,
+)
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 
 pytestmark = pytest.mark.cluster
@@ -127,6 +133,24 @@ async def test_a_watch_read_as_a_table_sends_the_columns_with_its_first_event_on
 def test_ages_read_as_kubernetes_prints_them(seconds: float, printed: str) -> None:
     """apimachinery's HumanDuration, at each of its boundaries."""
     assert human_duration(seconds) == printed
+
+
+@pytest.mark.parametrize(("path", "expected"), [
+    ('.status.conditions[?(@.type=="Scheduled")].status', "True"),
+    (".status.conditions[?(@.type=='FullyApplied')].status", "False"),
+    ('.status.conditions[?(@.type=="Missing")].status', None),
+    (".status.conditions[1].reason", "Pending"),
+    (".metadata.labels['app.kubernetes.io/name']", "train"),
+    (".spec.clusters", '[{"name":"member1","replicas":2}]'),
+    (".spec.nothing.here", None),
+])
+def test_a_string_column_reads_simple_paths_and_condition_filters(path: str, expected: str | None) -> None:
+    """The JSONPaths printer columns use, Karmada's condition filters included (``[?(@.type=="Scheduled")]``)."""
+    binding = {"metadata": {"name": "b", "labels": {"app.kubernetes.io/name": "train"}},
+               "spec": {"clusters": [{"replicas": 2, "name": "member1"}]},
+               "status": {"conditions": [{"type": "Scheduled", "status": "True"},
+                                         {"type": "FullyApplied", "status": "False", "reason": "Pending"}]}}
+    assert cell({"name": "c", "type": "string", "jsonPath": path}, binding, datetime.now(UTC)) == expected
 
 
 def test_a_crd_without_printer_columns_is_printed_with_name_and_age() -> None:

@@ -45,7 +45,7 @@ AGE_DESCRIPTION = (
     "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata")
 _DEFAULT_COLUMNS = [{"name": "Age", "type": "date", "description": AGE_DESCRIPTION,
                      "jsonPath": ".metadata.creationTimestamp"}]
-_STEP = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\['([^']*)'\]")
+_STEP = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\['([^']*)'\]|\[\?\(@\.([\w.-]+)\s*==\s*[\"']([^\"']*)[\"']\)\]")
 
 
 def table_version(accept: str) -> str | None:
@@ -64,7 +64,9 @@ def columns(rt: ResourceType, version: str) -> list[dict[str, Any]]:
 
 
 def _find(obj: Any, path: str) -> tuple[bool, Any]:
-    """(found, value) of a simple JSONPath (``.a.b``, ``.a[0]``, ``.a['b.c']``); a missing key is not found."""
+    """(found, value) of a simple JSONPath (``.a.b``, ``.a[0]``, ``.a['b.c']``, and the equality filter of
+    Karmada's and Fluid's condition columns, ``.status.conditions[?(@.type=="Ready")].status``, which takes the
+    first item that matches); a missing key is not found."""
     at, value = 0, obj
     path = path.strip()
     if path.startswith("{") and path.endswith("}"):
@@ -73,8 +75,14 @@ def _find(obj: Any, path: str) -> tuple[bool, Any]:
         step = _STEP.match(path, at)
         if step is None:
             return False, None
-        key, index, quoted = step.groups()
-        if index is not None:
+        key, index, quoted, field, wanted = step.groups()
+        if field is not None:
+            matches = [item for item in value if isinstance(item, dict) and item.get(field) == wanted] \
+                if isinstance(value, list) else []
+            if not matches:
+                return False, None
+            value = matches[0]
+        elif index is not None:
             if not isinstance(value, list) or int(index) >= len(value):
                 return False, None
             value = value[int(index)]
