@@ -42,6 +42,12 @@ def claim(name: str) -> dict[str, Any]:
                      "workload": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "train"}}}
 
 
+class Refused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status, self.message = status, message
+
+
 async def call(kube: KubeEnv, method: str, path: str, *, body: Any = None, accept: str = "application/json",
                content_type: str = "application/json") -> Any:
     base, _, query = path.partition("?")
@@ -51,7 +57,8 @@ async def call(kube: KubeEnv, method: str, path: str, *, body: Any = None, accep
         _preload_content=False)
     try:
         raw = await response.read()
-        assert response.status < 300, raw
+        if response.status >= 300:
+            raise Refused(response.status, msgspec.json.decode(raw).get("message", ""))
         return [msgspec.json.decode(line) for line in raw.splitlines() if line.strip()] if "watch=true" in path \
             else msgspec.json.decode(raw)
     finally:
@@ -83,6 +90,13 @@ async def test_claims_listed_as_a_table_have_the_crds_columns(kube: KubeEnv) -> 
     whole = await call(kube, "GET", f"{claims}?includeObject=Object", accept=AS_TABLE)
     assert whole["rows"][0]["object"]["kind"] == "DataSourceClaim"
     assert whole["rows"][0]["object"]["spec"]["system"] == "amoro"
+    for refused in (claims, f"{claims}/clicks", f"{claims}?watch=true&timeoutSeconds=1"):
+        with pytest.raises(Refused) as bad:
+            await call(kube, "GET", f"{refused}{'&' if '?' in refused else '?'}includeObject=Everything",
+                       accept=AS_TABLE)
+        assert bad.value.status == 400
+        assert bad.value.message == ("Unable to convert to Table as requested: includeObject: Invalid value: "
+                                     "\"Everything\": must be 'Metadata', 'Object', 'None', or empty")
     plain = await call(kube, "GET", claims)  # without asking for a Table: the list
     assert plain["kind"] == "DataSourceClaimList"
 

@@ -189,6 +189,8 @@ class Server:
         await self.emu.faults.before(verb=verb, resource=plural, subresource=sub, namespace=namespace, name=name)
         dry_run = q.get("dryRun") == "All"
         table_api = None if rt.builtin else tables.table_version(request.headers.get("Accept", ""))
+        if table_api is not None:
+            tables.check_include_object(q.get("includeObject", ""))
         if verb == "get":
             obj = _out(rt, version, self.store.get(rt, namespace, name))
             if table_api is not None:  # kubectl get's server-side printing (tables.py)

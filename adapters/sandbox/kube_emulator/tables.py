@@ -58,6 +58,14 @@ def table_version(accept: str) -> str | None:
     return None
 
 
+def check_include_object(value: str) -> None:
+    """Refuse an ``includeObject`` a real server does not know, before anything is answered: a list, a get or a watch
+    (400, the real server's message)."""
+    if value not in ("", "Metadata", "Object", "None"):
+        raise bad_request(f'Unable to convert to Table as requested: includeObject: Invalid value: "{value}": '
+                          "must be 'Metadata', 'Object', 'None', or empty")
+
+
 def columns(rt: ResourceType, version: str) -> list[dict[str, Any]]:
     """The version's printer columns as the CRD declares them, or the default ``Age``."""
     return rt.printer_columns.get(version) or _DEFAULT_COLUMNS
@@ -182,8 +190,6 @@ def _row_object(obj: dict[str, Any], include: str) -> dict[str, Any] | None:
 def table(rt: ResourceType, version: str, items: list[dict[str, Any]], *, metadata: dict[str, Any],
           table_api: str, include_object: str, now: datetime | None = None) -> dict[str, Any]:
     """The Table of ``items`` (the objects of one list or get, already in ``version``)."""
-    if include_object not in ("", "Metadata", "Object", "None"):
-        raise bad_request(f'unrecognized includeObject value: "{include_object}"')
     now = now or datetime.now(UTC)
     printed = columns(rt, version)
     definitions = [{"name": "Name", "type": "string", "format": "name", "description": NAME_DESCRIPTION,
