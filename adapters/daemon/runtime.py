@@ -68,6 +68,7 @@ when they ran.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from bisect import bisect_left, insort
 from collections import defaultdict, deque
@@ -350,8 +351,18 @@ class Runtime:
     # --- running -----------------------------------------------------------------------------------------
 
     async def run(self, *extra: Awaitable[Any]) -> None:
-        """Recover, then run both loops (and the timers, and ``extra`` coroutines) until cancelled."""
-        await self.recover()
+        """Recover, then run both loops (and the timers, and ``extra`` coroutines) until cancelled.
+
+        ``extra`` are coroutines already made (the daemon's watches, reporters): when the run ends before they
+        are started — stopped, or failed, during recovery — they are closed, not left to the garbage collector's
+        "coroutine was never awaited"."""
+        try:
+            await self.recover()
+        except BaseException:
+            for coroutine in extra:
+                if inspect.iscoroutine(coroutine):
+                    coroutine.close()
+            raise
         tasks = [self.decide_loop(), self.execute_loop(), *extra]
         if self.timers is not None:
             tasks.append(self.timers.run())

@@ -12,6 +12,7 @@ converged, seed 752519935). It must wait for the decider instead, which the test
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -90,5 +91,32 @@ async def test_a_lookup_decided_past_the_committed_position_waits_for_the_decide
         finally:
             running.cancel()
             await asyncio.gather(running, return_exceptions=True)
+    finally:
+        await log.close()
+
+
+async def test_coroutines_handed_to_a_run_stopped_during_recovery_are_closed(tmp_path: Path) -> None:
+    """The daemon hands its watches and reporters to ``Runtime.run`` as coroutines; stopped while it recovers,
+    the run closes them (no "coroutine ... was never awaited" on shutdown)."""
+    log = await SqliteLog.open(tmp_path / "tether.db")
+    try:
+        runtime = Runtime(log, executors=[])
+        recovering = asyncio.Event()
+
+        async def slow_recover(**_: Any) -> None:
+            recovering.set()
+            await asyncio.sleep(3600)
+
+        runtime.recover = slow_recover  # type: ignore[method-assign]
+
+        async def watch() -> None:
+            raise AssertionError("never started")
+
+        handed = watch()
+        running = asyncio.create_task(runtime.run(handed))
+        await asyncio.wait_for(recovering.wait(), 10)
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+        assert inspect.getcoroutinestate(handed) == inspect.CORO_CLOSED
     finally:
         await log.close()
