@@ -154,9 +154,6 @@ class AdmissionState(msgspec.Struct):
     max_hold_ms: int = DEFAULT_MAX_HOLD_MS  # the bound of a hold for data (SettingsApplied; core.admission.data_hold)
 
 
-
-
-
 def _workload_key(api_version: str, kind: str, namespace: str, name: str) -> str:
     group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
     return f"{group}/{kind}/{namespace}/{name}"

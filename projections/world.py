@@ -268,8 +268,6 @@ def _ignored(world: World, key: str, held: Claim | Source | Binding | None, reso
     return bool(world.tombstones) and _buried(world, key, resource_version)
 
 
-
-
 def _index_add(index: Index, key: str, value: str) -> None:
     if not key:
         return
@@ -876,8 +874,6 @@ def note_recorded(world: World, head: CommandHead) -> None:
         note_issued(world, record.command, record.id, at_ms=record.at_ms)
     else:
         world.inflight[f"{name}:{head.key}"] = head.id  # slot(), inlined: once per command of a replay
-
-
 
 
 __all__ = [

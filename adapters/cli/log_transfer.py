@@ -109,5 +109,4 @@ def import_cmd(source: str, target: str, force: bool) -> None:
     _report(out, asyncio.run(_copy(source, target, force, out)), target)
 
 
-
 __all__: Sequence[str] = ("copy_log", "export_cmd", "import_cmd")

@@ -129,7 +129,6 @@ class AdmissionConfig(msgspec.Struct, frozen=True, kw_only=True):
     ignored: tuple[str, ...] = ()
 
 
-
 # --- within one session -----------------------------------------------------------------------------------
 
 

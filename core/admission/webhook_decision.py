@@ -72,9 +72,6 @@ class _At:
         self.at_ms = at_ms
 
 
-
-
-
 def _annotation_ops(current: Mapping[str, str] | None, wanted: Mapping[str, str | None]) -> list[dict[str, Any]]:
     """JSON Patch ops making ``metadata.annotations`` agree with ``wanted`` (None: remove the key)."""
     changes = {k: v for k, v in sorted(wanted.items()) if (current or {}).get(k) != v}

@@ -53,7 +53,6 @@ class PodGate(msgspec.Struct, frozen=True):
     patch: tuple[dict[str, Any], ...] = ()
 
 
-
 def _gate_patch(pod: Mapping[str, Any], request_uid: str) -> tuple[dict[str, Any], ...]:
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     ops: list[dict[str, Any]] = []

@@ -93,8 +93,6 @@ def scan(nodes: list[Node]) -> dict[str, int]:
     return total
 
 
-
-
 def timed(run: Callable[[], object]) -> float:
     with gc_paused():
         began = time.perf_counter()

@@ -265,7 +265,6 @@ def _same(bulk: World, evolved: World) -> None:
     assert list(bulk.tombstones) == list(evolved.tombstones)
 
 
-
 def _evolved(h: History, *, noted: bool = True) -> World:
     """``evolve``'s world of the history, each recorded command noted right after its event (as ``tether replay``
     notes them; not at all unless ``noted``)."""

@@ -297,7 +297,6 @@ async def test_a_group_required_on_the_hostname_lands_on_one_node(kube: KubeEnv)
                                      for t in terms), terms
 
 
-
 async def test_a_daemon_confined_to_one_member_namespace_places_only_its_pods(kube: KubeEnv) -> None:
     """``member_namespace``: the member's pods and PodGroups of other namespaces are not watched, so not placed —
     what keeps another run's daemon on a shared member off this run's pods. Nodes are still watched whole."""

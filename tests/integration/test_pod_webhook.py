@@ -184,7 +184,6 @@ async def _gone(daemon: Any, cluster: str) -> bool:
     return cluster not in daemon.members.members and cluster not in daemon.world.members.clusters
 
 
-
 async def test_a_failed_group_append_fails_each_request_it_held_and_the_next_append_goes_on() -> None:
     """A pod webhook's record that could not be appended fails its request (the webhook's failurePolicy decides),
     never leaves it waiting; the next request is appended as usual."""
