@@ -55,5 +55,3 @@ def demo_cmd(log_path: str, live: bool, speed: float, keep_running: bool, log_le
     except DemoFailed as exc:
         click.echo(f"demo failed: {exc}", err=True)
         sys.exit(1)
-
-

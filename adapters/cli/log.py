@@ -140,4 +140,3 @@ def tail_cmd(log_url: str, stream: StreamChoice, follow: bool, start: int, as_js
     """Print the records of LOG: offset, time, source/decider, key, type, summary, causation."""
     with suppress(KeyboardInterrupt):
         asyncio.run(tail(log_url, stream, follow, start, as_json, console()))
-

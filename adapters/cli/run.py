@@ -235,4 +235,3 @@ def _duration(value: str, flag: str) -> float:
     if seconds < 0:
         raise click.BadParameter(f"{flag}: must not be negative, got {value!r}")
     return seconds
-

@@ -258,4 +258,3 @@ def status_cmd(url: str, as_json: bool, timeout: float) -> None:
         console.width = max(console.width, 160)
     console.print(render_status(document, url=url))
     console.print(Text(f"as of {time.strftime('%Y-%m-%d %H:%M:%S')}", style="dim"))
-

@@ -285,4 +285,3 @@ def replay_cmd(log_url: str, until: str | None, explain_key: str | None, member:
     else:
         code = asyncio.run(run_replay(options, console()))
     click.get_current_context().exit(code)
-

@@ -194,9 +194,8 @@ class Server:
         if verb == "get":
             obj = _out(rt, version, self.store.get(rt, namespace, name))
             if table_api is not None:  # kubectl get's server-side printing (tables.py)
-                return _resp(tables.table(rt, version, [obj], table_api=table_api,
-                                          include_object=q.get("includeObject", ""),
-                                          metadata={"resourceVersion": obj["metadata"].get("resourceVersion", "")}))
+                return _resp(tables.object_table(rt, version, obj, table_api=table_api,
+                                                 include_object=q.get("includeObject", "")))
             return _resp(obj)
         if verb == "list":
             return self._list(rt, version, namespace, q, table_api=table_api)
@@ -306,10 +305,8 @@ class Server:
         def as_table(etype: str, obj: dict[str, Any]) -> bytes:
             """An event of a watch read ``as=Table``: a one-row Table, the columns in the first only (tables.py)."""
             nonlocal headers_sent
-            out = _out(rt, version, obj)
-            printed = tables.table(rt, version, [out], table_api=table_api or "v1",
-                                   include_object=q.get("includeObject", ""),
-                                   metadata={"resourceVersion": out["metadata"].get("resourceVersion", "")})
+            printed = tables.object_table(rt, version, _out(rt, version, obj), table_api=table_api or "v1",
+                                          include_object=q.get("includeObject", ""))
             if headers_sent:
                 printed["columnDefinitions"] = None
             headers_sent = True

@@ -29,6 +29,8 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+from tether.core.envelope import parse_rfc3339_ms
+
 from .errors import bad_request
 from .resources import ResourceType
 
@@ -150,13 +152,8 @@ def human_duration(seconds: float) -> str:
 def _age(value: Any, now: datetime) -> str | None:
     if not isinstance(value, str):
         return None
-    try:
-        then = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return "<invalid>"
-    if then.tzinfo is None:
-        then = then.replace(tzinfo=UTC)
-    return human_duration((now - then).total_seconds())
+    then_ms = parse_rfc3339_ms(value)
+    return "<invalid>" if then_ms is None else human_duration(now.timestamp() - then_ms / 1000)
 
 
 def cell(column: dict[str, Any], obj: dict[str, Any], now: datetime) -> Any:
@@ -185,6 +182,13 @@ def _row_object(obj: dict[str, Any], include: str) -> dict[str, Any] | None:
     if include == "Object":
         return obj
     return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata", {})}
+
+
+def object_table(rt: ResourceType, version: str, obj: dict[str, Any], *, table_api: str,
+                 include_object: str) -> dict[str, Any]:
+    """The Table of one object (a get, or a watch's event): its ``resourceVersion`` is the Table's."""
+    return table(rt, version, [obj], table_api=table_api, include_object=include_object,
+                 metadata={"resourceVersion": obj["metadata"].get("resourceVersion", "")})
 
 
 def table(rt: ResourceType, version: str, items: list[dict[str, Any]], *, metadata: dict[str, Any],
