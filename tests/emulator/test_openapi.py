@@ -4,8 +4,8 @@ Without kubectl: the index and the documents say, for each kind, what kubectl lo
 kind and the ``fieldValidation`` parameter), the schemas are the CRDs', a new CRD shows up with a new hash, and a
 write with ``fieldValidation=Strict`` naming an unknown field is refused as a real server refuses it. With kubectl
 (``/usr/bin/kubectl``, or on PATH): ``kubectl apply`` of tether's sample claim works without ``--validate=false``
-and refuses a misspelt field; ``kubectl explain`` reads the schema — with each kubectl found (kubectl 1.28
-also reads the v2 document, as protobuf, before anything else).
+and refuses a misspelt field; ``kubectl explain`` reads the schema, and ``kubectl get`` prints the server's columns
+(tables.py) — with each kubectl found (kubectl 1.28 also reads the v2 document, as protobuf, before anything else).
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ async def kubectl(*args: str, kubeconfig: Path, cache: Path, binary: str | None 
 
 
 @pytest.mark.parametrize("binary", KUBECTLS or [None])
-async def test_kubectl_apply_validates_against_the_emulator(tmp_path: Path, binary: str | None) -> None:
+async def test_kubectl_apply_explain_and_get_work_against_the_emulator(tmp_path: Path, binary: str | None) -> None:
     kubectl_binary(binary)
     import yaml
 
@@ -141,7 +141,7 @@ async def test_kubectl_apply_validates_against_the_emulator(tmp_path: Path, bina
                                    "spec": {**CLAIM["spec"], "tabel": "x"}}))
     async with KubeEmulator(crds=TETHER_CRDS) as emulator:
         await default_namespace(emulator)
-        config, cache = emulator.kubeconfig_path(tmp_path), tmp_path / "cache"
+        config, cache = emulator.kubeconfig_path(tmp_path / "kube"), tmp_path / "cache"  # (a new directory)
         code, out = await kubectl("apply", "-f", str(good), kubeconfig=config, cache=cache, binary=binary)
         assert code == 0 and "datasourceclaim.datadependency.volcano.sh/clicks created" in out, out
         assert "validate" not in out
@@ -155,6 +155,20 @@ async def test_kubectl_apply_validates_against_the_emulator(tmp_path: Path, bina
         assert code == 0 and "KIND:       DataSourceClaim" in out and "apiVersion" in out, out
         assert emulator.store.get_obj(("datadependency.volcano.sh", "datasourceclaims"), "default",
                                       "misspelt") is None
+        # kubectl get prints the columns the server chose (tables.py): the CRD's, and an Event's own
+        code, out = await kubectl("get", "datasourceclaims", kubeconfig=config, cache=cache, binary=binary)
+        assert code == 0 and out.split("\n")[0].split() == ["NAME", "PHASE", "DATASOURCE", "SYSTEM", "TABLE", "AGE"]
+        assert out.split("\n")[1].split()[:1] == ["clicks"], out
+        await emulator.apply({"apiVersion": "v1", "kind": "Event",
+                              "metadata": {"name": "clicks.1", "namespace": "default"},
+                              "involvedObject": {"kind": "DataSourceClaim", "namespace": "default", "name": "clicks"},
+                              "type": "Warning", "reason": "CatalogUnreachable", "message": "prod.events.clicks: 503",
+                              "lastTimestamp": "2026-01-01T00:00:00Z"})
+        code, out = await kubectl("get", "events", kubeconfig=config, cache=cache, binary=binary)
+        header, row = out.split("\n")[:2]
+        assert code == 0 and header.split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"], out
+        assert row.split()[1:] == ["Warning", "CatalogUnreachable", "datasourceclaim/clicks", "prod.events.clicks:",
+                                   "503"], out
 
 
 def protobuf_fields(data: bytes) -> dict[int, list[bytes]]:

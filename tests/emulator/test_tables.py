@@ -1,5 +1,6 @@
-"""Conformance: a custom resource read ``as=Table`` (``kubectl get``), on the emulator and on a real API server
-(``TETHER_TEST_KUBECONFIG``): the CRD's printer columns, their cells, the row objects, and a watch's events.
+"""Conformance: objects read ``as=Table`` (``kubectl get``), on the emulator and on a real API server
+(``TETHER_TEST_KUBECONFIG``): a CRD's printer columns, their cells, the row objects, a watch's events, and the
+built-in kinds the emulator prints (Events, Leases, ConfigMaps, Namespaces).
 
 Measured on kube-apiserver v1.28 (apiextensions' table convertor), and asserted here for both. tether's CRDs
 declare Phase, DataSource, System, Table and Age for claims, and System, Name, Clusters (a list), Claims (an
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
@@ -136,6 +137,78 @@ async def test_a_watch_read_as_a_table_sends_the_columns_with_its_first_event_on
     assert [c["name"] for c in events[0]["object"]["columnDefinitions"]][:2] == ["Name", "Phase"]
     assert events[1]["object"]["columnDefinitions"] is None
     assert sorted(e["object"]["rows"][0]["cells"][0] for e in events) == ["first", "second"]
+
+
+def _ago(now: datetime, seconds: int, *, micro: bool = False) -> str:
+    return (now - timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
+
+
+async def test_events_are_printed_with_the_columns_kubectl_get_events_shows(kube: KubeEnv) -> None:
+    """``kubectl get events``: a real server prints an Event's last and first sighting, type, reason, object and
+    message (and, for ``-o wide``, at priority 1, its subobject, source, count and name), from the core API's times
+    and count, or from an events.k8s.io-style event's ``eventTime`` and ``series``."""
+    now = datetime.now(UTC)
+    events = f"/api/v1/namespaces/{kube.namespace}/events"
+    await call(kube, "POST", events, body={
+        "metadata": {"name": "bound"}, "type": "Normal", "reason": "Bound", "message": "  bound to its DataSource \n",
+        "involvedObject": {"kind": "DataSourceClaim", "namespace": kube.namespace, "name": "clicks",
+                           "fieldPath": "spec"},
+        "source": {"component": "tether", "host": "replica-0"}, "count": 3,
+        "firstTimestamp": _ago(now, 50 * 3600 + 10), "lastTimestamp": _ago(now, 5 * 3600 + 10)})
+    await call(kube, "POST", events, body={
+        "metadata": {"name": "series"}, "type": "Warning", "reason": "Unreachable", "message": "catalog",
+        "involvedObject": {"kind": "Cluster", "namespace": kube.namespace},
+        "reportingComponent": "tether", "reportingInstance": "replica-1", "action": "Lookup",
+        "eventTime": _ago(now, 600 + 10, micro=True),
+        "series": {"count": 7, "lastObservedTime": _ago(now, 130 + 10, micro=True)}})
+    await call(kube, "POST", events, body={
+        "metadata": {"name": "bare"}, "reason": "Noted", "message": "m",
+        "involvedObject": {"kind": "Pod", "namespace": kube.namespace, "name": "p"}})
+    listed = await call(kube, "GET", events, accept=AS_TABLE)
+    assert [(c["name"], c["type"], c["format"], c["priority"]) for c in listed["columnDefinitions"]] == [
+        ("Last Seen", "string", "", 0), ("Type", "string", "", 0), ("Reason", "string", "", 0),
+        ("Object", "string", "", 0), ("Subobject", "string", "", 1), ("Source", "string", "", 1),
+        ("Message", "string", "", 0), ("First Seen", "string", "", 1), ("Count", "string", "", 1),
+        ("Name", "string", "name", 1)]
+    rows = {row["cells"][-1]: row for row in listed["rows"]}
+    assert rows["bound"]["cells"] == ["5h", "Normal", "Bound", "datasourceclaim/clicks", "spec", "tether, replica-0",
+                                      "bound to its DataSource", "2d2h", 3, "bound"]
+    assert rows["series"]["cells"] == ["2m20s", "Warning", "Unreachable", "cluster", "", "tether, replica-1",
+                                       "catalog", "10m", 7, "series"]
+    assert rows["bare"]["cells"] == ["<unknown>", "", "Noted", "pod/p", "", "", "m", "<unknown>", 1, "bare"]
+    assert rows["bare"]["object"]["kind"] == "PartialObjectMetadata"
+    one = await call(kube, "GET", f"{events}/bound?includeObject=Object", accept=AS_TABLE)
+    [row] = one["rows"]
+    assert (row["object"]["kind"], row["object"]["apiVersion"], row["object"]["reason"]) == ("Event", "v1", "Bound")
+    assert one["metadata"]["resourceVersion"] == row["object"]["metadata"]["resourceVersion"]
+
+
+async def test_leases_configmaps_and_namespaces_print_their_holder_keys_and_status(kube: KubeEnv) -> None:
+    """What an operator of tether reads with ``kubectl get``: which replica holds the leader Lease, how many keys a
+    plugin ConfigMap has (``data`` and ``binaryData``), and whether a namespace is Active. A built-in kind's Age is a
+    string column (a custom resource's is a date)."""
+    leases = f"/apis/coordination.k8s.io/v1/namespaces/{kube.namespace}/leases"
+    await call(kube, "POST", leases, body={"metadata": {"name": "held"}, "spec": {"holderIdentity": "tether-0"}})
+    await call(kube, "POST", leases, body={"metadata": {"name": "free"}, "spec": {}})
+    printed = await call(kube, "GET", leases, accept=AS_TABLE)
+    assert [(c["name"], c["type"], c["format"]) for c in printed["columnDefinitions"]] == [
+        ("Name", "string", "name"), ("Holder", "string", ""), ("Age", "string", "")]
+    cells = sorted(row["cells"] for row in printed["rows"])
+    assert [c[:2] for c in cells] == [["free", ""], ["held", "tether-0"]]
+    assert all(AGE.match(c[2]) for c in cells), cells
+    configmaps = f"/api/v1/namespaces/{kube.namespace}/configmaps"
+    await call(kube, "POST", configmaps, body={"metadata": {"name": "plugins"}, "data": {"a": "1", "b": "2"},
+                                               "binaryData": {"c": "AA=="}})
+    printed = await call(kube, "GET", f"{configmaps}/plugins", accept=AS_TABLE)
+    assert [c["name"] for c in printed["columnDefinitions"]] == ["Name", "Data", "Age"]
+    assert printed["rows"][0]["cells"][:2] == ["plugins", 3]
+    whole = await call(kube, "GET", f"{configmaps}?includeObject=Object", accept=AS_TABLE)
+    [row] = [r for r in whole["rows"] if r["cells"][0] == "plugins"]
+    assert (row["object"]["kind"], row["object"]["apiVersion"], row["object"]["data"]) == \
+        ("ConfigMap", "v1", {"a": "1", "b": "2"})
+    printed = await call(kube, "GET", f"/api/v1/namespaces/{kube.namespace}", accept=AS_TABLE)
+    assert [c["name"] for c in printed["columnDefinitions"]] == ["Name", "Status", "Age"]
+    assert printed["rows"][0]["cells"][:2] == [kube.namespace, "Active"]
 
 
 @pytest.mark.parametrize(("seconds", "printed"), [

@@ -198,6 +198,7 @@ class KubeEmulator:
                 self._tmp = tempfile.TemporaryDirectory(prefix="tether-kube-")
             directory = self._tmp.name
         path = Path(directory) / "kubeconfig"
+        path.parent.mkdir(parents=True, exist_ok=True)  # (``--kubeconfig-dir`` names a directory to use, new or not)
         doc = {
             "apiVersion": "v1", "kind": "Config", "current-context": "tether-emulator",
             "clusters": [{"name": "tether-emulator", "cluster": {"server": self.url}}],

@@ -188,7 +188,7 @@ class Server:
                 "PATCH": "patch", "DELETE": "delete" if name else "deletecollection"}.get(method, "")
         await self.emu.faults.before(verb=verb, resource=plural, subresource=sub, namespace=namespace, name=name)
         dry_run = q.get("dryRun") == "All"
-        table_api = None if rt.builtin else tables.table_version(request.headers.get("Accept", ""))
+        table_api = tables.table_version(request.headers.get("Accept", "")) if tables.printed(rt) else None
         if table_api is not None:
             tables.check_include_object(q.get("includeObject", ""))
         if verb == "get":
@@ -267,13 +267,13 @@ class Server:
                 {"ns": last.get("namespace", ""), "name": last["name"], "rv": rv})).decode()
             meta["remainingItemCount"] = len(items) - limit
             items = items[:limit]
+        if table_api is not None:  # kubectl get's server-side printing (tables.py; a row's object has its kind)
+            return _resp(tables.table(rt, version, [_out(rt, version, o) for o in items], table_api=table_api,
+                                      metadata=meta, include_object=q.get("includeObject", "")))
         if rt.builtin:
             items = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")} for o in items]
         else:
             items = [_out(rt, version, o) for o in items]
-        if table_api is not None:  # kubectl get's server-side printing (tables.py)
-            return _resp(tables.table(rt, version, items, table_api=table_api, metadata=meta,
-                                      include_object=q.get("includeObject", "")))
         return _resp({"kind": rt.list_kind, "apiVersion": rt.api_version(version), "metadata": meta,
                       "items": items})
 

@@ -16,8 +16,14 @@ What this module reproduces of that convertor, each checked against kube-apiserv
   item (``Object``) or ``null`` (``None``);
 * a list's Table carries the list's ``resourceVersion``, ``continue`` and ``remainingItemCount``.
 
-Built-in kinds are answered as before, with their plain list: a real server prints each with its own columns
-(a Deployment's READY, UP-TO-DATE…), which the emulator does not model, and kubectl then prints NAME and AGE itself.
+A built-in kind is printed by a real server with columns of its own (kube-apiserver's ``printers``, with every
+column, ``wide`` ones included, at ``priority`` 1 for kubectl to hide). The emulator prints those an operator of
+tether reads (:data:`BUILTIN_PRINTERS`): **Events** (``kubectl get events``: what tether reports about an object —
+LAST SEEN, TYPE, REASON, OBJECT, MESSAGE, as a real server derives them from the event's times, count and series),
+**Leases** (HOLDER: which replica leads), **ConfigMaps** (DATA: the number of keys) and **Namespaces** (STATUS). The
+other built-in kinds (a Pod's READY and STATUS, a Job's COMPLETIONS) are answered with their plain list, and kubectl
+prints NAME and AGE for them itself. Unlike a custom resource's, a built-in kind's Age is a ``string`` column.
+
 A watch read ``as=Table`` (``kubectl get --watch``) gets a one-row Table per event, with the column definitions in
 the first event only, as a real server sends them.
 """
@@ -26,8 +32,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from tether.core.envelope import parse_rfc3339_ms
 
@@ -176,6 +183,92 @@ def cell(column: dict[str, Any], obj: dict[str, Any], now: datetime) -> Any:
     return None
 
 
+def _since(value: Any, now: datetime) -> str:
+    """A built-in printer's age of a time (``translateTimestampSince``): ``<unknown>`` for none."""
+    return _age(value, now) or "<unknown>"
+
+
+def _column(name: str, description: str, *, priority: int = 0, format: str = "") -> dict[str, Any]:
+    return {"name": name, "type": "string", "format": format, "description": description, "priority": priority}
+
+
+_BUILTIN_NAME = _column("Name", NAME_DESCRIPTION, format="name")
+_BUILTIN_AGE = _column("Age", AGE_DESCRIPTION)
+
+
+class Printer(NamedTuple):
+    """A built-in kind's columns, and the cells of one of its objects at a time."""
+
+    columns: list[dict[str, Any]]
+    cells: Callable[[dict[str, Any], datetime], list[Any]]
+
+
+def _event_cells(event: dict[str, Any], now: datetime) -> list[Any]:
+    """An Event's row, as kube-apiserver prints it: first seen is ``firstTimestamp`` (else ``eventTime``); last seen
+    is ``lastTimestamp`` (else the first), or the series' last observation; the count is the series' (else
+    ``count``, and 1 for an event of the events.k8s.io API, which sets none)."""
+    first = _since(event.get("firstTimestamp") or event.get("eventTime"), now)
+    last = _since(event["lastTimestamp"], now) if event.get("lastTimestamp") else first
+    count = event.get("count") or 1
+    if isinstance(series := event.get("series"), dict):
+        last, count = _since(series.get("lastObservedTime"), now), series.get("count") or 0
+    involved = event.get("involvedObject") or {}
+    kind, name = str(involved.get("kind") or "").lower(), involved.get("name") or ""
+    source = event.get("source") or {}
+    component = source.get("component") or event.get("reportingComponent") or ""
+    instance = source.get("host") or event.get("reportingInstance") or ""
+    return [last, event.get("type", ""), event.get("reason", ""), f"{kind}/{name}" if name else kind,
+            involved.get("fieldPath", ""), f"{component}, {instance}" if instance else component,
+            str(event.get("message") or "").strip(), first, count, event["metadata"]["name"]]
+
+
+#: The built-in kinds the emulator prints as a real server does (module doc), by (API group, kind).
+BUILTIN_PRINTERS: dict[tuple[str, str], Printer] = {
+    ("", "Event"): Printer(
+        [_column("Last Seen", "The time at which the most recent occurrence of this event was recorded."),
+         _column("Type", "Type of this event (Normal, Warning)."),
+         _column("Reason", "Why the action was taken, in a short CamelCase word."),
+         _column("Object", "The object this event is about."),
+         _column("Subobject", "The part of the object this event is about (a container).", priority=1),
+         _column("Source", "The component reporting this event.", priority=1),
+         _column("Message", "A human-readable description of this event."),
+         _column("First Seen", "The time at which this event was first recorded.", priority=1),
+         _column("Count", "The number of times this event has occurred.", priority=1),
+         _column("Name", NAME_DESCRIPTION, priority=1, format="name")],
+        _event_cells),
+    ("coordination.k8s.io", "Lease"): Printer(
+        [_BUILTIN_NAME, _column("Holder", "The identity of the holder of the lease."), _BUILTIN_AGE],
+        lambda lease, now: [lease["metadata"]["name"], (lease.get("spec") or {}).get("holderIdentity") or "",
+                            _since(lease["metadata"].get("creationTimestamp"), now)]),
+    ("", "ConfigMap"): Printer(
+        [_BUILTIN_NAME, _column("Data", "The number of keys in data and binaryData."), _BUILTIN_AGE],
+        lambda configmap, now: [configmap["metadata"]["name"],
+                                len(configmap.get("data") or {}) + len(configmap.get("binaryData") or {}),
+                                _since(configmap["metadata"].get("creationTimestamp"), now)]),
+    ("", "Namespace"): Printer(
+        [_BUILTIN_NAME, _column("Status", "The status of the namespace"), _BUILTIN_AGE],
+        lambda namespace, now: [namespace["metadata"]["name"], (namespace.get("status") or {}).get("phase", ""),
+                                _since(namespace["metadata"].get("creationTimestamp"), now)]),
+}
+
+
+def crd_printer(rt: ResourceType, version: str) -> Printer:
+    """A custom resource's columns: Name, then the version's printer columns (module doc)."""
+    crd_columns = columns(rt, version)
+    definitions = [_column("Name", NAME_DESCRIPTION, format="name")]
+    definitions += [{"name": c["name"], "type": c.get("type", "string"), "format": c.get("format", ""),
+                     "description": c.get("description") or
+                     f"Custom resource definition column (in JSONPath format): {c.get('jsonPath', '')}",
+                     "priority": c.get("priority", 0)} for c in crd_columns]
+    return Printer(definitions, lambda obj, now: [obj["metadata"]["name"], *(cell(c, obj, now) for c in crd_columns)])
+
+
+def printed(rt: ResourceType) -> bool:
+    """Whether the emulator prints ``rt`` as a Table: every custom resource, and the built-in kinds of
+    :data:`BUILTIN_PRINTERS`."""
+    return not rt.builtin or (rt.group, rt.kind) in BUILTIN_PRINTERS
+
+
 def _row_object(obj: dict[str, Any], include: str) -> dict[str, Any] | None:
     if include == "None":
         return None
@@ -195,14 +288,9 @@ def table(rt: ResourceType, version: str, items: list[dict[str, Any]], *, metada
           table_api: str, include_object: str, now: datetime | None = None) -> dict[str, Any]:
     """The Table of ``items`` (the objects of one list or get, already in ``version``)."""
     now = now or datetime.now(UTC)
-    printed = columns(rt, version)
-    definitions = [{"name": "Name", "type": "string", "format": "name", "description": NAME_DESCRIPTION,
-                    "priority": 0}]
-    definitions += [{"name": c["name"], "type": c.get("type", "string"), "format": c.get("format", ""),
-                     "description": c.get("description") or
-                     f"Custom resource definition column (in JSONPath format): {c.get('jsonPath', '')}",
-                     "priority": c.get("priority", 0)} for c in printed]
-    rows = [{"cells": [o["metadata"]["name"], *(cell(c, o, now) for c in printed)],
-             "object": _row_object(o, include_object)} for o in items]
+    printer = BUILTIN_PRINTERS.get((rt.group, rt.kind)) if rt.builtin else None
+    if printer is None:
+        printer = crd_printer(rt, version)
+    rows = [{"cells": printer.cells(o, now), "object": _row_object(o, include_object)} for o in items]
     return {"kind": "Table", "apiVersion": f"meta.k8s.io/{table_api}", "metadata": metadata,
-            "columnDefinitions": definitions, "rows": rows}
+            "columnDefinitions": printer.columns, "rows": rows}
