@@ -1,6 +1,6 @@
 """Conformance: objects read ``as=Table`` (``kubectl get``), on the emulator and on a real API server
 (``TETHER_TEST_KUBECONFIG``): a CRD's printer columns, their cells, the row objects, a watch's events, and the
-built-in kinds the emulator prints (Events, Leases, ConfigMaps, Namespaces).
+built-in kinds the emulator prints (Events, Pods, Nodes, Leases, ConfigMaps, Namespaces).
 
 Measured on kube-apiserver v1.28 (apiextensions' table convertor), and asserted here for both. tether's CRDs
 declare Phase, DataSource, System, Table and Age for claims, and System, Name, Clusters (a list), Claims (an
@@ -211,6 +211,84 @@ async def test_leases_configmaps_and_namespaces_print_their_holder_keys_and_stat
     assert printed["rows"][0]["cells"][:2] == [kube.namespace, "Active"]
 
 
+#: A scheduler nobody runs: the pods below keep the status the test writes.
+UNSCHEDULED = "tether-test-unscheduled"
+
+
+async def test_pods_print_their_readiness_status_and_restarts(kube: KubeEnv) -> None:
+    """``kubectl get pods`` in a member: READY, STATUS (gated at tether's scheduling gate, initializing, crashing,
+    running, completed), RESTARTS with the last restart's age, and, at priority 1, IP, NODE, NOMINATED NODE and
+    READINESS GATES; a finished pod's row is Completed."""
+    now = datetime.now(UTC)
+    pods = f"/api/v1/namespaces/{kube.namespace}/pods"
+    container = {"name": "c", "image": "registry.invalid/train:1"}
+    statuses: dict[str, dict[str, Any]] = {
+        "gated": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]},
+        "initializing": {"initContainerStatuses": [
+            {"name": "fetch", "ready": False, "restartCount": 0, "image": "x", "imageID": "",
+             "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}},
+            {"name": "warm", "ready": False, "restartCount": 0, "image": "x", "imageID": "",
+             "state": {"waiting": {"reason": "PodInitializing"}}}]},
+        "crashing": {"phase": "Running", "containerStatuses": [
+            {"name": "c", "ready": False, "restartCount": 3, "image": "x", "imageID": "",
+             "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+             "lastState": {"terminated": {"exitCode": 1, "finishedAt": _ago(now, 5 * 3600 + 10)}}}]},
+        "running": {"phase": "Running", "podIP": "10.0.0.7", "podIPs": [{"ip": "10.0.0.7"}],
+                    "conditions": [{"type": "Ready", "status": "True"}, {"type": "tether.io/placed", "status": "True"}],
+                    "containerStatuses": [{"name": "c", "ready": True, "restartCount": 0, "image": "x", "imageID": "",
+                                           "state": {"running": {"startedAt": _ago(now, 60)}}}]},
+        "done": {"phase": "Succeeded", "containerStatuses": [
+            {"name": "c", "ready": False, "restartCount": 0, "image": "x", "imageID": "",
+             "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]},
+    }
+    for name, status in statuses.items():
+        spec: dict[str, Any] = {"schedulerName": UNSCHEDULED, "containers": [container]}
+        if name == "initializing":
+            spec["initContainers"] = [{"name": "fetch", "image": "x"}, {"name": "warm", "image": "x"}]
+        if name == "running":
+            spec["readinessGates"] = [{"conditionType": "tether.io/placed"}, {"conditionType": "tether.io/other"}]
+        created = await call(kube, "POST", pods, body={"metadata": {"name": name}, "spec": spec})
+        await call(kube, "PUT", f"{pods}/{name}/status", body={**created, "status": status})
+    listed = await call(kube, "GET", pods, accept=AS_TABLE)
+    assert [(c["name"], c["type"], c["priority"]) for c in listed["columnDefinitions"]] == [
+        ("Name", "string", 0), ("Ready", "string", 0), ("Status", "string", 0), ("Restarts", "string", 0),
+        ("Age", "string", 0), ("IP", "string", 1), ("Node", "string", 1), ("Nominated Node", "string", 1),
+        ("Readiness Gates", "string", 1)]
+    rows = {row["cells"][0]: row for row in listed["rows"]}
+    cells = {name: row["cells"][1:4] + row["cells"][5:] for name, row in rows.items()}
+    assert cells == {
+        "gated": ["0/1", "SchedulingGated", "0", "<none>", "<none>", "<none>", "<none>"],
+        "initializing": ["0/1", "Init:1/2", "0", "<none>", "<none>", "<none>", "<none>"],
+        "crashing": ["0/1", "CrashLoopBackOff", "3 (5h ago)", "<none>", "<none>", "<none>", "<none>"],
+        "running": ["1/1", "Running", "0", "10.0.0.7", "<none>", "<none>", "1/2"],
+        "done": ["0/1", "Completed", "0", "<none>", "<none>", "<none>", "<none>"]}
+    assert rows["done"]["conditions"] == [{"type": "Completed", "status": "True", "reason": "Succeeded",
+                                           "message": "The pod has completed successfully."}]
+    assert "conditions" not in rows["running"]
+
+
+async def test_nodes_print_their_readiness_roles_and_kubelet(kube: KubeEnv) -> None:
+    """``kubectl get nodes`` in a member: STATUS from the Ready condition (and SchedulingDisabled when cordoned),
+    ROLES from the role labels, the kubelet's VERSION, and the addresses and system info at priority 1."""
+    name = await kube.create_node("tether-test-printed", labels={"node-role.kubernetes.io/worker": "",
+                                                                "kubernetes.io/role": "gpu"})
+    await call(kube, "PATCH", f"/api/v1/nodes/{name}", body={"spec": {"unschedulable": True}},
+               content_type="application/merge-patch+json")
+    await call(kube, "PATCH", f"/api/v1/nodes/{name}/status", content_type="application/merge-patch+json",
+               body={"status": {"nodeInfo": {"kubeletVersion": "v1.28.0", "osImage": "", "kernelVersion": "6.1",
+                                             "containerRuntimeVersion": "", "machineID": "", "systemUUID": "",
+                                             "bootID": "", "kubeProxyVersion": "", "operatingSystem": "linux",
+                                             "architecture": "amd64"},
+                                "addresses": [{"type": "InternalIP", "address": "10.0.0.9"}]}})
+    printed = await call(kube, "GET", f"/api/v1/nodes/{name}", accept=AS_TABLE)
+    assert [(c["name"], c["priority"]) for c in printed["columnDefinitions"]] == [
+        ("Name", 0), ("Status", 0), ("Roles", 0), ("Age", 0), ("Version", 0), ("Internal-IP", 1), ("External-IP", 1),
+        ("OS-Image", 1), ("Kernel-Version", 1), ("Container-Runtime", 1)]
+    [row] = printed["rows"]
+    assert row["cells"][:3] == [name, "Ready,SchedulingDisabled", "gpu,worker"]
+    assert row["cells"][4:] == ["v1.28.0", "10.0.0.9", "<none>", "<unknown>", "6.1", "<unknown>"]
+
+
 @pytest.mark.parametrize(("seconds", "printed"), [
     (-2.5, "<invalid>"), (-1.5, "0s"), (0, "0s"), (119.9, "119s"), (120, "2m"), (130, "2m10s"), (600, "10m"),
     (3 * 3600 - 1, "179m"), (3 * 3600, "3h"), (3 * 3600 + 180, "3h3m"), (8 * 3600, "8h"), (47 * 3600, "47h"),
@@ -251,3 +329,52 @@ def test_a_crd_without_printer_columns_is_printed_with_name_and_age() -> None:
         ("Name", "string", NAME_DESCRIPTION), ("Age", "date", AGE_DESCRIPTION)]
     assert printed["rows"][0]["cells"] == ["a", "5m10s"]
     assert printed["metadata"] == {"resourceVersion": "7"}
+
+
+def _terminated(code: int, *, reason: str = "", signal: int = 0) -> dict[str, Any]:
+    return {"terminated": {"exitCode": code, **({"reason": reason} if reason else {}),
+                           **({"signal": signal} if signal else {})}}
+
+
+@pytest.mark.parametrize(("spec", "status", "metadata", "ready", "printed"), [
+    # an init container that failed: its reason, else its signal, else its exit code
+    ({"initContainers": [{"name": "i"}]},
+     {"initContainerStatuses": [{"name": "i", "state": _terminated(1, reason="Error")}]}, {}, "0/1", "Init:Error"),
+    ({"initContainers": [{"name": "i"}]}, {"initContainerStatuses": [{"name": "i", "state": _terminated(1, signal=9)}]},
+     {}, "0/1", "Init:Signal:9"),
+    ({"initContainers": [{"name": "i"}]}, {"initContainerStatuses": [{"name": "i", "state": _terminated(2)}]},
+     {}, "0/1", "Init:ExitCode:2"),
+    ({"initContainers": [{"name": "i"}]}, {"initContainerStatuses": [{"name": "i", "state": {"waiting": {
+        "reason": "ImagePullBackOff"}}}]}, {}, "0/1", "Init:ImagePullBackOff"),
+    # a sidecar (an init container that restarts Always) counts as a container, and is ready once started
+    ({"initContainers": [{"name": "s", "restartPolicy": "Always"}]},
+     {"phase": "Running", "initContainerStatuses": [{"name": "s", "started": True, "ready": True, "state": {
+         "running": {}}}], "containerStatuses": [{"name": "c", "ready": True, "state": {"running": {}}}]},
+     {}, "2/2", "Running"),
+    # a container that finished without a reason: its signal, else its exit code
+    ({}, {"phase": "Running", "containerStatuses": [{"name": "c", "state": _terminated(0, signal=15)}]}, {}, "0/1",
+     "Signal:15"),
+    ({}, {"phase": "Failed", "containerStatuses": [{"name": "c", "state": _terminated(137)}]}, {}, "0/1",
+     "ExitCode:137"),
+    # one container completed while another runs: Running if the pod is Ready, else NotReady
+    ({"containers": [{"name": "a"}, {"name": "b"}]},
+     {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}], "containerStatuses": [
+         {"name": "a", "state": _terminated(0, reason="Completed")}, {"name": "b", "ready": True, "state": {
+             "running": {}}}]}, {}, "1/2", "Running"),
+    ({"containers": [{"name": "a"}, {"name": "b"}]},
+     {"phase": "Running", "containerStatuses": [
+         {"name": "a", "state": _terminated(0, reason="Completed")}, {"name": "b", "ready": True, "state": {
+             "running": {}}}]}, {}, "1/2", "NotReady"),
+    # being deleted: Terminating, or Unknown when its node was lost
+    ({}, {"phase": "Running"}, {"deletionTimestamp": "2026-01-01T00:00:00Z"}, "0/1", "Terminating"),
+    ({}, {"phase": "Running", "reason": "NodeLost"}, {"deletionTimestamp": "2026-01-01T00:00:00Z"}, "0/1", "Unknown"),
+    ({}, {"phase": "Failed", "reason": "Evicted"}, {}, "0/1", "Evicted"),
+])
+def test_a_pod_s_status_is_derived_as_kube_apiserver_derives_it(
+        spec: dict[str, Any], status: dict[str, Any], metadata: dict[str, Any], ready: str, printed: str) -> None:
+    """The branches of ``printPod`` (kube-apiserver 1.28) the conformance test above does not reach on a real
+    server without a kubelet."""
+    pods = ResourceType(group="", versions=["v1"], plural="pods", singular="pod", kind="Pod", namespaced=True)
+    pod = {"metadata": {"name": "p", **metadata}, "spec": {"containers": [{"name": "c"}], **spec}, "status": status}
+    [row] = table(pods, "v1", [pod], metadata={}, table_api="v1", include_object="None")["rows"]
+    assert row["cells"][1:3] == [ready, printed]

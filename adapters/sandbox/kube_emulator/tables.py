@@ -20,9 +20,10 @@ A built-in kind is printed by a real server with columns of its own (kube-apiser
 column, ``wide`` ones included, at ``priority`` 1 for kubectl to hide). The emulator prints those an operator of
 tether reads (:data:`BUILTIN_PRINTERS`): **Events** (``kubectl get events``: what tether reports about an object —
 LAST SEEN, TYPE, REASON, OBJECT, MESSAGE, as a real server derives them from the event's times, count and series),
-**Leases** (HOLDER: which replica leads), **ConfigMaps** (DATA: the number of keys) and **Namespaces** (STATUS). The
-other built-in kinds (a Pod's READY and STATUS, a Job's COMPLETIONS) are answered with their plain list, and kubectl
-prints NAME and AGE for them itself. Unlike a custom resource's, a built-in kind's Age is a ``string`` column.
+**Pods** (READY, STATUS — ``SchedulingGated`` while tether holds a pod group at its gates — RESTARTS), **Nodes**
+(STATUS, ROLES, VERSION), **Leases** (HOLDER: which replica leads), **ConfigMaps** (DATA: the number of keys) and
+**Namespaces** (STATUS). The other built-in kinds (a Job's COMPLETIONS) are answered with their plain list, and
+kubectl prints NAME and AGE for them itself. Unlike a custom resource's, a built-in kind's Age is a ``string`` column.
 
 A watch read ``as=Table`` (``kubectl get --watch``) gets a one-row Table per event, with the column definitions in
 the first event only, as a real server sends them.
@@ -197,10 +198,12 @@ _BUILTIN_AGE = _column("Age", AGE_DESCRIPTION)
 
 
 class Printer(NamedTuple):
-    """A built-in kind's columns, and the cells of one of its objects at a time."""
+    """A built-in kind's columns, the cells of one of its objects at a time, and its row's conditions (a finished
+    pod's ``Completed``), if any."""
 
     columns: list[dict[str, Any]]
     cells: Callable[[dict[str, Any], datetime], list[Any]]
+    conditions: Callable[[dict[str, Any]], list[dict[str, str]]] | None = None
 
 
 def _event_cells(event: dict[str, Any], now: datetime) -> list[Any]:
@@ -220,6 +223,117 @@ def _event_cells(event: dict[str, Any], now: datetime) -> list[Any]:
     return [last, event.get("type", ""), event.get("reason", ""), f"{kind}/{name}" if name else kind,
             involved.get("fieldPath", ""), f"{component}, {instance}" if instance else component,
             str(event.get("message") or "").strip(), first, count, event["metadata"]["name"]]
+
+
+def _ms(value: Any) -> int | None:
+    return parse_rfc3339_ms(value) if isinstance(value, str) else None
+
+
+def _pod_cells(pod: dict[str, Any], now: datetime) -> list[Any]:
+    """A Pod's row, as kube-apiserver 1.28 prints it (``printPod``): READY counts the ready containers (restartable
+    init containers, "sidecars", included); STATUS is the phase, or the pod's reason, ``SchedulingGated`` while the
+    scheduler holds it at its gates, an init container's progress or failure, a container's waiting or terminated
+    reason, and ``Terminating`` once it is being deleted; RESTARTS says when the last restart was."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+    reason = status.get("reason") or status.get("phase") or ""
+    if any(c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated" for c in conditions):
+        reason = "SchedulingGated"
+    inits = {c.get("name"): c for c in spec.get("initContainers") or [] if isinstance(c, dict)}
+    sidecars = {name for name, c in inits.items() if c.get("restartPolicy") == "Always"}
+    total, ready = len(spec.get("containers") or []) + len(sidecars), 0
+    restarts = sidecar_restarts = 0
+    last_restart = last_sidecar_restart = 0  # (ms; 0: none)
+    initializing = False
+    init_statuses = [c for c in status.get("initContainerStatuses") or [] if isinstance(c, dict)]
+    for i, container in enumerate(init_statuses):
+        state, finished = container.get("state") or {}, _ms(((container.get("lastState") or {}).get("terminated")
+                                                              or {}).get("finishedAt")) or 0
+        restarts += container.get("restartCount") or 0
+        last_restart = max(last_restart, finished)
+        sidecar = container.get("name") in sidecars
+        if sidecar:
+            sidecar_restarts += container.get("restartCount") or 0
+            last_sidecar_restart = max(last_sidecar_restart, finished)
+        terminated, waiting = state.get("terminated"), state.get("waiting") or {}
+        if terminated is not None and not terminated.get("exitCode"):
+            continue
+        if sidecar and container.get("started"):
+            ready += bool(container.get("ready"))
+            continue
+        if terminated is not None:  # (initialization failed)
+            reason = f"Init:{terminated['reason']}" if terminated.get("reason") else \
+                f"Init:Signal:{terminated['signal']}" if terminated.get("signal") else \
+                f"Init:ExitCode:{terminated.get('exitCode', 0)}"
+        elif waiting.get("reason") and waiting["reason"] != "PodInitializing":
+            reason = f"Init:{waiting['reason']}"
+        else:
+            reason = f"Init:{i}/{len(inits)}"
+        initializing = True
+        break
+    initialized = next((c.get("status") == "True" for c in conditions if c.get("type") == "Initialized"), False)
+    if not initializing or initialized:
+        restarts, last_restart, running = sidecar_restarts, last_sidecar_restart, False
+        for container in reversed([c for c in status.get("containerStatuses") or [] if isinstance(c, dict)]):
+            state = container.get("state") or {}
+            restarts += container.get("restartCount") or 0
+            last_restart = max(last_restart, _ms(((container.get("lastState") or {}).get("terminated") or {})
+                                                 .get("finishedAt")) or 0)
+            terminated, waiting = state.get("terminated"), state.get("waiting") or {}
+            if waiting.get("reason"):
+                reason = waiting["reason"]
+            elif terminated is not None:
+                reason = terminated.get("reason") or (f"Signal:{terminated['signal']}" if terminated.get("signal")
+                                                      else f"ExitCode:{terminated.get('exitCode', 0)}")
+            elif container.get("ready") and state.get("running") is not None:
+                running, ready = True, ready + 1
+        if reason == "Completed" and running:
+            reason = "Running" if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions) \
+                else "NotReady"
+    if pod["metadata"].get("deletionTimestamp"):
+        reason = "Unknown" if status.get("reason") == "NodeLost" else "Terminating"
+    printed_restarts = str(restarts)
+    if restarts and last_restart:
+        printed_restarts += f" ({human_duration(now.timestamp() - last_restart / 1000)} ago)"
+    gates = [g.get("conditionType") for g in spec.get("readinessGates") or [] if isinstance(g, dict)]
+    met = sum(next((c.get("status") == "True" for c in conditions if c.get("type") == gate), False) for gate in gates)
+    ips = [ip.get("ip") for ip in status.get("podIPs") or [] if isinstance(ip, dict)]
+    return [pod["metadata"]["name"], f"{ready}/{total}", reason, printed_restarts,
+            _since(pod["metadata"].get("creationTimestamp"), now), (ips[0] if ips else "") or "<none>",
+            spec.get("nodeName") or "<none>", status.get("nominatedNodeName") or "<none>",
+            f"{met}/{len(gates)}" if gates else "<none>"]
+
+
+def _pod_conditions(pod: dict[str, Any]) -> list[dict[str, str]]:
+    """A finished pod's row is ``Completed`` (kubectl may hide such rows)."""
+    phase = (pod.get("status") or {}).get("phase")
+    if phase not in ("Succeeded", "Failed"):
+        return []
+    message = "The pod has completed successfully." if phase == "Succeeded" else "The pod failed."
+    return [{"type": "Completed", "status": "True", "reason": phase, "message": message}]
+
+
+def _node_cells(node: dict[str, Any], now: datetime) -> list[Any]:
+    """A Node's row (``printNode``): Ready, NotReady or Unknown (no Ready condition), and SchedulingDisabled when
+    cordoned; its roles from the ``node-role.kubernetes.io/<role>`` and ``kubernetes.io/role`` labels."""
+    spec, status, meta = node.get("spec") or {}, node.get("status") or {}, node["metadata"]
+    ready = next((c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") == "Ready"),
+                 None)
+    states = ["Unknown" if ready is None else "Ready" if ready.get("status") == "True" else "NotReady"]
+    if spec.get("unschedulable"):
+        states.append("SchedulingDisabled")
+    labels = meta.get("labels") or {}
+    roles = {k.removeprefix("node-role.kubernetes.io/") for k in labels
+             if k.startswith("node-role.kubernetes.io/") and k != "node-role.kubernetes.io/"}
+    roles |= {v for k, v in labels.items() if k == "kubernetes.io/role" and v}
+    info = status.get("nodeInfo") or {}
+    addresses = [a for a in status.get("addresses") or [] if isinstance(a, dict)]
+    return [meta["name"], ",".join(states), ",".join(sorted(roles)) or "<none>",
+            _since(meta.get("creationTimestamp"), now), info.get("kubeletVersion", ""),
+            next((a.get("address") for a in addresses if a.get("type") == "InternalIP"), "<none>"),
+            next((a.get("address") for a in addresses if a.get("type") == "ExternalIP"), "<none>"),
+            info.get("osImage") or "<unknown>", info.get("kernelVersion") or "<unknown>",
+            info.get("containerRuntimeVersion") or "<unknown>"]
 
 
 #: The built-in kinds the emulator prints as a real server does (module doc), by (API group, kind).
@@ -245,6 +359,23 @@ BUILTIN_PRINTERS: dict[tuple[str, str], Printer] = {
         lambda configmap, now: [configmap["metadata"]["name"],
                                 len(configmap.get("data") or {}) + len(configmap.get("binaryData") or {}),
                                 _since(configmap["metadata"].get("creationTimestamp"), now)]),
+    ("", "Pod"): Printer(
+        [_BUILTIN_NAME, _column("Ready", "Ready containers, of all (sidecars included)."),
+         _column("Status", "The pod's phase, or what holds it (module doc)."),
+         _column("Restarts", "Restarts of the pod's containers, and how long ago the last one was."), _BUILTIN_AGE,
+         _column("IP", "The pod's first IP.", priority=1), _column("Node", "The Node it is bound to.", priority=1),
+         _column("Nominated Node", "The Node the scheduler nominated for it.", priority=1),
+         _column("Readiness Gates", "Readiness gates met, of all.", priority=1)],
+        _pod_cells, _pod_conditions),
+    ("", "Node"): Printer(
+        [_BUILTIN_NAME, _column("Status", "The status of the node"), _column("Roles", "The roles of the node"),
+         _BUILTIN_AGE, _column("Version", "The kubelet's version."),
+         _column("Internal-IP", "The node's first internal IP.", priority=1),
+         _column("External-IP", "The node's first external IP.", priority=1),
+         _column("OS-Image", "The node's OS image.", priority=1),
+         _column("Kernel-Version", "The node's kernel version.", priority=1),
+         _column("Container-Runtime", "The node's container runtime and its version.", priority=1)],
+        _node_cells),
     ("", "Namespace"): Printer(
         [_BUILTIN_NAME, _column("Status", "The status of the namespace"), _BUILTIN_AGE],
         lambda namespace, now: [namespace["metadata"]["name"], (namespace.get("status") or {}).get("phase", ""),
@@ -292,5 +423,9 @@ def table(rt: ResourceType, version: str, items: list[dict[str, Any]], *, metada
     if printer is None:
         printer = crd_printer(rt, version)
     rows = [{"cells": printer.cells(o, now), "object": _row_object(o, include_object)} for o in items]
+    if printer.conditions is not None:
+        for row, o in zip(rows, items, strict=True):
+            if conditions := printer.conditions(o):
+                row["conditions"] = conditions
     return {"kind": "Table", "apiVersion": f"meta.k8s.io/{table_api}", "metadata": metadata,
             "columnDefinitions": printer.columns, "rows": rows}
