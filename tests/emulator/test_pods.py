@@ -118,18 +118,27 @@ async def test_binder_assigns_ungated_pods_to_matching_nodes(kube):
     await core.create_namespaced_pod(ns, pod("sentinel", gates=False, nodeSelector={zone: "a"}, **tolerate))
     assert await _bound(core, ns, "sentinel") == nodes["a"]
     assert (await core.read_namespaced_pod("p", ns)).spec.node_name is None  # gated: not scheduled
+    gated = await _pod_scheduled(core, ns, "p")  # and marked so (kubectl get pods: SchedulingGated)
+    assert (gated.status, gated.reason, gated.message) == (
+        "False", "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates")
     await core.patch_namespaced_pod("p", ns, {"spec": {"schedulingGates": None}}, _content_type=MERGE)
     assert await _bound(core, ns, "p") == nodes["b"]
+    assert (await _pod_scheduled(core, ns, "p")).status == "True"
     await core.create_namespaced_pod(ns, pod("nowhere", gates=False, nodeSelector={zone: "z"}, **tolerate))
-    async with asyncio.timeout(30):
-        while True:
-            p = await core.read_namespaced_pod("nowhere", ns)
-            conds = {c.type: c for c in p.status.conditions or []}
-            if "PodScheduled" in conds:
-                break
-            await asyncio.sleep(0.02)
-    assert conds["PodScheduled"].status == "False" and conds["PodScheduled"].reason == "Unschedulable"
+    unschedulable = await _pod_scheduled(core, ns, "nowhere")
+    assert unschedulable.status == "False" and unschedulable.reason == "Unschedulable"
     assert client.V1Pod  # the typed model round-trips emulator output
+
+
+async def _pod_scheduled(core, ns: str, name: str):
+    """The pod's PodScheduled condition, once it has one."""
+    async with asyncio.timeout(30):
+        while True:  # through the API, as against a real cluster
+            found = [c for c in (await core.read_namespaced_pod(name, ns)).status.conditions or []
+                     if c.type == "PodScheduled"]
+            if found:
+                return found[0]
+            await asyncio.sleep(0.02)
 
 
 async def _bound(core, ns: str, name: str) -> str:

@@ -11,7 +11,8 @@ preferred node-affinity weights, then the fewest bound pods, then the name — k
 and score and NodeResourcesFit filter, without normalisation, taints or preemption: enough to watch tether's gated
 pods go from gated to running where their affinity says. It reacts to store events
 (pods and nodes), so there is no polling; pods that fit nowhere get ``PodScheduled=False/Unschedulable`` and are
-retried whenever a node changes.
+retried whenever a node changes. A gated pod gets ``PodScheduled=False/SchedulingGated``, once, as kube-scheduler
+writes it.
 """
 
 from __future__ import annotations
@@ -134,6 +135,11 @@ def preferred_score(pod: dict[str, Any], node: dict[str, Any]) -> int:
     return score
 
 
+def _marked_gated(pod: dict[str, Any]) -> bool:
+    return any(c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
 def has_room(pod: dict[str, Any], node: dict[str, Any], used: dict[str, int]) -> bool:
     allocatable = _allocatable(node)
     return all(used.get(name, 0) + amount <= allocatable[name]
@@ -173,7 +179,7 @@ class Binder:
         nodes = sorted(self.store.iter_objects(NODES), key=lambda n: n["metadata"]["name"])
         load: dict[str, int] = {}
         used: dict[str, dict[str, int]] = {}
-        pending = []
+        pending, gated = [], []
         for pod in self.store.iter_objects(PODS):
             spec = pod.get("spec") or {}
             if spec.get("nodeName"):
@@ -182,9 +188,15 @@ class Binder:
                     held = used.setdefault(spec["nodeName"], {})
                     for name, amount in _requests(pod).items():
                         held[name] = held.get(name, 0) + amount
-            elif (not is_gated(pod) and not pod["metadata"].get("deletionTimestamp")
+            elif (not pod["metadata"].get("deletionTimestamp")
                   and spec.get("schedulerName", "default-scheduler") == "default-scheduler"):
-                pending.append(pod)
+                if not is_gated(pod):
+                    pending.append(pod)
+                elif not _marked_gated(pod):
+                    gated.append(pod)
+        for pod in gated:
+            with contextlib.suppress(errors.ApiError):  # (changed or deleted meanwhile: the next event retries)
+                await self._mark_gated(pod)
         pending.sort(key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"]["name"]))
         for pod in pending:
             meta = pod["metadata"]
@@ -203,6 +215,24 @@ class Binder:
                     await self._unschedulable(pod, len(nodes))
             except errors.ApiError:
                 continue  # changed or deleted meanwhile; the next event retries
+
+    async def _mark_gated(self, pod: dict[str, Any]) -> None:
+        """What kube-scheduler writes of a pod it holds at its scheduling gates (its SchedulingGates plugin), once:
+        ``PodScheduled=False/SchedulingGated``, without transition time (``kubectl get pods`` prints it as the pod's
+        STATUS)."""
+        meta = pod["metadata"]
+
+        def apply(p: dict[str, Any]) -> dict[str, Any]:
+            if not is_gated(p) or _marked_gated(p) or (p.get("spec") or {}).get("nodeName"):
+                return p
+            status = p.setdefault("status", {})
+            status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"] + [
+                {"type": "PodScheduled", "status": "False", "lastProbeTime": None, "lastTransitionTime": None,
+                 "reason": "SchedulingGated", "message": "Scheduling is blocked due to non-empty scheduling gates"}]
+            return p
+
+        await self.store.patch(self.store.type_for(*PODS), meta["name"], apply, namespace=meta["namespace"],
+                               subresource="status")
 
     async def _unschedulable(self, pod: dict[str, Any], total: int) -> None:
         meta = pod["metadata"]
