@@ -20,8 +20,8 @@ A built-in kind is printed by a real server with columns of its own (kube-apiser
 column, ``wide`` ones included, at ``priority`` 1 for kubectl to hide). The emulator prints those an operator of
 tether reads (:data:`BUILTIN_PRINTERS`): **Events** (``kubectl get events``: what tether reports about an object —
 LAST SEEN, TYPE, REASON, OBJECT, MESSAGE, as a real server derives them from the event's times, count and series),
-**Pods** (READY, STATUS — ``SchedulingGated`` while a pod waits at tether's gate, once a kube-scheduler has written
-that condition; the binder here does not — RESTARTS), **Nodes**
+**Pods** (READY, STATUS — ``SchedulingGated`` while a pod waits at tether's gate, once a kube-scheduler, or the
+emulator's binder, has written that condition — RESTARTS), **Nodes**
 (STATUS, ROLES, VERSION), **Leases** (HOLDER: which replica leads), **ConfigMaps** (DATA: the number of keys) and
 **Namespaces** (STATUS). The other built-in kinds (a Job's COMPLETIONS) are answered with their plain list, and
 kubectl prints NAME and AGE for them itself. Unlike a custom resource's, a built-in kind's Age is a ``string`` column.
