@@ -212,3 +212,21 @@ async def test_the_v2_document_is_served_as_protobuf_to_whoever_asks_for_it() ->
         assert set(document) == {1, 2}  # no paths nor definitions (the module doc says why)
         as_json = await get(http, f"{emulator.url}/openapi/v2")
         assert as_json["swagger"] == "2.0" and as_json["info"]["version"] == info[2][0].decode()
+
+
+async def test_the_standalone_emulator_starts_with_a_real_servers_namespaces(tmp_path: Path) -> None:
+    """``python -m tether.adapters.sandbox.kube_emulator`` (for kubectl, and tether run as a process) has what a
+    real API server has from the start: ``default``, its kubeconfig's namespace (``kubectl create deployment`` works
+    at once), and the three system namespaces."""
+    import yaml
+
+    from tether.adapters.testing.chaos import emulator_process
+
+    async with emulator_process(tmp_path / "emulator") as kubeconfig:
+        config = yaml.safe_load(kubeconfig.read_text())
+        assert config["contexts"][0]["context"]["namespace"] == "default"
+        server = config["clusters"][0]["cluster"]["server"]
+        async with aiohttp.ClientSession() as http:
+            listed = await get(http, f"{server}/api/v1/namespaces")
+        assert {n["metadata"]["name"]: n["status"]["phase"] for n in listed["items"]} == {
+            "default": "Active", "kube-system": "Active", "kube-public": "Active", "kube-node-lease": "Active"}

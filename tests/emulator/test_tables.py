@@ -1,6 +1,6 @@
 """Conformance: objects read ``as=Table`` (``kubectl get``), on the emulator and on a real API server
 (``TETHER_TEST_KUBECONFIG``): a CRD's printer columns, their cells, the row objects, a watch's events, and the
-built-in kinds the emulator prints (Events, Pods, Nodes, Leases, ConfigMaps, Namespaces).
+built-in kinds the emulator prints (Events, Pods, Nodes, Deployments, Jobs, Leases, ConfigMaps, Namespaces).
 
 Measured on kube-apiserver v1.28 (apiextensions' table convertor), and asserted here for both. tether's CRDs
 declare Phase, DataSource, System, Table and Age for claims, and System, Name, Clusters (a list), Claims (an
@@ -23,6 +23,7 @@ from tether.adapters.sandbox.kube_emulator.tables import (
     NAME_DESCRIPTION,
     cell,
     human_duration,
+    label_selector,
     table,
 )
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
@@ -287,6 +288,77 @@ async def test_nodes_print_their_readiness_roles_and_kubelet(kube: KubeEnv) -> N
     [row] = printed["rows"]
     assert row["cells"][:3] == [name, "Ready,SchedulingDisabled", "gpu,worker"]
     assert row["cells"][4:] == ["v1.28.0", "10.0.0.9", "<none>", "<unknown>", "6.1", "<unknown>"]
+
+
+async def test_deployments_and_jobs_print_their_replicas_completions_and_templates(kube: KubeEnv) -> None:
+    """``kubectl get deployments`` (the workloads tether places: READY, UP-TO-DATE, AVAILABLE; the template's
+    containers, images and selector at priority 1) and ``kubectl get jobs`` (COMPLETIONS, DURATION). Both are
+    created idle (a paused Deployment, a suspended Job), so that a real cluster's controllers leave them as they are."""
+    labels = {"app": "train", "tier": "a", "gpu": "1"}
+    containers = [{"name": "train", "image": "registry.invalid/train:1"},
+                  {"name": "fetch", "image": "registry.invalid/fetch:2"}]
+    template = {"metadata": {"labels": labels}, "spec": {"restartPolicy": "Never", "containers": containers}}
+    deployments = f"/apis/apps/v1/namespaces/{kube.namespace}/deployments"
+    await call(kube, "POST", deployments, body={
+        "metadata": {"name": "train"}, "spec": {
+            "replicas": 2, "paused": True,
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": containers}},
+            "selector": {"matchLabels": {"app": "train"}, "matchExpressions": [
+                {"key": "tier", "operator": "In", "values": ["b", "a"]}, {"key": "gpu", "operator": "Exists"}]}}})
+    printed = await call(kube, "GET", deployments, accept=AS_TABLE)
+    assert [(c["name"], c["priority"]) for c in printed["columnDefinitions"]] == [
+        ("Name", 0), ("Ready", 0), ("Up-to-date", 0), ("Available", 0), ("Age", 0), ("Containers", 1), ("Images", 1),
+        ("Selector", 1)]
+    [row] = printed["rows"]
+    assert row["cells"][:4] == ["train", "0/2", 0, 0]
+    assert row["cells"][5:] == ["train,fetch", "registry.invalid/train:1,registry.invalid/fetch:2",
+                                "app=train,gpu,tier in (a,b)"]
+    jobs = f"/apis/batch/v1/namespaces/{kube.namespace}/jobs"
+    await call(kube, "POST", jobs, body={"metadata": {"name": "etl"},
+                                         "spec": {"suspend": True, "parallelism": 3, "template": template}})
+    printed = await call(kube, "GET", f"{jobs}/etl", accept=AS_TABLE)
+    assert [(c["name"], c["priority"]) for c in printed["columnDefinitions"]] == [
+        ("Name", 0), ("Completions", 0), ("Duration", 0), ("Age", 0), ("Containers", 1), ("Images", 1),
+        ("Selector", 1)]
+    [row] = printed["rows"]
+    assert row["cells"][:3] == ["etl", "0/1 of 3", ""]  # (not started: no duration)
+    assert row["cells"][4:6] == ["train,fetch", "registry.invalid/train:1,registry.invalid/fetch:2"]
+
+
+@pytest.mark.parametrize(("selector", "printed"), [
+    (None, ""), ({}, ""), ({"matchLabels": {"b": "2", "a": "1"}}, "a=1,b=2"),
+    ({"matchExpressions": [{"key": "z", "operator": "NotIn", "values": ["y", "x", "y"]},
+                           {"key": "m", "operator": "DoesNotExist"}]}, "!m,z notin (x,y)"),
+])
+def test_a_label_selector_is_written_as_apimachinery_writes_it(selector: Any, printed: str) -> None:
+    assert label_selector(selector) == printed
+
+
+@pytest.mark.parametrize("bad", [{"key": "a", "operator": "In", "values": []},
+                                 {"key": "a", "operator": "Exists", "values": ["x"]},
+                                 {"key": "a", "operator": "Matches", "values": ["x"]}])
+def test_a_selector_that_does_not_parse_is_printed_invalid(bad: dict[str, Any]) -> None:
+    """A Deployment's selector cell is ``<invalid>``, a Job's ``<error>``, as ``printDeployment`` and
+    ``FormatLabelSelector`` print one ``LabelSelectorAsSelector`` refuses."""
+    with pytest.raises(ValueError):
+        label_selector({"matchExpressions": [bad]})
+    kinds = {kind: ResourceType(group=group, versions=["v1"], plural=f"{kind.lower()}s", singular=kind.lower(),
+                                kind=kind, namespaced=True)
+             for group, kind in (("apps", "Deployment"), ("batch", "Job"))}
+    for kind, expected in (("Deployment", "<invalid>"), ("Job", "<error>")):
+        obj = {"metadata": {"name": "x"}, "spec": {"selector": {"matchExpressions": [bad]}}}
+        [row] = table(kinds[kind], "v1", [obj], metadata={}, table_api="v1", include_object="None")["rows"]
+        assert row["cells"][-1] == expected
+
+
+def test_a_finished_job_s_duration_runs_from_its_start_to_its_completion() -> None:
+    jobs = ResourceType(group="batch", versions=["v1"], plural="jobs", singular="job", kind="Job", namespaced=True)
+    job = {"metadata": {"name": "etl"}, "spec": {"completions": 4},
+           "status": {"succeeded": 4, "startTime": "2026-01-01T00:00:00Z", "completionTime": "2026-01-01T00:12:00Z"}}
+    [row] = table(jobs, "v1", [job], metadata={}, table_api="v1", include_object="None",
+                  now=datetime(2026, 6, 1, tzinfo=UTC))["rows"]
+    assert row["cells"][1:3] == ["4/4", "12m"]
+    assert row["cells"][-1] == "<none>"  # (no selector)
 
 
 @pytest.mark.parametrize(("seconds", "printed"), [

@@ -1,6 +1,8 @@
 """Run the emulator standalone: ``python -m tether.adapters.sandbox.kube_emulator --port 8001 --crds ops/crds``.
 
-Prints the URL and writes a kubeconfig (``--kubeconfig``) so kubectl-like tools and tether itself can connect.
+Prints the URL and writes a kubeconfig (``--kubeconfig-dir``) so kubectl-like tools and tether itself can connect.
+It starts with the namespaces a real API server has (``default`` — the kubeconfig's namespace —, ``kube-system``,
+``kube-public``, ``kube-node-lease``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ import signal
 
 from . import CALIBRATED, KubeEmulator, WriteCost
 
+#: The namespaces a real API server starts with (the standalone emulator is for kubectl and processes; tests in
+#: process create what they need).
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
 
 async def _main(args: argparse.Namespace) -> None:
     emu = KubeEmulator(host=args.host, port=args.port, crds=args.crds or [], binder=args.binder,
@@ -21,6 +27,8 @@ async def _main(args: argparse.Namespace) -> None:
                        bookmark_interval=args.bookmark_interval, commit_times=args.commit_times,
                        write_cost=write_cost(args))
     await emu.start()
+    for name in SYSTEM_NAMESPACES:  # (kubectl's context namespace is default: without it, kubectl create fails)
+        await emu.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     # as the daemon does (adapters/daemon/daemon.py, "startup heap"): the modules' objects out of the cyclic GC's reach,
     # so a full collection is not a 30 ms pause in the middle of a request
     gc.collect()

@@ -22,9 +22,10 @@ tether reads (:data:`BUILTIN_PRINTERS`): **Events** (``kubectl get events``: wha
 LAST SEEN, TYPE, REASON, OBJECT, MESSAGE, as a real server derives them from the event's times, count and series),
 **Pods** (READY, STATUS — ``SchedulingGated`` while a pod waits at tether's gate, once a kube-scheduler, or the
 emulator's binder, has written that condition — RESTARTS), **Nodes**
-(STATUS, ROLES, VERSION), **Leases** (HOLDER: which replica leads), **ConfigMaps** (DATA: the number of keys) and
-**Namespaces** (STATUS). The other built-in kinds (a Job's COMPLETIONS) are answered with their plain list, and
-kubectl prints NAME and AGE for them itself. Unlike a custom resource's, a built-in kind's Age is a ``string`` column.
+(STATUS, ROLES, VERSION), **Deployments** (READY, UP-TO-DATE, AVAILABLE: the workloads tether places), **Jobs**
+(COMPLETIONS, DURATION), **Leases** (HOLDER: which replica leads), **ConfigMaps** (DATA: the number of keys) and
+**Namespaces** (STATUS). The other built-in kinds are answered with their plain list, and kubectl prints NAME and AGE
+for them itself. Unlike a custom resource's, a built-in kind's Age is a ``string`` column.
 
 A watch read ``as=Table`` (``kubectl get --watch``) gets a one-row Table per event, with the column definitions in
 the first event only, as a real server sends them.
@@ -337,6 +338,72 @@ def _node_cells(node: dict[str, Any], now: datetime) -> list[Any]:
             info.get("containerRuntimeVersion") or "<unknown>"]
 
 
+def label_selector(selector: Any) -> str:
+    """A LabelSelector as apimachinery's ``LabelSelectorAsSelector(...).String()`` writes it: requirements sorted by
+    key, ``k=v``, ``k in (a,b)``, ``k notin (a,b)``, ``k``, ``!k``; ``""`` for none or an empty one. Raises
+    :class:`ValueError` for an operator it does not know, or values where there must be none (or none where there
+    must be some)."""
+    if not isinstance(selector, dict):
+        return ""
+    requirements: list[tuple[str, str]] = [(k, f"{k}={v}") for k, v in (selector.get("matchLabels") or {}).items()]
+    for expression in selector.get("matchExpressions") or []:
+        key, operator = expression.get("key", ""), expression.get("operator")
+        values = sorted(set(expression.get("values") or []))
+        if operator in ("In", "NotIn") and values:
+            requirements.append((key, f"{key} {operator.lower()} ({','.join(values)})"))
+        elif operator in ("Exists", "DoesNotExist") and not values:
+            requirements.append((key, key if operator == "Exists" else f"!{key}"))
+        else:
+            raise ValueError(f"a selector's {operator!r} with values {values}")
+    return ",".join(text for _, text in sorted(requirements, key=lambda r: r[0]))
+
+
+def _containers(template_spec: dict[str, Any]) -> tuple[str, str]:
+    """The template's container names and images, each joined with commas (``layoutContainerCells``)."""
+    containers = [c for c in template_spec.get("containers") or [] if isinstance(c, dict)]
+    return ",".join(c.get("name", "") for c in containers), ",".join(c.get("image", "") for c in containers)
+
+
+def _template_spec(obj: dict[str, Any]) -> dict[str, Any]:
+    return (((obj.get("spec") or {}).get("template") or {}).get("spec")) or {}
+
+
+def _deployment_cells(deployment: dict[str, Any], now: datetime) -> list[Any]:
+    """A Deployment's row (``printDeployment``): READY as ready/desired replicas, UP-TO-DATE and AVAILABLE from its
+    status (0 until a controller writes one); its selector ``<invalid>`` if it does not parse."""
+    spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
+    try:
+        selector = label_selector(spec.get("selector"))
+    except ValueError:
+        selector = "<invalid>"
+    names, images = _containers(_template_spec(deployment))
+    return [deployment["metadata"]["name"], f"{status.get('readyReplicas') or 0}/{spec.get('replicas') or 0}",
+            status.get("updatedReplicas") or 0, status.get("availableReplicas") or 0,
+            _since(deployment["metadata"].get("creationTimestamp"), now), names, images, selector]
+
+
+def _job_cells(job: dict[str, Any], now: datetime) -> list[Any]:
+    """A Job's row (``printJob``): COMPLETIONS as succeeded/completions (``/1 of <parallelism>`` without
+    completions), DURATION from its start to its completion (or now; empty before it starts)."""
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    succeeded = status.get("succeeded") or 0
+    if spec.get("completions") is not None:
+        completions = f"{succeeded}/{spec['completions']}"
+    else:
+        parallelism = spec.get("parallelism") or 0
+        completions = f"{succeeded}/1 of {parallelism}" if parallelism > 1 else f"{succeeded}/1"
+    started, finished = _ms(status.get("startTime")), _ms(status.get("completionTime"))
+    duration = "" if started is None else human_duration(
+        ((finished if finished is not None else now.timestamp() * 1000) - started) / 1000)
+    try:
+        selector = label_selector(spec.get("selector")) or "<none>"
+    except ValueError:
+        selector = "<error>"
+    names, images = _containers(_template_spec(job))
+    return [job["metadata"]["name"], completions, duration, _since(job["metadata"].get("creationTimestamp"), now),
+            names, images, selector]
+
+
 #: The built-in kinds the emulator prints as a real server does (module doc), by (API group, kind).
 BUILTIN_PRINTERS: dict[tuple[str, str], Printer] = {
     ("", "Event"): Printer(
@@ -377,6 +444,21 @@ BUILTIN_PRINTERS: dict[tuple[str, str], Printer] = {
          _column("Kernel-Version", "The node's kernel version.", priority=1),
          _column("Container-Runtime", "The node's container runtime and its version.", priority=1)],
         _node_cells),
+    ("apps", "Deployment"): Printer(
+        [_BUILTIN_NAME, _column("Ready", "Ready replicas, of those desired."),
+         _column("Up-to-date", "Replicas running the latest template."),
+         _column("Available", "Replicas available (ready for minReadySeconds)."), _BUILTIN_AGE,
+         _column("Containers", "Names of each container in the template.", priority=1),
+         _column("Images", "Images referenced by each container in the template.", priority=1),
+         _column("Selector", "The label selector of its pods.", priority=1)],
+        _deployment_cells),
+    ("batch", "Job"): Printer(
+        [_BUILTIN_NAME, _column("Completions", "Pods succeeded, of the completions wanted."),
+         _column("Duration", "Time required to complete the job."), _BUILTIN_AGE,
+         _column("Containers", "Names of each container in the template.", priority=1),
+         _column("Images", "Images referenced by each container in the template.", priority=1),
+         _column("Selector", "The label selector of its pods.", priority=1)],
+        _job_cells),
     ("", "Namespace"): Printer(
         [_BUILTIN_NAME, _column("Status", "The status of the namespace"), _BUILTIN_AGE],
         lambda namespace, now: [namespace["metadata"]["name"], (namespace.get("status") or {}).get("phase", ""),
