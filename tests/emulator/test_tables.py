@@ -17,15 +17,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from tether.adapters.sandbox.kube_emulator.resources import ResourceType
-from tether.adapters.sandbox.kube_emulator.tables import (
+from tether.adapters.sandbox.kube_emulator.printers import (
     AGE_DESCRIPTION,
     NAME_DESCRIPTION,
-    cell,
     human_duration,
     label_selector,
-    table,
 )
+from tether.adapters.sandbox.kube_emulator.resources import ResourceType
+from tether.adapters.sandbox.kube_emulator.tables import cell, table
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 
 pytestmark = pytest.mark.cluster
