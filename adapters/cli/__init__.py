@@ -1,6 +1,6 @@
 """The ``tether`` command line.
 
-Built on click: subcommands compose (each lives in its own module and registers itself on the group, so
+Built on click: subcommands compose (each lives in its own module, declared by name in :data:`COMMANDS`, so
 ``tether run``, ``tether demo`` or ``tether log export`` are added without touching the others), the help is
 generated from the declarations, and everything is testable in-process with ``click.testing.CliRunner``.
 Output goes through rich (styled record lines, tables, progress bars), which degrades to plain text when the
@@ -9,9 +9,10 @@ output is not a terminal.
 Errors a user can fix are one line on stderr with exit code 2 (:mod:`tether.adapters.cli.errors`); the group's
 help lists every environment variable tether reads (:data:`ENVIRONMENT`).
 
-Adding a command: write it (a ``click.Command``) in a module of its own, and name it in :data:`COMMANDS` (or
-:data:`LOG_COMMANDS` for a ``tether log ...`` subcommand). Only the subcommand invoked is imported
-(:mod:`tether.adapters.cli.lazy`): ``tether replay`` does not load the daemon's Kubernetes client.
+Adding a command: write it (a ``click.Command``) in a module of its own, and declare it with its one-line summary
+in :data:`COMMANDS` (or :data:`LOG_COMMANDS` for a ``tether log ...`` subcommand); the command takes that summary
+as its ``short_help``. Only the subcommand invoked is imported (:mod:`tether.adapters.cli.lazy`): ``tether replay``
+does not load the daemon's Kubernetes client, and ``tether --help`` loads none.
 """
 
 from __future__ import annotations
@@ -19,20 +20,25 @@ from __future__ import annotations
 import click
 
 from tether.adapters.cli.errors import TetherGroup
-from tether.adapters.cli.lazy import LazyGroup
+from tether.adapters.cli.lazy import Declared, LazyGroup
 
-#: The subcommands of ``tether``: name → ``module:attribute`` of the click command, imported when it is used.
-COMMANDS: dict[str, str] = {
-    "demo": "tether.adapters.cli.demo:demo_cmd",
-    "replay": "tether.adapters.cli.replay.command:replay_cmd",
-    "run": "tether.adapters.cli.run:run_cmd",
-    "status": "tether.adapters.cli.status:status_cmd",
+#: The subcommands of ``tether``: where each click command is (imported when it is used), and the line ``tether
+#: --help`` lists for it (each command takes it as its ``short_help``).
+COMMANDS: dict[str, Declared] = {
+    "demo": Declared("tether.adapters.cli.demo:demo_cmd",
+                     "Run tether end to end in a sandbox: claims, bindings, a table moved."),
+    "replay": Declared("tether.adapters.cli.replay.command:replay_cmd",
+                       "Rebuild the state from LOG: explain, diff or re-decide placements."),
+    "run": Declared("tether.adapters.cli.run:run_cmd", "Run the daemon: watch, decide, apply — until SIGTERM/SIGINT."),
+    "status": Declared("tether.adapters.cli.status:status_cmd",
+                       "One screen on a running daemon: leader, log lag, queues, members."),
 }
 #: The subcommands of ``tether log``, likewise.
-LOG_COMMANDS: dict[str, str] = {
-    "export": "tether.adapters.cli.log_transfer:export_cmd",
-    "import": "tether.adapters.cli.log_transfer:import_cmd",
-    "tail": "tether.adapters.cli.log:tail_cmd",
+LOG_COMMANDS: dict[str, Declared] = {
+    "export": Declared("tether.adapters.cli.log_transfer:export_cmd", "Copy LOG into the SQLite file OUT_DB."),
+    "import": Declared("tether.adapters.cli.log_transfer:import_cmd",
+                       "Copy the SQLite file IN_DB (or any log) into LOG."),
+    "tail": Declared("tether.adapters.cli.log:tail_cmd", "Print the records of LOG, one line each."),
 }
 
 #: Every environment variable tether reads, and what for (shown by ``tether --help``; each option that reads one

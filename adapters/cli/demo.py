@@ -19,6 +19,7 @@ from pathlib import Path
 
 import click
 
+from tether.adapters.cli import COMMANDS
 from tether.adapters.cli.run import configure_logging, log_level_option
 from tether.adapters.sandbox.demo import DemoFailed, run_demo
 
@@ -35,7 +36,7 @@ def runnable_tether() -> tuple[str, str]:
     return shlex.quote(str(script)), f"(tether is not on your PATH: the commands below use its full path;{how})"
 
 
-@click.command("demo")
+@click.command("demo", short_help=COMMANDS["demo"].summary)
 @click.option("--log", "log_path", default="tether-demo.db", show_default=True, type=click.Path(dir_okay=False),
               help="SQLite file for the event log (overwritten on each run).")
 @click.option("--live/--no-live", default=True, show_default=True,

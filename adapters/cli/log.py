@@ -12,6 +12,7 @@ from typing import Literal
 import click
 from rich.console import Console
 
+from tether.adapters.cli import LOG_COMMANDS
 from tether.adapters.cli.errors import UserError
 from tether.adapters.cli.render import line
 from tether.adapters.log import EventLog, Position, Record, Stream, aclosing_iter
@@ -128,7 +129,7 @@ async def tail(url: str, stream: StreamChoice, follow: bool, start: int, as_json
         await log.close()
 
 
-@click.command("tail")
+@click.command("tail", short_help=LOG_COMMANDS["tail"].summary)
 @click.argument("log_url", metavar="LOG")
 @click.option("--stream", "stream", type=click.Choice(["events", "commands", "both"]), default="both",
               show_default=True, help="Which stream to print (both: merged by time).")

@@ -28,6 +28,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from tether.adapters.cli import LOG_COMMANDS
 from tether.adapters.cli.log import console, open_for_cli
 from tether.adapters.log import EventLog, Stream, aclosing_iter
 
@@ -89,7 +90,7 @@ def _report(out: Console, copied: dict[str, int], target: str) -> None:
     out.print(f"copied {copied['events']} events and {copied['commands']} commands to {target}")
 
 
-@click.command("export")
+@click.command("export", short_help=LOG_COMMANDS["export"].summary)
 @click.argument("source", metavar="LOG")
 @click.argument("target", metavar="OUT_DB")
 @click.option("--force", is_flag=True, help="Append even if OUT_DB already holds records.")
@@ -99,7 +100,7 @@ def export_cmd(source: str, target: str, force: bool) -> None:
     _report(out, asyncio.run(_copy(source, target, force, out)), target)
 
 
-@click.command("import")
+@click.command("import", short_help=LOG_COMMANDS["import"].summary)
 @click.argument("source", metavar="IN_DB")
 @click.argument("target", metavar="LOG")
 @click.option("--force", is_flag=True, help="Append even if LOG already holds records.")

@@ -21,6 +21,7 @@ from typing import TypeVar
 import click
 import structlog
 
+from tether.adapters.cli import COMMANDS
 from tether.adapters.cli.errors import UserError
 from tether.adapters.daemon.daemon import Daemon, DaemonConfig
 from tether.adapters.daemon.preflight import StartupError
@@ -100,7 +101,7 @@ def parse_members(values: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-@click.command("run")
+@click.command("run", short_help=COMMANDS["run"].summary)
 @click.option("--log", "log_url", default="sqlite:///tether.db", show_default=True, envvar="TETHER_LOG",
               show_envvar=True, callback=check_log_url_option,
               help="Event log URL: sqlite:///path or kafka://host:port/prefix.")

@@ -24,6 +24,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from tether.adapters.cli import COMMANDS
 from tether.adapters.cli.errors import UserError
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -240,7 +241,7 @@ def render_status(doc: dict[str, Any], *, url: str) -> Group:
     return Group(*parts)
 
 
-@click.command("status")
+@click.command("status", short_help=COMMANDS["status"].summary)
 @click.option("--url", default=DEFAULT_URL, show_default=True, envvar="TETHER_STATUS_URL", show_envvar=True,
               help="The daemon's HTTP address (tether run --http-port), e.g. through kubectl port-forward.")
 @click.option("--json", "as_json", is_flag=True, help="Print the status document (JSON) as the daemon serves it.")

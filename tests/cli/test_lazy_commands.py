@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from tether.adapters.cli import COMMANDS, LOG_COMMANDS, main
-from tether.adapters.cli.lazy import LazyGroup, load_command
+from tether.adapters.cli.lazy import Declared, LazyGroup, load_command
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.testing.synthetic_log import Simulation, scenario
 
@@ -27,18 +27,32 @@ HEAVY = ("kubernetes_asyncio", "aiohttp", "aiokafka", "tether.adapters.daemon", 
 
 
 @pytest.mark.parametrize(("group", "declared"), [((), COMMANDS), (("log",), LOG_COMMANDS)])
-def test_every_declared_subcommand_loads_under_its_name_and_is_listed(group: tuple[str, ...],
-                                                                        declared: dict[str, str]) -> None:
-    for name, where in declared.items():
+def test_every_declared_subcommand_loads_under_its_name_and_is_listed_with_its_summary(
+        group: tuple[str, ...], declared: dict[str, Declared]) -> None:
+    """The help lists each declared summary before any command is imported, and each command, once imported, has
+    that summary as its short help: the listing is the same either way."""
+    def listing() -> dict[str, str]:
+        help_text = CliRunner().invoke(main, [*group, "--help"], terminal_width=200).output
+        return {line.split()[0]: line.split(None, 1)[1].strip()
+                for line in help_text.split("Commands:")[1].split("\n\n")[0].splitlines() if line.strip()}
+
+    before = listing()
+    for name, (where, summary) in declared.items():
         command = load_command(where)
         assert command.name == name, where
-    help_text = CliRunner().invoke(main, [*group, "--help"], terminal_width=200).output
-    listed = {line.split()[0] for line in help_text.split("Commands:")[1].splitlines() if line.strip()} \
-        if "Commands:" in help_text else set()
-    assert set(declared) <= listed, help_text
-    for name, where in declared.items():  # each with the first line of its own help
-        first = (load_command(where).help or "").strip().splitlines()[0]
-        assert first.split()[0] in help_text, (name, first)
+        assert command.short_help == summary, where
+        assert before[name] == summary
+    after = listing()
+    assert after == before
+
+
+def test_the_help_imports_no_subcommand() -> None:
+    """``tether --help`` lists every subcommand from its declaration (0.1 s, against 1.5 s importing them all)."""
+    code, imported, output = _modules_after("--help", modules=tuple(d.where.partition(":")[0]
+                                                                      for d in COMMANDS.values()))
+    assert code in (0, None), output
+    assert "replay" in output and "Rebuild the state from LOG" in output
+    assert imported == [], imported
 
 
 def test_a_declaration_that_is_not_a_command_fails_at_its_first_use() -> None:
@@ -54,15 +68,16 @@ def test_an_unknown_subcommand_is_one_line() -> None:
     assert "No such command 'replya'" in result.output
 
 
-def _modules_after(*args: str) -> tuple[int, list[str], str]:
-    """Run ``tether ARGS`` in a fresh interpreter; its exit code, the heavy modules it imported, and its output."""
+def _modules_after(*args: str, modules: tuple[str, ...] = HEAVY) -> tuple[int, list[str], str]:
+    """Run ``tether ARGS`` in a fresh interpreter; its exit code, which of ``modules`` (the heavy ones by default)
+    it imported, and its output."""
     probe = ("import json, sys\n"
              "from tether.adapters.cli import main\n"
              "try:\n"
              "    main(sys.argv[1:], prog_name='tether')\n"
              "except SystemExit as exc:\n"
              "    code = exc.code\n"
-             f"heavy = sorted(m for m in sys.modules if m.startswith({HEAVY!r}))\n"
+             f"heavy = sorted(m for m in sys.modules if m.startswith({modules!r}))\n"
              "print(json.dumps({'code': code, 'heavy': heavy}))\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, env=env,

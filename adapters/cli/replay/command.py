@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from tether.adapters.cli import COMMANDS
 from tether.adapters.cli.log import console, open_for_cli
 from tether.adapters.log import EventLog, Snapshot
 from tether.core.envelope import parse_rfc3339_ms, rfc3339
@@ -245,7 +246,7 @@ async def run_what_if(options: Options, candidate_path: str, out: Console) -> in
     return 0
 
 
-@click.command("replay")
+@click.command("replay", short_help=COMMANDS["replay"].summary)
 @click.argument("log_url", metavar="LOG")
 @click.option("--until", metavar="OFFSET|TIME", help="Stop after this events offset or at this RFC3339 time.")
 @click.option("--explain", "explain_key", metavar="KIND/NAMESPACE/NAME",
