@@ -261,3 +261,52 @@ async def test_label_keys_and_values_are_validated(kube):
         assert ei.value.status == 422, name
         message = json.loads(ei.value.body)["message"]
         assert f'metadata.labels: Invalid value: "{shown}"' in message, message
+
+
+async def test_events_are_validated_for_their_namespace_and_reporting_fields(kube):
+    """Core v1 Events as kube-apiserver 1.28 validates them (what tether's executor writes, and what it must not):
+    an Event without ``eventTime`` lives in its object's namespace (``default`` for a cluster-scoped object, as
+    tether writes a DataSource's); one with ``eventTime`` names its reporting component (a qualified name), instance,
+    action and reason, within their limits. The messages, causes and their order are a real server's."""
+    core, ns = kube.core, kube.namespace
+    ev = {"involvedObject": {"kind": "DataSourceClaim", "name": "clicks", "namespace": ns}, "reason": "Bound",
+          "message": "m" * 2000, "type": "Normal", "source": {"component": "tether"}}
+    await core.create_namespaced_event(ns, {**ev, "metadata": {"name": "legacy-long-message"}})  # (no limit)
+    timed = {**ev, "eventTime": "2026-11-26T10:00:00.000000Z", "message": "m", "reportingComponent": "tether",
+             "reportingInstance": "tether-0", "action": "Bind", "source": {}}
+    await core.create_namespaced_event(ns, {**timed, "metadata": {"name": "timed"}})
+    refused = [
+        ("elsewhere", {**ev, "involvedObject": {**ev["involvedObject"], "namespace": "elsewhere"}},
+         'involvedObject.namespace: Invalid value: "elsewhere": does not match event.namespace',
+         [("involvedObject.namespace", "FieldValueInvalid")]),
+        ("cluster-scoped", {**ev, "involvedObject": {"kind": "DataSource", "name": "amoro-table-x"}},
+         'involvedObject.namespace: Invalid value: "": does not match event.namespace',
+         [("involvedObject.namespace", "FieldValueInvalid")]),
+        ("timed-bare", {"involvedObject": {"kind": "Cluster", "name": "member1"}, "eventTime": timed["eventTime"]},
+         None,
+         [("involvedObject.namespace", "FieldValueInvalid"), ("reportingComponent", "FieldValueRequired"),
+          ("reportingComponent", "FieldValueInvalid"), ("reportingComponent", "FieldValueInvalid"),
+          ("reportingInstance", "FieldValueRequired"), ("action", "FieldValueRequired"),
+          ("reason", "FieldValueRequired")]),
+        ("timed-long", {**timed, "reportingComponent": "bad name!", "reportingInstance": "i" * 129,
+                        "action": "A" * 129, "reason": "R" * 129, "message": "m" * 1025},
+         'action: Invalid value: "": can have at most 128 characters',
+         [("reportingComponent", "FieldValueInvalid"), ("reportingInstance", "FieldValueInvalid"),
+          ("action", "FieldValueInvalid"), ("reason", "FieldValueInvalid"), ("message", "FieldValueInvalid")]),
+    ]
+    for name, body, shown, causes in refused:
+        with pytest.raises(ApiException) as ei:
+            await core.create_namespaced_event(ns, {**body, "metadata": {"name": name}})
+        assert ei.value.status == 422, name
+        status = json.loads(ei.value.body)
+        assert status["message"].startswith(f'Event "{name}" is invalid: '), status["message"]
+        if shown is not None:
+            assert shown in status["message"], status["message"]
+        assert [(c["field"], c["reason"]) for c in status["details"]["causes"]] == causes, name
+    # a cluster-scoped object's Event in default, as tether's executor writes it (and cleans it up)
+    if kube.emulator is not None:  # (a real server has default from the start; the in-process emulator does not)
+        await kube.emulator.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    name = f"tether-test-{secrets.token_hex(4)}"
+    await core.create_namespaced_event("default", {**ev, "metadata": {"name": name},
+                                                   "involvedObject": {"kind": "DataSource", "name": "amoro-table-x"}})
+    await core.delete_namespaced_event(name, "default")

@@ -141,6 +141,38 @@ _QUALIFIED_MSG = ("name part must consist of alphanumeric characters, '-', '_' o
                   "is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
 
 
+def qualified_name_causes(path: str, value: str) -> list[tuple[str, str, str]]:
+    """``ValidateQualifiedName``: an optional DNS subdomain prefix and ``/``, then a name part of at most 63
+    characters of the qualified-name alphabet; each rule it breaks is a cause, as a real API server lists them."""
+    def cause(detail: str) -> tuple[str, str, str]:
+        return path, "FieldValueInvalid", f'Invalid value: "{value}": {detail}'
+
+    parts = value.split("/")
+    if len(parts) > 2:
+        return [cause("a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and "
+                      "end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used "
+                      "for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain "
+                      "prefix and '/' (e.g. 'example.com/MyName')")]
+    causes = []
+    name = parts[-1]
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            causes.append(cause("prefix part must be non-empty"))
+        elif len(prefix) > 253 or not _SUBDOMAIN.fullmatch(prefix):
+            causes.append(cause("prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+                                "characters, '-' or '.', and must start and end with an alphanumeric character (e.g. "
+                                "'example.com', regex used for validation is "
+                                "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"))
+    if not name:
+        causes.append(cause("name part must be non-empty"))
+    elif len(name) > 63:
+        causes.append(cause("name part must be no more than 63 characters"))
+    if not _QUALIFIED.fullmatch(name):
+        causes.append(cause(_QUALIFIED_MSG))
+    return causes
+
+
 def label_causes(labels: object) -> list[tuple[str, str, str]]:
     """metadata.labels rules (``ValidateLabels``): a key is a qualified name (an optional DNS subdomain prefix and
     ``/``, a name of at most 63 characters), a value at most 63 characters of the label alphabet. The causes a

@@ -3,7 +3,8 @@
 Only what tether (and a faithful test) can observe: namespaces get the ``kubernetes`` finalizer and phase and are
 emptied asynchronously when deleted; pods get the usual defaults, a ``Pending`` status, the scheduling-gate rules
 and graceful deletion (with a kubelet stand-in that ends it at once); deployments are validated for a selector
-that matches the template; CRDs register their kind (with the ``Established`` and ``NamesAccepted`` conditions)
+that matches the template; Events for their namespace and, with an ``eventTime``, their reporting fields; CRDs
+register their kind (with the ``Established`` and ``NamesAccepted`` conditions)
 and take their objects with them when deleted.
 """
 
@@ -15,7 +16,7 @@ import copy
 from typing import Any
 
 from . import scheduling_gates
-from .resources import ResourceType, type_from_crd
+from .resources import ResourceType, qualified_name_causes, type_from_crd
 from .schema import Cause
 from .selectors import match_label_selector_object
 from .store import Obj, Store, now_rfc3339
@@ -180,6 +181,45 @@ class DeploymentStrategy(BaseStrategy):
         return []
 
 
+#: kube-apiserver's limits on an Event that carries an ``eventTime`` (``ReasonLengthLimit`` and the others).
+_EVENT_LIMITS = (("reportingInstance", 128), ("action", 128), ("reason", 128), ("message", 1024))
+
+
+def event_causes(event: Obj) -> list[Cause]:
+    """What kube-apiserver refuses of a core v1 Event, on create and update (``legacyValidateEvent``).
+
+    Without an ``eventTime`` (client-go's recorder, tether's executor) the only rule is that the Event lives in its
+    object's namespace — ``default`` (or none) for a cluster-scoped object. With one (the events.k8s.io style), an
+    Event about a cluster-scoped object lives in ``default`` or ``kube-system``, and it needs a
+    ``reportingComponent`` (a qualified name), a ``reportingInstance``, an ``action`` and a ``reason``, each within
+    its limit, and a message of at most 1024 characters."""
+    namespace = event["metadata"].get("namespace", "")
+    involved = (event.get("involvedObject") or {}).get("namespace") or ""
+    mismatch = ("involvedObject.namespace", "FieldValueInvalid",
+                f'Invalid value: "{involved}": does not match event.namespace')
+    if not event.get("eventTime"):
+        return [mismatch] if (namespace not in ("", "default") if not involved else namespace != involved) else []
+    causes: list[Cause] = [mismatch] if not involved and namespace not in ("default", "kube-system") else []
+    component = str(event.get("reportingComponent") or "")
+    if not component:
+        causes.append(("reportingComponent", "FieldValueRequired", "Required value"))
+    causes += qualified_name_causes("reportingComponent", component)
+    for field, limit in _EVENT_LIMITS:
+        value = str(event.get(field) or "")
+        if not value and field != "message":
+            causes.append((field, "FieldValueRequired", "Required value"))
+        elif len(value) > limit:
+            causes.append((field, "FieldValueInvalid", f'Invalid value: "": can have at most {limit} characters'))
+    return causes
+
+
+class EventStrategy(BaseStrategy):
+    def validate(
+        self, store: Store, rt: ResourceType, new: Obj, old: Obj | None, subresource: str | None
+    ) -> list[Cause]:
+        return event_causes(new)
+
+
 class CrdStrategy(BaseStrategy):
     def prepare(self, store: Store, rt: ResourceType, new: Obj, old: Obj | None, subresource: str | None) -> None:
         if subresource in ("status", "delete"):
@@ -245,6 +285,7 @@ def install(store: Store) -> None:
     store.strategies[("", "namespaces")] = NamespaceStrategy()
     store.strategies[("", "pods")] = PodStrategy()
     store.strategies[("apps", "deployments")] = DeploymentStrategy()
+    store.strategies[("", "events")] = EventStrategy()
     store.strategies[("apiextensions.k8s.io", "customresourcedefinitions")] = CrdStrategy()
 
 
