@@ -244,6 +244,7 @@ class Demo:
         self.say("[bold]tether demo[/]: compute follows data, in a sandbox (nothing leaves this process)\n")
         async with KubeEmulator(crds=[crd_dir()], karmada_scheduler=True) as emu, \
                 SandboxCatalog(seed=False) as catalog:
+            await emu.add_system_namespaces()  # (as a real Karmada API server has them: kubectl's default)
             api = emu.configuration()
             from kubernetes_asyncio.client import ApiClient
 
@@ -405,6 +406,7 @@ class Demo:
         self.say(f"  Kubernetes API:  {emu.url}")
         self.say(f"  kubeconfig:      {target}")
         self.say(f"  e.g.  kubectl --kubeconfig {target} get datasourceclaims -A")
+        self.say(f"        kubectl --kubeconfig {target} get events -A   (what tether reported about each object)")
         self.say(f"        kubectl --kubeconfig {target} get resourcebindings -A -o yaml")
         self.say(f"        kubectl --kubeconfig {target} apply -f your-claim.yaml   (validated: the sandbox serves "
                  "OpenAPI v3)")

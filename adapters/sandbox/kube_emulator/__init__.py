@@ -50,6 +50,10 @@ from .write_cost import CALIBRATED, GroupCommit, WriteCost
 __all__ = ["CALIBRATED", "ApiError", "GroupCommit", "KubeEmulator", "WriteCost", "load_crd_documents"]
 
 
+#: The namespaces a real API server starts with.
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
 class KubeEmulator:
     def __init__(
         self,
@@ -153,6 +157,13 @@ class KubeEmulator:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+    async def add_system_namespaces(self) -> None:
+        """Create the namespaces a real API server starts with (:data:`SYSTEM_NAMESPACES`): ``default`` is every
+        kubeconfig's namespace unless it names another, so ``kubectl create`` needs it. Not done by default: tests
+        in process create what they need, and assert on what they create."""
+        for name in SYSTEM_NAMESPACES:
+            await self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
     # -- optional components ------------------------------------------------------------------------------------
     def enable_binder(self) -> Binder:

@@ -16,10 +16,6 @@ import signal
 
 from . import CALIBRATED, KubeEmulator, WriteCost
 
-#: The namespaces a real API server starts with (the standalone emulator is for kubectl and processes; tests in
-#: process create what they need).
-SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-
 
 async def _main(args: argparse.Namespace) -> None:
     emu = KubeEmulator(host=args.host, port=args.port, crds=args.crds or [], binder=args.binder,
@@ -27,8 +23,7 @@ async def _main(args: argparse.Namespace) -> None:
                        bookmark_interval=args.bookmark_interval, commit_times=args.commit_times,
                        write_cost=write_cost(args))
     await emu.start()
-    for name in SYSTEM_NAMESPACES:  # (kubectl's context namespace is default: without it, kubectl create fails)
-        await emu.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    await emu.add_system_namespaces()  # (kubectl's context namespace is default: without it, kubectl create fails)
     # as the daemon does (adapters/daemon/daemon.py, "startup heap"): the modules' objects out of the cyclic GC's reach,
     # so a full collection is not a 30 ms pause in the middle of a request
     gc.collect()
