@@ -478,7 +478,8 @@ async def tether_stack(env: KubeEnv, *, refresh_interval: float | None = None, p
 
 
 async def _cleanup(kube: KubeClient, namespace: str, clusters: dict[str, str], suffix: str) -> None:
-    """Remove what a stack created outside its namespace (DataSources and Clusters are cluster-scoped), after
+    """Remove what a stack created outside its namespace (DataSources and Clusters are cluster-scoped, and the Events
+    tether wrote about them are in ``default``), after
     releasing tether's finalizers on its claims (the daemon that would have is gone; the namespace's deletion
     would wait on them for ever). Only the stack's own objects: its claims, the DataSources of its tables (their
     names carry the stack's unique suffix) and its Clusters — a shared cluster holds other DataSources, even
@@ -501,6 +502,14 @@ async def _cleanup(kube: KubeClient, namespace: str, clusters: dict[str, str], s
     for name in clusters.values():
         with contextlib.suppress(Exception):
             await delete_cluster_scoped(kube, CLUSTERS, name)
+    with contextlib.suppress(Exception):  # the Events tether wrote about them: a cluster-scoped object's are in default
+        events, _ = await kube.list(EVENTS, namespace="default")
+        for event in events:
+            involved = event.get("involvedObject") or {}
+            if (involved.get("kind") == "DataSource" and f".{suffix}." in str(involved.get("name") or "")) or (
+                    involved.get("kind") == "Cluster" and involved.get("name") in clusters.values()):
+                with contextlib.suppress(Exception):
+                    await kube.delete(EVENTS, event["metadata"]["name"], namespace="default")
 
 
 async def delete_cluster_scoped(kube: KubeClient, res: Any, name: str, *, attempts: int = 5) -> None:

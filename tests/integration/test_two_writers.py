@@ -218,6 +218,11 @@ async def test_two_daemons_without_leader_election_converge_with_bounded_writes(
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(task, 10)
             await second_log.close()
+    # the DataSources' Events (a cluster-scoped object's are in default) went with them: a shared cluster keeps
+    # nothing of the run's
+    left, _ = await stack.kube.list(EVENTS, namespace="default")
+    assert [e["metadata"]["name"] for e in left
+            if f".{stack.suffix}." in str((e.get("involvedObject") or {}).get("name"))] == []
 
 
 async def test_one_daemon_alone_reports_no_competing_writer(karmada_kube: KubeEnv) -> None:
