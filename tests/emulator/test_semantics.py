@@ -261,6 +261,13 @@ async def test_label_keys_and_values_are_validated(kube):
         assert ei.value.status == 422, name
         message = json.loads(ei.value.body)["message"]
         assert f'metadata.labels: Invalid value: "{shown}"' in message, message
+    # each rule of a qualified key is its own message, as a real server words it
+    for name, key, detail in (("prefix-empty", "/k", "prefix part must be non-empty"),
+                              ("name-long", "a" * 64, "name part must be no more than 63 characters"),
+                              ("slashes", "a/b/c", "a qualified name must consist of alphanumeric characters")):
+        with pytest.raises(ApiException) as ei:
+            await core.create_namespaced_config_map(ns, {"metadata": {"name": name, "labels": {key: "v"}}})
+        assert f'metadata.labels: Invalid value: "{key}": {detail}' in json.loads(ei.value.body)["message"], name
 
 
 async def test_events_are_validated_for_their_namespace_and_reporting_fields(kube):

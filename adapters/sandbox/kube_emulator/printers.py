@@ -297,6 +297,12 @@ def _job_cells(job: dict[str, Any], now: datetime) -> list[Any]:
             names, images, selector]
 
 
+#: The wide columns of a kind with a pod template (Deployment, Job): ``_containers`` and its selector.
+_TEMPLATE = [column("Containers", "Names of each container in the template.", priority=1),
+             column("Images", "Images referenced by each container in the template.", priority=1),
+             column("Selector", "The label selector of its pods.", priority=1)]
+
+
 #: The built-in kinds the emulator prints as a real server does (module doc), by (API group, kind).
 BUILTIN_PRINTERS: dict[tuple[str, str], Printer] = {
     ("", "Event"): Printer(
@@ -340,17 +346,11 @@ BUILTIN_PRINTERS: dict[tuple[str, str], Printer] = {
     ("apps", "Deployment"): Printer(
         [_BUILTIN_NAME, column("Ready", "Ready replicas, of those desired."),
          column("Up-to-date", "Replicas running the latest template."),
-         column("Available", "Replicas available (ready for minReadySeconds)."), _BUILTIN_AGE,
-         column("Containers", "Names of each container in the template.", priority=1),
-         column("Images", "Images referenced by each container in the template.", priority=1),
-         column("Selector", "The label selector of its pods.", priority=1)],
+         column("Available", "Replicas available (ready for minReadySeconds)."), _BUILTIN_AGE, *_TEMPLATE],
         _deployment_cells),
     ("batch", "Job"): Printer(
         [_BUILTIN_NAME, column("Completions", "Pods succeeded, of the completions wanted."),
-         column("Duration", "Time required to complete the job."), _BUILTIN_AGE,
-         column("Containers", "Names of each container in the template.", priority=1),
-         column("Images", "Images referenced by each container in the template.", priority=1),
-         column("Selector", "The label selector of its pods.", priority=1)],
+         column("Duration", "Time required to complete the job."), _BUILTIN_AGE, *_TEMPLATE],
         _job_cells),
     ("", "Namespace"): Printer(
         [_BUILTIN_NAME, column("Status", "The status of the namespace"), _BUILTIN_AGE],

@@ -174,17 +174,14 @@ def qualified_name_causes(path: str, value: str) -> list[tuple[str, str, str]]:
 
 
 def label_causes(labels: object) -> list[tuple[str, str, str]]:
-    """metadata.labels rules (``ValidateLabels``): a key is a qualified name (an optional DNS subdomain prefix and
-    ``/``, a name of at most 63 characters), a value at most 63 characters of the label alphabet. The causes a
-    real API server reports (a ``/`` in a value is the usual mistake)."""
+    """metadata.labels rules (``ValidateLabels``): a key is a qualified name (:func:`qualified_name_causes`), a value
+    at most 63 characters of the label alphabet. The causes a real API server reports (a ``/`` in a value is the
+    usual mistake)."""
     causes: list[tuple[str, str, str]] = []
     if not isinstance(labels, dict):
         return causes
     for key, value in labels.items():
-        prefix, _, name = str(key).rpartition("/")
-        if (len(name) > 63 or not _QUALIFIED.fullmatch(name)
-                or (prefix and (len(prefix) > 253 or not _SUBDOMAIN.fullmatch(prefix)))):
-            causes.append(("metadata.labels", "FieldValueInvalid", f'Invalid value: "{key}": {_QUALIFIED_MSG}'))
+        causes += qualified_name_causes("metadata.labels", str(key))
         if isinstance(value, str):
             if len(value) > 63:
                 causes.append(("metadata.labels", "FieldValueInvalid",

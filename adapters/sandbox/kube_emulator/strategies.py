@@ -198,7 +198,8 @@ def event_causes(event: Obj) -> list[Cause]:
     mismatch = ("involvedObject.namespace", "FieldValueInvalid",
                 f'Invalid value: "{involved}": does not match event.namespace')
     if not event.get("eventTime"):
-        return [mismatch] if (namespace not in ("", "default") if not involved else namespace != involved) else []
+        allowed = (involved,) if involved else ("", "default")
+        return [] if namespace in allowed else [mismatch]
     causes: list[Cause] = [mismatch] if not involved and namespace not in ("default", "kube-system") else []
     component = str(event.get("reportingComponent") or "")
     if not component:
