@@ -27,6 +27,7 @@ import msgspec
 
 from .commands import COMMAND_TYPES, Command
 from .events import EVENT_SCHEMA_VERSION, CommandSucceeded, Event, ObjectObserved, member_key
+from .integers import decimal_digits
 from .kube import KubeObject
 
 COMMAND_SCHEMA_VERSION = 1
@@ -183,8 +184,9 @@ def decode_command_head(data: bytes | str) -> CommandHead:
 def cause_position(causation: str) -> tuple[int, int] | None:
     """The events position (partition, offset) a command's causation names (``partition:offset``, as
     ``core.pipeline`` records it); None for anything else (a command id: the causation of an outcome event)."""
-    partition, _, offset = causation.partition(":")
-    return (int(partition), int(offset)) if partition.isdigit() and offset.isdigit() else None
+    partition_text, _, offset_text = causation.partition(":")
+    partition, offset = decimal_digits(partition_text), decimal_digits(offset_text)
+    return None if partition is None or offset is None else (partition, offset)
 
 
 def object_version(record: EventRecord) -> str:

@@ -118,8 +118,8 @@ def test_core_top_is_the_shared_language_and_the_rooms() -> None:
     rooms = sorted(p.name for p in CORE.iterdir() if p.is_dir() and p.name != "__pycache__")
     assert rooms == sorted(CAPABILITIES)
     shared = sorted(p.stem for p in CORE.glob("*.py") if p.stem != "__init__")
-    assert shared == ["api", "commands", "decision", "envelope", "events", "identity", "kube", "lazy", "pipeline",
-                      "quantity"]
+    assert shared == ["api", "commands", "decision", "envelope", "events", "identity", "integers", "kube", "lazy",
+                      "pipeline", "quantity"]
 
 
 def test_the_shared_language_imports_no_capability() -> None:

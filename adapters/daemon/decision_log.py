@@ -61,6 +61,7 @@ from tether.core.events import (
     DataSourceNotInCatalog,
     Event,
 )
+from tether.core.integers import decimal_digits
 from tether.projections.admission import OVERRUN_ANNOTATION
 
 DEBUG, INFO, WARNING = logging.DEBUG, logging.INFO, logging.WARNING
@@ -155,9 +156,10 @@ def phrase(command: Command) -> Phrase:
 def _position(record: CommandRecord) -> dict[str, Any]:
     """The decision's ids: the causing event's offset (and partition when not 0), the command id, the key."""
     partition, _, offset = record.causation.partition(":")
-    out: dict[str, Any] = {"offset": int(offset) if offset.isdigit() else record.causation}
+    number = decimal_digits(offset)
+    out: dict[str, Any] = {"offset": record.causation if number is None else number}
     if partition not in ("", "0"):
-        out["partition"] = int(partition) if partition.isdigit() else partition
+        out["partition"] = partition if (index := decimal_digits(partition)) is None else index
     out["command_id"] = record.id
     out["key"] = record.key
     return out

@@ -62,6 +62,7 @@ from tether.core.commands import (
 from tether.core.datadependency.exclusions import plan_placement
 from tether.core.envelope import CommandRecord
 from tether.core.events import CommandFailed, CommandSucceeded, Event
+from tether.core.integers import decimal_digits
 from tether.core.kube import KubeObject, ObjectRef, as_json, object_key, trim
 
 from .admission_executor import ADMISSION_COMMANDS, AdmissionCommands
@@ -117,7 +118,8 @@ class ObjectCache:
 
 
 def _older(rv: str, than: str) -> bool:
-    return rv.isdigit() and than.isdigit() and int(rv) < int(than)
+    number, other = decimal_digits(rv), decimal_digits(than)
+    return number is not None and other is not None and number < other
 
 
 class _Attempt:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from tether.core.integers import decimal_digits
+
 
 @dataclass(frozen=True)
 class KafkaConfig:
@@ -62,7 +64,7 @@ def _check_broker(broker: str) -> None:
     host, sep, port = broker.rpartition(":")
     if not sep or not host:
         raise ValueError(f"kafka broker {broker!r} is not host:port (e.g. kafka://broker:9092/tether)")
-    if not port.isdigit() or not 0 < int(port) < 65536:
+    if not 0 < (decimal_digits(port) or 0) < 65536:
         raise ValueError(f"kafka broker {broker!r}: port {port!r} is not a number from 1 to 65535")
 
 

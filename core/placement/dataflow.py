@@ -44,6 +44,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from ..integers import parse_int64
 from ..kube import (
     NodeAffinity,
     NodeSelectorRequirement,
@@ -170,10 +171,9 @@ def _admits(term: NodeSelectorTerm, expression: MatchExpression) -> bool:
         if own.key != expression.key:
             continue
         if own.operator in ("Gt", "Lt"):
-            try:
-                wanted, actual = int(own.values[0]), int(value)
-            except (IndexError, ValueError):
-                return False  # the scheduler does not match a non-integer label with Gt / Lt either
+            wanted, actual = parse_int64(own.values[0]) if own.values else None, parse_int64(value)
+            if wanted is None or actual is None:
+                return False  # the scheduler does not match a non-integer label with Gt / Lt either (ParseInt)
             ok = actual > wanted if own.operator == "Gt" else actual < wanted
         else:
             ok = {"In": value in own.values, "NotIn": value not in own.values,

@@ -35,6 +35,7 @@ from typing import Any
 
 import msgspec
 
+from ..integers import parse_int64
 from ..kube import (
     PREFERRED,
     REQUIRED,
@@ -149,9 +150,9 @@ def requirement_matches(requirement: NodeSelectorRequirement, value: str | None)
         return value is None
     if value is None or len(requirement.values) != 1:
         return False
-    try:  # Gt / Lt: both sides must be integers, or the node does not match (as Kubernetes)
-        have, bound = int(value), int(requirement.values[0])
-    except ValueError:
+    # Gt / Lt: both sides must be integers as Kubernetes reads them (strconv.ParseInt), or the node does not match
+    have, bound = parse_int64(value), parse_int64(requirement.values[0])
+    if have is None or bound is None:
         return False
     return have > bound if operator == "Gt" else have < bound if operator == "Lt" else False
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from ..integers import parse_int64
 from .group_affinity import FIELD_OPERATORS, NODE_NAME_FIELD, OPERATORS, NodeSelectorRequirement, NodeSelectorTerm
 
 GROUP = "scheduling.godel.kubewharf.io"
@@ -132,8 +133,8 @@ def _requirement(raw: Any, where: str, *, field: bool) -> NodeSelectorRequiremen
             raise InvalidPodGroup(f"{where}.values: must be non-empty for {operator}")
         if operator in ("Exists", "DoesNotExist") and values:
             raise InvalidPodGroup(f"{where}.values: must be empty for {operator}")
-        if operator in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
-            raise InvalidPodGroup(f"{where}.values: must be one integer for {operator}")
+        if operator in ("Gt", "Lt") and (len(values) != 1 or parse_int64(values[0]) is None):
+            raise InvalidPodGroup(f"{where}.values: must be one integer for {operator}")  # (strconv.ParseInt's)
     return NodeSelectorRequirement(key=key, operator=str(operator), values=tuple(values))
 
 

@@ -158,6 +158,8 @@ def test_a_kafka_url_whose_port_is_not_a_number_is_refused_before_the_start(tmp_
     line = one_line(invoke("run", "--kubeconfig", str(path), "--log", "kafka://host:notaport/x"),
                     "'--log'", "port 'notaport' is not a number")
     assert "stopped" not in line  # was: "tether stopped, exit_code 0" logged, then a ValueError
+    one_line(invoke("run", "--kubeconfig", str(path), "--log", "kafka://host:²/x"),  # isdigit() passed it to int()
+             "'--log'", "port '²' is not a number")
 
 
 def test_replay_of_a_kafka_log_where_nothing_listens() -> None:

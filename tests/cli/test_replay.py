@@ -99,6 +99,8 @@ def test_until_accepts_an_offset_or_a_time(built: tuple[Path, Simulation]) -> No
     assert "offset 30 of" in by_time.output
     bad = run(str(path), "--until", "yesterday")
     assert bad.exit_code == 2 and "neither an offset nor an RFC3339 time" in bad.output
+    superscript = run(str(path), "--until", "²")  # str.isdigit() says yes, int() raised
+    assert superscript.exit_code == 2 and "neither an offset nor an RFC3339 time" in superscript.output
 
 
 def test_explain_prints_the_decision_trail_of_a_claim(built: tuple[Path, Simulation]) -> None:

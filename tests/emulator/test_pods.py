@@ -45,6 +45,20 @@ async def test_gates_only_at_creation_and_removable(kube):
     assert not out.spec.scheduling_gates
 
 
+@pytest.mark.parametrize("index", ["²", "\u0665", "1_0"])
+async def test_a_json_patch_index_that_is_not_ascii_digits_is_unprocessable(kube, index):
+    """A real server reads a JSON patch's array index as Go's Atoi does: '²' and an Arabic-Indic five are no index
+    (the emulator raised on '²', which ``str.isdigit`` passes and ``int`` refuses) and nor is '1_0'."""
+    core, ns = kube.core, kube.namespace
+    name = f"index-{ord(index[0])}"
+    await core.create_namespaced_pod(ns, pod(name, gates=False, schedulerName="none-such"))
+    for op in ("replace", "add", "remove"):
+        patch = [{"op": op, "path": f"/spec/containers/{index}/image", "value": "registry.k8s.io/pause:3.9"}]
+        with pytest.raises(ApiException) as ei:
+            await core.patch_namespaced_pod(name, ns, patch, _content_type=JSON_PATCH)
+        assert ei.value.status == 422, (op, ei.value.status, ei.value.body)
+
+
 async def test_gated_pod_affinity_may_only_tighten(kube):
     core, ns = kube.core, kube.namespace
     await core.create_namespaced_pod(ns, pod("g"))

@@ -79,6 +79,11 @@ def _req(key: str, operator: str, *values: str) -> NodeSelectorRequirement:
     (_req("gpus", "Lt", "4"), "3", True), (_req("gpus", "Lt", "4"), "4", False), (_req("gpus", "Lt", "4"), "5", False),
     (_req("gpus", "Gt", "4"), None, False), (_req("gpus", "Gt", "4"), "many", False),  # absent, not an integer
     (_req("gpus", "Gt", "4", "5"), "9", False), (_req("gpus", "Lt"), "1", False),  # Gt/Lt take one value exactly
+    # integers as strconv.ParseInt reads them, not as Python's int(): a sign, ASCII digits, int64
+    (_req("gpus", "Gt", "4"), "+5", True), (_req("gpus", "Lt", "-4"), "-5", True),
+    (_req("gpus", "Gt", "4"), "1_000", False), (_req("gpus", "Gt", "4"), "\u0665", False),  # a label value; Arabic 5
+    (_req("gpus", "Gt", "4"), "²", False), (_req("gpus", "Gt", "-1"), "9223372036854775808", False),  # past int64
+    (_req("gpus", "Lt", "1_000"), "5", False),
     (_req("zone", "In", "a", "b"), "b", True), (_req("zone", "NotIn", "a"), None, True),
     (_req("zone", "Exists"), "", True), (_req("zone", "DoesNotExist"), "a", False),
 ])

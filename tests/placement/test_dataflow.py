@@ -138,6 +138,20 @@ def test_require_on_custom_label() -> None:
                                                                 "values": ["rack01"]}]}]}}
 
 
+@pytest.mark.parametrize(("rack", "admitted"), [("7", True), ("+7", True), ("3", False), ("1_000", False),
+                                                ("\u0667", False), ("²", False)])
+def test_an_own_gt_term_admits_the_inherited_label_as_kube_scheduler_compares_it(rack: str, admitted: bool) -> None:
+    """Gt/Lt compare integers as Kubernetes reads them (strconv.ParseInt): ``1_000`` and an Arabic-Indic seven are
+    label values Python's ``int()`` would read and kube-scheduler would not match; ``²`` made ``int()`` raise."""
+    gt_5 = {"key": "rack", "operator": "Gt", "values": ["5"]}
+    own = {REQUIRED: {"nodeSelectorTerms": [{"matchExpressions": [gt_5]}]}}
+    current = parse_operation(op("DataProcess", "process", affinity=own,
+                                 run_after=after(policy="Require", requires=[{"name": "rack"}])))
+    pred, placement = completed(labels="rack", node={**NODE01, "rack": rack})
+    result = decide_inheritance(operation=current, predecessor=pred, placement=placement)
+    assert isinstance(result, Inject if admitted else Reject), result
+
+
 def test_prefer_on_zone_with_weight_across_namespaces() -> None:
     current = parse_operation(op("DataProcess", "process", "team", run_after=after(
         policy="Prefer", namespace="data", prefers=[{"name": ZONE, "weight": 10}])))

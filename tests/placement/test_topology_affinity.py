@@ -104,6 +104,9 @@ EXPRESSION: list[str | int] = [*AFFINITY, "nodeSelector", "nodeSelectorTerms", 0
     (_with(EXPRESSION, {"key": "a", "operator": "In"}), "must be non-empty for In"),
     (_with(EXPRESSION, {"key": "a", "operator": "Exists", "values": ["x"]}), "must be empty for Exists"),
     (_with(EXPRESSION, {"key": "a", "operator": "Gt", "values": ["x"]}), "must be one integer for Gt"),
+    (_with(EXPRESSION, {"key": "a", "operator": "Lt", "values": ["²"]}), "must be one integer for Lt"),  # no crash
+    (_with(EXPRESSION, {"key": "a", "operator": "Gt", "values": ["1_000"]}), "must be one integer for Gt"),
+    (_with(EXPRESSION, {"key": "a", "operator": "Gt", "values": ["--5"]}), "must be one integer for Gt"),
     (_with(EXPRESSION, {"key": "", "operator": "Exists"}), "key: must be a non-empty string"),
     (_with([*AFFINITY, "nodeSelector", "nodeSelectorTerms", 0, "matchFields"],
            [{"key": "metadata.labels", "operator": "In", "values": ["a"]}]), "only metadata.name"),

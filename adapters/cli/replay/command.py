@@ -21,6 +21,7 @@ from tether.adapters.cli.log import console, open_for_cli
 from tether.adapters.log import EventLog, Snapshot
 from tether.core.envelope import parse_rfc3339_ms, rfc3339
 from tether.core.events import split_member_key
+from tether.core.integers import decimal_digits
 from tether.projections.snapshot import encode_world
 from tether.projections.world import Settings
 
@@ -41,8 +42,8 @@ def parse_until(value: str | None) -> tuple[int | None, int | None]:
     """``--until``: an offset of the events stream, or an RFC3339 time → (until_offset, until_ms)."""
     if value is None:
         return None, None
-    if value.isdigit():
-        return int(value), None
+    if (offset := decimal_digits(value)) is not None:
+        return offset, None
     at_ms = parse_rfc3339_ms(value)
     if at_ms is None:
         raise click.BadParameter(f"{value!r} is neither an offset nor an RFC3339 time", param_hint="--until")

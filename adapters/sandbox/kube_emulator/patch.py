@@ -14,6 +14,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from tether.core.integers import decimal_digits
+
 from .errors import ApiError, bad_request
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -51,8 +53,8 @@ def _walk(doc: Any, parts: list[str], path: str) -> Any:
     for p in parts:
         if isinstance(cur, dict) and p in cur:
             cur = cur[p]
-        elif isinstance(cur, list) and p.isdigit() and int(p) < len(cur):
-            cur = cur[int(p)]
+        elif isinstance(cur, list) and (index := decimal_digits(p)) is not None and index < len(cur):
+            cur = cur[index]
         else:
             raise _unprocessable(f"doc is missing path: \"{path}\": missing value")
     return cur
@@ -102,8 +104,8 @@ def _add(doc: Any, parts: list[str], value: Any, path: str) -> Any:
     elif isinstance(parent, list):
         if last == "-":
             parent.append(value)
-        elif last.isdigit() and int(last) <= len(parent):
-            parent.insert(int(last), value)
+        elif (index := decimal_digits(last)) is not None and index <= len(parent):
+            parent.insert(index, value)
         else:
             raise _unprocessable(f"add operation does not apply: doc is missing path: \"{path}\": missing value")
     else:
@@ -118,8 +120,8 @@ def _remove(doc: Any, parts: list[str], path: str) -> Any:
     last = parts[-1]
     if isinstance(parent, dict) and last in parent:
         del parent[last]
-    elif isinstance(parent, list) and last.isdigit() and int(last) < len(parent):
-        del parent[int(last)]
+    elif isinstance(parent, list) and (index := decimal_digits(last)) is not None and index < len(parent):
+        del parent[index]
     else:
         raise _unprocessable(f"remove operation does not apply: doc is missing path: \"{path}\": missing value")
     return doc
