@@ -52,7 +52,9 @@ def _convert(name: str, text: str, kind: Any) -> Any:
             return False
         raise ValueError(f"kafka URL parameter {name}={text!r} is not a boolean")
     if kind in (int, "int"):
-        return int(text)
+        if (number := decimal_digits(text)) is None:
+            raise ValueError(f"kafka URL parameter {name}={text!r} is not a whole number")
+        return number
     if kind in (float, "float"):
         return float(text)
     return text

@@ -72,6 +72,13 @@ def test_a_kafka_port_that_is_not_ascii_digits_is_refused_with_the_reason(port: 
         parse_kafka_url(f"kafka://broker:{port}/tether")
 
 
+@pytest.mark.parametrize("value", ["²", "1_000", "-5", " 5", ""])
+def test_a_kafka_url_parameter_that_is_not_ascii_digits_is_refused_by_name(value: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(f"kafka URL parameter linger_ms={value!r} is not a whole number")):
+        parse_kafka_url(f"kafka://broker:9092/tether?linger_ms={value}")
+    assert parse_kafka_url("kafka://broker:9092/tether?linger_ms=25").linger_ms == 25
+
+
 async def test_replay_reads_past_a_command_whose_causation_is_not_a_position(tmp_path: Path) -> None:
     """A command record whose causation only looks like an events position (``0:²``) is not caused by an event, as
     any other causation that is not one: the replay notes it nowhere (it raised before), and the world is the one
