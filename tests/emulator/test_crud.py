@@ -201,6 +201,50 @@ async def test_list_pagination(kube):
     assert sorted(n for n in seen if n != "kube-root-ca.crt") == [f"p{i}" for i in range(5)]
 
 
+async def get_raw(kube, path: str, **query: str) -> tuple[int, dict]:
+    """GET ``path`` with query parameters sent as written (the generated client types ``limit`` as an integer)."""
+    response = await kube.api_client.call_api(path, "GET", query_params=list(query.items()),
+                                              header_params={"Accept": "application/json"},
+                                              auth_settings=["BearerToken"], _preload_content=False)
+    try:
+        return response.status, json.loads((await response.read()).splitlines()[0])
+    finally:
+        response.release()
+
+
+@pytest.mark.parametrize("text", ["abc", "²", "1_0", "+", "99999999999999999999"])
+async def test_a_limit_that_is_not_an_integer_is_a_bad_request_with_parse_ints_words(kube, text):
+    path = f"/api/v1/namespaces/{kube.namespace}/configmaps"
+    status, body = await get_raw(kube, path, limit=text)
+    problem = "value out of range" if text.isascii() and text.isdigit() else "invalid syntax"
+    assert (status, body["reason"], body["message"]) == (400, "BadRequest",
+                                                         f'strconv.ParseInt: parsing "{text}": {problem}')
+
+
+async def test_a_limit_of_zero_or_less_lists_everything(kube):
+    for i in range(3):
+        await kube.core.create_namespaced_config_map(kube.namespace, {"metadata": {"name": f"l{i}"}})
+    path = f"/api/v1/namespaces/{kube.namespace}/configmaps"
+    everything = sorted(i["metadata"]["name"] for i in (await get_raw(kube, path))[1]["items"])
+    for text in ("-1", "0", "+0"):
+        status, body = await get_raw(kube, path, limit=text)
+        assert status == 200 and "continue" not in body["metadata"]
+        assert sorted(i["metadata"]["name"] for i in body["items"]) == everything
+
+
+@pytest.mark.parametrize("text", ["abc", "²", "1_0", "-1", "99999999999999999999"])
+@pytest.mark.parametrize("watch", [False, True])
+async def test_a_resource_version_that_is_not_a_number_is_refused_as_a_real_server_does(kube, text, watch):
+    """A real server answers 500 with no reason (kube-apiserver 1.28), for a list and for a watch alike."""
+    path = f"/api/v1/namespaces/{kube.namespace}/configmaps"
+    query = {"resourceVersion": text, **({"watch": "true", "timeoutSeconds": "1"} if watch else {})}
+    status, body = await get_raw(kube, path, **query)
+    problem = "value out of range" if text.isascii() and text.isdigit() else "invalid syntax"
+    assert status == 500 and "reason" not in body, (status, body)
+    assert body["message"] == (f'resourceVersion: Invalid value: "{text}": '
+                               f'strconv.ParseUint: parsing "{text}": {problem}')
+
+
 async def test_delete_and_namespace_deletion(kube):
     ns = await kube.create_namespace("tether-del")
     await kube.core.create_namespaced_config_map(ns, {"metadata": {"name": "a"}})

@@ -8,6 +8,7 @@ apiserver's ``k8s.io/apimachinery/pkg/api/errors`` constructors rather than inve
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -40,6 +41,8 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if not self.reason:  # (a real server omits an empty reason: an error it has no StatusReason for)
+            del body["reason"]
         if self.details is not None:
             body["details"] = self.details
         return body
@@ -156,6 +159,26 @@ def unsupported_media_type(content_type: str, accepted: list[str]) -> ApiError:
             f"{', '.join(accepted)}"
         ),
     )
+
+
+def _go_quoted(text: str) -> str:
+    """``text`` as Go's ``%q`` prints a printable string."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def limit_not_an_integer(text: str) -> ApiError:
+    """A ``limit`` that ``strconv.ParseInt`` refuses: 400, with its error as the message."""
+    problem = "value out of range" if re.fullmatch(r"[+-]?[0-9]+", text) else "invalid syntax"
+    return bad_request(f"strconv.ParseInt: parsing {_go_quoted(text)}: {problem}")
+
+
+def resource_version_not_a_number(text: str) -> ApiError:
+    """A list's or watch's ``resourceVersion`` that ``strconv.ParseUint`` refuses: a real server answers 500, with no
+    reason (measured on kube-apiserver 1.28)."""
+    problem = "value out of range" if re.fullmatch(r"[0-9]+", text) else "invalid syntax"
+    return ApiError(code=500, reason="",
+                    message=f"resourceVersion: Invalid value: {_go_quoted(text)}: strconv.ParseUint: parsing "
+                            f"{_go_quoted(text)}: {problem}")
 
 
 def internal(message: str) -> ApiError:

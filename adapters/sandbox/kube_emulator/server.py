@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from aiohttp import web
 
+from tether.core.integers import decimal_digits, parse_int64
+
 from . import errors, openapi, patch, tables
 from .errors import ApiError, NotServed
 from .resources import ResourceType
@@ -43,6 +45,26 @@ K8S_VERSION = {"major": "1", "minor": "30", "gitVersion": "v1.30.0-tether-emulat
 
 def _resp(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(body=_ENC.encode(body), status=status, content_type=_JSON, headers=headers)
+
+
+def _limit(text: str) -> int:
+    """A list's ``limit`` as a real server reads it (strconv.ParseInt); zero or less asks for no limit."""
+    if not text:
+        return 0
+    value = parse_int64(text)
+    if value is None:
+        raise errors.limit_not_an_integer(text)
+    return value
+
+
+def _resource_version(text: str) -> int:
+    """A list's or watch's ``resourceVersion`` as a real server reads it (strconv.ParseUint); 0 when unset."""
+    if not text:
+        return 0
+    value = decimal_digits(text)
+    if value is None or value >= 2**64:
+        raise errors.resource_version_not_a_number(text)
+    return value
 
 
 def _error(e: ApiError) -> web.Response:
@@ -246,6 +268,7 @@ class Server:
               table_api: str | None = None) -> web.Response:
         label = parse_label_selector(q.get("labelSelector"))
         field = parse_field_selector(q.get("fieldSelector"), kind=rt.kind)
+        _resource_version(q.get("resourceVersion") or "")  # (checked as a real server does; a list is always fresh)
         rv = str(self.store.rv)
         items = sorted(self.store.iter_objects(rt.key, namespace or None),
                        key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
@@ -260,8 +283,8 @@ class Server:
             except Exception as e:
                 raise errors.bad_request(f"continue key is not valid: {e}") from e
             items = [o for o in items if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) > start]
-        limit = int(q.get("limit") or 0)
-        if limit and len(items) > limit:
+        limit = _limit(q.get("limit") or "")
+        if limit > 0 and len(items) > limit:
             last = items[limit - 1]["metadata"]
             meta["continue"] = base64.urlsafe_b64encode(_ENC.encode(
                 {"ns": last.get("namespace", ""), "name": last["name"], "rv": rv})).decode()
@@ -281,8 +304,7 @@ class Server:
                      q: Any, *, table_api: str | None = None) -> web.StreamResponse:
         label = parse_label_selector(q.get("labelSelector"))
         field = parse_field_selector(q.get("fieldSelector"), kind=rt.kind)
-        rv_param = q.get("resourceVersion") or ""
-        since = int(rv_param) if rv_param not in ("", "0") else None
+        since = _resource_version(q.get("resourceVersion") or "") or None
         timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else None
         bookmarks = q.get("allowWatchBookmarks") in ("1", "true", "True")
         resp = web.StreamResponse(status=200, headers={"Content-Type": _JSON})
