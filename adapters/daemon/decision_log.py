@@ -52,7 +52,7 @@ from tether.core.commands import (
     UpdateDataSourceStatus,
     UpdateQueueStatus,
 )
-from tether.core.envelope import CommandRecord
+from tether.core.envelope import CommandRecord, cause_position
 from tether.core.events import (
     CommandFailed,
     CommandSucceeded,
@@ -61,7 +61,6 @@ from tether.core.events import (
     DataSourceNotInCatalog,
     Event,
 )
-from tether.core.integers import decimal_digits
 from tether.projections.admission import OVERRUN_ANNOTATION
 
 DEBUG, INFO, WARNING = logging.DEBUG, logging.INFO, logging.WARNING
@@ -155,11 +154,10 @@ def phrase(command: Command) -> Phrase:
 
 def _position(record: CommandRecord) -> dict[str, Any]:
     """The decision's ids: the causing event's offset (and partition when not 0), the command id, the key."""
-    partition, _, offset = record.causation.partition(":")
-    number = decimal_digits(offset)
-    out: dict[str, Any] = {"offset": record.causation if number is None else number}
-    if partition not in ("", "0"):
-        out["partition"] = partition if (index := decimal_digits(partition)) is None else index
+    position = cause_position(record.causation)
+    out: dict[str, Any] = {"offset": record.causation if position is None else position[1]}
+    if position is not None and position[0] != 0:
+        out["partition"] = position[0]
     out["command_id"] = record.id
     out["key"] = record.key
     return out

@@ -42,6 +42,7 @@ import structlog
 
 from tether.core.commands import LOCATION_ANNOTATION
 from tether.core.kube import KubeObject, ObjectKey
+from tether.projections.versions import stale
 
 log = structlog.get_logger("tether.competing")
 
@@ -79,12 +80,6 @@ def owned_fields(obj: KubeObject) -> bytes | None:
 
 def _digest(fields: bytes) -> bytes:
     return hashlib.blake2b(fields, digest_size=8).digest()
-
-
-def _newer(rv: str, than: str) -> bool:
-    if rv.isdigit() and than.isdigit() and rv.isascii() and than.isascii():
-        return int(rv) > int(than)
-    return rv != than
 
 
 class CompetingWrites:
@@ -157,7 +152,7 @@ class CompetingWrites:
             return
         rv = obj.metadata.resource_version
         previous = self.seen.get(key)
-        if previous is not None and not _newer(rv, previous[0]):
+        if previous is not None and stale(rv, previous[0]):
             return  # an echo, or older than what was seen
         digest = _digest(fields)
         self._remember(key, rv, digest)
@@ -175,7 +170,7 @@ class CompetingWrites:
 
     def _remember(self, key: ObjectKey, rv: str, digest: bytes) -> None:
         held = self.seen.pop(key, None)
-        if held is not None and not _newer(rv, held[0]):
+        if held is not None and stale(rv, held[0]):
             rv, digest = held
         self.seen[key] = (rv, digest)  # (re-inserted: the dict's order is the order of last sight)
         if len(self.seen) > self.max_objects:

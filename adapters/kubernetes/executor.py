@@ -62,8 +62,8 @@ from tether.core.commands import (
 from tether.core.datadependency.exclusions import plan_placement
 from tether.core.envelope import CommandRecord
 from tether.core.events import CommandFailed, CommandSucceeded, Event
-from tether.core.integers import decimal_digits
 from tether.core.kube import KubeObject, ObjectRef, as_json, object_key, trim
+from tether.projections.versions import stale
 
 from .admission_executor import ADMISSION_COMMANDS, AdmissionCommands
 from .client import BY_KIND, DATASOURCES, EVENTS, JSON_PATCH, KubeClient, KubeError, Resource, merge_patch
@@ -107,19 +107,14 @@ class ObjectCache:
         held = self._objects.pop(key, None)
         if deleted:
             return
-        if held is not None and _older(obj.metadata.resource_version, held.metadata.resource_version):
-            obj = held
+        if held is not None and stale(obj.metadata.resource_version, held.metadata.resource_version):
+            obj = held  # (the same resourceVersion is the same object: either will do)
         self._objects[key] = obj
         if len(self._objects) > self.max_objects:
             del self._objects[next(iter(self._objects))]
 
     def get(self, key: str) -> KubeObject | None:
         return self._objects.get(key)
-
-
-def _older(rv: str, than: str) -> bool:
-    number, other = decimal_digits(rv), decimal_digits(than)
-    return number is not None and other is not None and number < other
 
 
 class _Attempt:

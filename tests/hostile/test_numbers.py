@@ -19,14 +19,14 @@ from hypothesis import strategies as st
 
 from tether.adapters.cli.replay.fold import cause_offset, replay
 from tether.adapters.daemon.decision_log import _position
-from tether.adapters.kubernetes.executor import _older
+from tether.adapters.kubernetes.executor import ObjectCache
 from tether.adapters.log.kafka_config import parse_kafka_url
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.testing.hostile import fuzz_settings
 from tether.core.commands import AddFinalizer
 from tether.core.envelope import CommandRecord, cause_position
 from tether.core.integers import decimal_digits, parse_int64
-from tether.core.kube import ObjectRef
+from tether.core.kube import KubeObject, ObjectMeta, ObjectRef
 
 from .worlds import world
 
@@ -54,8 +54,20 @@ def test_a_causation_or_a_resource_version_that_is_not_ascii_digits_is_no_positi
     expected = None if not (text.isascii() and text.isdigit()) else int(text)
     assert cause_offset(f"0:{text}") == expected  # was: ValueError for '²' (tether replay, the executor loop)
     assert (cause_position(f"{text}:7") is None) is (expected is None)
-    assert _older(text, "10") is (expected is not None and expected < 10)
+    assert _cache_keeps_version_10_over(text) is (expected is not None and expected < 10)
     assert _position_offset(f"0:{text}") == (f"0:{text}" if expected is None else expected)
+
+
+def _cache_keeps_version_10_over(rv: str) -> bool:
+    """Whether the executor's object cache, holding version 10 of a ConfigMap, keeps it over an observation at ``rv``
+    (an older one is ignored; one whose resourceVersion is not a number replaces it)."""
+    cache = ObjectCache()
+    held = KubeObject(api_version="v1", kind="ConfigMap", metadata=ObjectMeta(name="n", namespace="ns",
+                                                                              resource_version="10"))
+    cache.observe(held)
+    cache.observe(KubeObject(api_version="v1", kind="ConfigMap",
+                             metadata=ObjectMeta(name="n", namespace="ns", resource_version=rv)))
+    return cache.get(held.key) is held
 
 
 def _position_offset(causation: str) -> object:

@@ -166,19 +166,22 @@ def _go_quoted(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _strconv_error(function: str, text: str, *, form: str) -> str:
+    """Go's error for ``text`` refused by ``strconv.<function>``: out of range when it has the number's ``form``."""
+    problem = "value out of range" if re.fullmatch(form, text) else "invalid syntax"
+    return f"strconv.{function}: parsing {_go_quoted(text)}: {problem}"
+
+
 def limit_not_an_integer(text: str) -> ApiError:
     """A ``limit`` that ``strconv.ParseInt`` refuses: 400, with its error as the message."""
-    problem = "value out of range" if re.fullmatch(r"[+-]?[0-9]+", text) else "invalid syntax"
-    return bad_request(f"strconv.ParseInt: parsing {_go_quoted(text)}: {problem}")
+    return bad_request(_strconv_error("ParseInt", text, form=r"[+-]?[0-9]+"))
 
 
 def resource_version_not_a_number(text: str) -> ApiError:
     """A list's or watch's ``resourceVersion`` that ``strconv.ParseUint`` refuses: a real server answers 500, with no
     reason (measured on kube-apiserver 1.28)."""
-    problem = "value out of range" if re.fullmatch(r"[0-9]+", text) else "invalid syntax"
-    return ApiError(code=500, reason="",
-                    message=f"resourceVersion: Invalid value: {_go_quoted(text)}: strconv.ParseUint: parsing "
-                            f"{_go_quoted(text)}: {problem}")
+    message = f"resourceVersion: Invalid value: {_go_quoted(text)}: {_strconv_error('ParseUint', text, form='[0-9]+')}"
+    return ApiError(code=500, reason="", message=message)
 
 
 def internal(message: str) -> ApiError:
