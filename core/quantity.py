@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
+from .integers import parse_int64
+
 _PATTERN = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$",
                       re.ASCII)  # (\d would otherwise match any script's digits; the API takes 0-9 only)
 
@@ -28,6 +30,11 @@ _SUFFIX: dict[str, Fraction] = {
     "Ki": Fraction(2**10), "Mi": Fraction(2**20), "Gi": Fraction(2**30), "Ti": Fraction(2**40),
     "Pi": Fraction(2**50), "Ei": Fraction(2**60),
 }
+
+#: The most digits a quantity's number may have, and the largest power of ten its exponent may name. Kubernetes caps a
+#: quantity at 2^63-1 (19 digits); past this bound a quantity is refused rather than computed, since the work (and
+#: the integer it gives) grows with the exponent, and ``int()`` refuses text of more than 4300 digits outright.
+_MAX_DIGITS = 1000
 
 ResourceList = dict[str, int]
 """Resource name → amount in milli-units (``{"cpu": 2000, "memory": 4294967296000}``)."""
@@ -58,7 +65,7 @@ def milli_value(quantity: Any) -> int:
     # "500m", "256Gi") — nearly every quantity a cluster reports. Fractions cost ~25 µs a quantity, and a replay
     # reads every Cluster's resourceSummary.
     digits = text.rstrip("KMGTPEimk")
-    if digits.isdigit() and digits.isascii():
+    if digits.isdigit() and digits.isascii() and len(digits) <= _MAX_DIGITS:
         multiplier = _WHOLE_MILLI.get(text[len(digits):])
         if multiplier is not None:
             return int(digits) * multiplier
@@ -66,9 +73,13 @@ def milli_value(quantity: Any) -> int:
     if match is None:
         raise InvalidQuantity(f"quantity {quantity!r} is not a Kubernetes quantity")
     number, exponent, suffix = match.groups()
+    power = parse_int64(exponent[1:]) if exponent else 0
+    if len(number) > _MAX_DIGITS or power is None or abs(power) > _MAX_DIGITS:
+        raise InvalidQuantity(f"quantity {quantity!r} is out of range: more than {_MAX_DIGITS} digits, or a power "
+                              f"of ten beyond ±{_MAX_DIGITS}")
     value = Fraction(number)
     if exponent:
-        value *= Fraction(10) ** int(exponent[1:])
+        value *= Fraction(10) ** power
     else:
         value *= _SUFFIX[suffix or ""]
     milli = value * 1000

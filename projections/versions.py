@@ -20,9 +20,10 @@ def stale(new: str, old: str) -> bool:
     if new == old:
         return True
     if new.isdigit() and old.isdigit() and new.isascii() and old.isascii():  # ('²'.isdigit() is True)
-        if new[0] == "0" or old[0] == "0":  # never from etcd; compare as numbers
-            return int(new) < int(old)
-        return len(new) < len(old) or (len(new) == len(old) and new < old)  # as numbers, without parsing
+        if new[0] == "0" or old[0] == "0":  # never from etcd; compared as numbers all the same
+            new, old = new.lstrip("0"), old.lstrip("0")
+        return len(new) < len(old) or (len(new) == len(old) and new < old)  # as numbers, without parsing (int()
+        # of a hostile resourceVersion of thousands of digits would raise)
     return False
 
 

@@ -212,7 +212,11 @@ async def get_raw(kube, path: str, **query: str) -> tuple[int, dict]:
         response.release()
 
 
-@pytest.mark.parametrize("text", ["abc", "²", "1_0", "+", "99999999999999999999"])
+#: More digits than Python's ``int()`` converts (a real server: out of range).
+THOUSANDS_OF_DIGITS = pytest.param("9" * 5000, id="5000-digits")
+
+
+@pytest.mark.parametrize("text", ["abc", "²", "1_0", "+", "99999999999999999999", THOUSANDS_OF_DIGITS])
 async def test_a_limit_that_is_not_an_integer_is_a_bad_request_with_parse_ints_words(kube, text):
     path = f"/api/v1/namespaces/{kube.namespace}/configmaps"
     status, body = await get_raw(kube, path, limit=text)
@@ -232,7 +236,7 @@ async def test_a_limit_of_zero_or_less_lists_everything(kube):
         assert sorted(i["metadata"]["name"] for i in body["items"]) == everything
 
 
-@pytest.mark.parametrize("text", ["abc", "²", "1_0", "-1", "99999999999999999999"])
+@pytest.mark.parametrize("text", ["abc", "²", "1_0", "-1", "99999999999999999999", THOUSANDS_OF_DIGITS])
 @pytest.mark.parametrize("watch", [False, True])
 async def test_a_resource_version_that_is_not_a_number_is_refused_as_a_real_server_does(kube, text, watch):
     """A real server answers 500 with no reason (kube-apiserver 1.28), for a list and for a watch alike."""

@@ -4,7 +4,8 @@
 where Kubernetes' ``strconv.ParseInt`` fails. A record's causation, a resourceVersion, a ``--until`` offset, a Kafka
 URL's port, a JSON patch index and a Gt/Lt label value are each read here with one of the two functions of
 ``core.integers``: whatever the text, an integer or None — never an exception, and never a number Kubernetes would
-not read.
+not read. And ``int()`` refuses text of more than 4300 digits (``sys.get_int_max_str_digits``): such a number is no
+number to those functions, and no crash where resourceVersions are compared or quantities read.
 """
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ from tether.adapters.testing.hostile import fuzz_settings
 from tether.core.commands import AddFinalizer
 from tether.core.envelope import CommandRecord, cause_position
 from tether.core.integers import decimal_digits, parse_int64
-from tether.core.kube import KubeObject, ObjectMeta, ObjectRef
+from tether.core.kube import KubeObject, ObjectMeta, ObjectRef, trim
+from tether.core.quantity import InvalidQuantity, milli_value
+from tether.projections.member_views import parse_node
+from tether.projections.versions import stale
 
 from .worlds import world
 
@@ -56,6 +60,41 @@ def test_a_causation_or_a_resource_version_that_is_not_ascii_digits_is_no_positi
     assert (cause_position(f"{text}:7") is None) is (expected is None)
     assert _cache_keeps_version_10_over(text) is (expected is not None and expected < 10)
     assert _position_offset(f"0:{text}") == (f"0:{text}" if expected is None else expected)
+
+
+#: More digits than ``int()`` converts.
+HUGE = "1" * 5000
+
+
+def test_a_number_of_more_digits_than_int_converts_is_no_number_and_no_crash() -> None:
+    assert decimal_digits(HUGE) is None
+    assert parse_int64(HUGE) is None and parse_int64(f"-{HUGE}") is None
+    assert cause_offset(f"0:{HUGE}") is None and cause_position(f"{HUGE}:7") is None  # (raised ValueError)
+    assert _position_offset(f"0:{HUGE}") == f"0:{HUGE}"
+
+
+@given(new=st.from_regex(r"0*[0-9]{1,4}", fullmatch=True), old=st.from_regex(r"0*[0-9]{1,4}", fullmatch=True))
+def test_resource_versions_of_ascii_digits_are_compared_as_numbers(new: str, old: str) -> None:
+    assert stale(new, old) is (new == old or int(new) < int(old))
+
+
+def test_a_resource_version_of_thousands_of_digits_is_compared_without_a_crash() -> None:
+    assert not stale(f"0{HUGE}", "5") and stale("5", f"0{HUGE}")  # (a leading zero: compared through int(), raised)
+    assert not stale(f"0{HUGE}", f"00{HUGE}") and stale(f"0{HUGE}1", f"{HUGE}2")  # (as the property above)
+    assert not _cache_keeps_version_10_over(f"0{HUGE}")
+
+
+@pytest.mark.parametrize("quantity", [HUGE, f"{HUGE}m", f"1.{HUGE}", "1e9999", "1e999999999", f"1e{HUGE}"])
+def test_a_quantity_too_large_to_compute_is_refused_and_its_node_offers_nothing(quantity: str) -> None:
+    """A quantity's number or power of ten past 1000 digits is refused, not computed: ``1e999999999`` took the fold
+    computing a power of ten for good, and a number past 4300 digits raised ``ValueError``, which callers, catching
+    ``InvalidQuantity``, did not expect."""
+    with pytest.raises(InvalidQuantity, match="out of range"):
+        milli_value(quantity)
+    node = trim({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+                 "status": {"allocatable": {"cpu": quantity, "memory": "1Gi"}}})
+    assert parse_node(node).allocatable == {}
+    assert milli_value("1e1000") == 10**1003 and milli_value(f"{'9' * 1000}m") == int("9" * 1000)
 
 
 def _cache_keeps_version_10_over(rv: str) -> bool:
