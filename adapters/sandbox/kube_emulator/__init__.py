@@ -90,6 +90,8 @@ class KubeEmulator:
         self.commit_times: dict[int, float] | None = None
         self.group_commit = GroupCommit(write_cost) if write_cost is not None else None
         self.api_writes: collections.Counter[tuple[str, str, str]] = collections.Counter()
+        #: apiserver_request_total, as a real server keeps it (metrics.py; GET /metrics)
+        self.requests_total: collections.Counter[tuple[str, ...]] = collections.Counter()
         if commit_times:
             times: dict[int, float] = {}
             self.commit_times = times

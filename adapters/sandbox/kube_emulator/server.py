@@ -25,6 +25,7 @@ from tether.core.integers import decimal_digits, parse_int64
 
 from . import errors, openapi, patch, tables
 from .errors import ApiError, NotServed
+from .metrics import request_labels, request_total_text
 from .resources import ResourceType
 from .selectors import parse_field_selector, parse_label_selector
 
@@ -36,6 +37,8 @@ log = logging.getLogger(__name__)
 # (deletecollection is not served: 405, free).
 _WRITES = frozenset({"create", "update", "patch", "delete"})
 _JSON = "application/json"
+#: Where a resource request keeps its apiserver_request_total labels until its answer's code is known.
+_METRIC_LABELS = "tether.emulator.request_labels"
 _ENC = msgspec.json.Encoder()
 _DEC = msgspec.json.Decoder()
 K8S_VERSION = {"major": "1", "minor": "30", "gitVersion": "v1.30.0-tether-emulator", "gitCommit": "",
@@ -95,6 +98,7 @@ class Server:
         self.app.router.add_route("GET", "/_emulator/commit-times", self.admin_commit_times)
         self.app.router.add_route("GET", "/_emulator/writes", self.admin_writes)
         self.app.router.add_route("GET", "/_emulator/requests", self.admin_requests)
+        self.app.router.add_route("GET", "/metrics", self.metrics)
         openapi.register(self.app, self.store, respond=_resp)  # /openapi/v3 (kubectl's validation): openapi.py
         self.app.router.add_route("*", "/{tail:.*}", self.dispatch)
 
@@ -161,6 +165,13 @@ class Server:
 
     # -- dispatch -----------------------------------------------------------------------------------------------
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
+        response = await self._dispatch(request)
+        labels = request.get(_METRIC_LABELS)
+        if labels is not None:  # a resource request: counted as apiserver_request_total counts it (metrics.py)
+            self.emu.requests_total[(*labels, str(response.status))] += 1
+        return response
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]
         try:
             disc = self._discovery(parts) if request.method == "GET" else None
@@ -176,6 +187,11 @@ class Server:
         except Exception as e:  # a bug here must still look like an apiserver error to the client
             log.exception("emulator failed on %s %s", request.method, request.path)
             return _error(errors.internal(f"{type(e).__name__}: {e}"))
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        """``GET /metrics``: ``apiserver_request_total`` as kube-apiserver exposes it (metrics.py)."""
+        return web.Response(text=request_total_text(self.emu.requests_total),
+                            content_type="text/plain", charset="utf-8")
 
     async def _resource_request(self, request: web.Request, parts: list[str]) -> web.StreamResponse:
         if parts[:2] == ["api", "v1"]:
@@ -208,6 +224,10 @@ class Server:
         method = request.method
         verb = {"GET": "get" if name else ("watch" if watch else "list"), "POST": "create", "PUT": "update",
                 "PATCH": "patch", "DELETE": "delete" if name else "deletecollection"}.get(method, "")
+        request[_METRIC_LABELS] = request_labels(
+            method, verb, group=rt.group, version=version, resource=plural, subresource=sub or "",
+            scope="resource" if name else ("namespace" if namespace else "cluster"),
+            content_type=request.headers.get("Content-Type", ""), dry_run=q.get("dryRun", ""))
         await self.emu.faults.before(verb=verb, resource=plural, subresource=sub, namespace=namespace, name=name)
         dry_run = q.get("dryRun") == "All"
         table_api = tables.table_version(request.headers.get("Accept", "")) if tables.printed(rt) else None
