@@ -81,14 +81,15 @@ from kubernetes_asyncio import client
 from tether.adapters.catalog.executor import CatalogExecutor
 from tether.adapters.catalog.registry import ResolverSet
 from tether.adapters.kubernetes import manifests
-from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, KubeClient
+from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, CLUSTERS, DATASOURCES, EVENTS, KubeClient
 from tether.adapters.kubernetes.executor import KUBE_COMMANDS
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.catalog import SandboxCatalog
 from tether.adapters.sandbox.kube_emulator import CALIBRATED
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv, kube_environment
-from tether.adapters.testing.daemon import INJECTED_ANNOTATION, tether_stack
+from tether.adapters.testing.daemon import EXCLUDED_ANNOTATION, INJECTED_ANNOTATION, Stack, tether_stack
 from tether.adapters.testing.fake_cluster import Harness
+from tether.adapters.testing.request_metrics import client_writes, request_totals, writes
 from tether.core.commands import LookupDataLocation, command_name
 from tether.core.events import CommandSucceeded, ObjectObserved
 
@@ -107,7 +108,7 @@ def pct(values: list[float], p: float) -> float:
 
 ROOT = Path(__file__).resolve().parents[2]
 EMULATOR_OPTIONS: dict[str, Any] = {"bookmark_interval": 60.0,  # about a real apiserver's (tests/integration)
-                                    "commit_times": True}
+                                    "commit_times": True, "karmada_scheduler": True}
 MODES = ("emulator", "modelled", "kubeconfig")
 
 
@@ -140,6 +141,7 @@ async def emulator_process(*, modelled: bool) -> AsyncIterator[str]:
     with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
         async with child("-m", "tether.adapters.sandbox.kube_emulator", "--port", "0", "--kubeconfig-dir", tmp,
                          "--bookmark-interval", str(EMULATOR_OPTIONS["bookmark_interval"]), "--commit-times",
+                         "--karmada",
                          *(("--write-cost", "calibrated") if modelled else ()), ready="serving on"):
             yield str(Path(tmp) / "kubeconfig")
 
@@ -215,49 +217,71 @@ async def bare_patch(kube: KubeClient, namespace: str, name: str, n: int) -> lis
     return out
 
 
-async def watch_injected(kube: KubeClient, namespace: str, rv: str, seen: dict[str, float], seen_rv: dict[str, int],
-                         want: int, done: asyncio.Event) -> None:
+def _placed_on(obj: dict[str, Any], data: frozenset[str]) -> bool:
+    """Whether a binding is scheduled on the data: its ``spec.clusters`` non-empty and all among ``data``."""
+    names = {c.get("name") for c in (obj.get("spec") or {}).get("clusters") or []}
+    return bool(names) and names <= data
+
+
+async def watch_bindings(kube: KubeClient, namespace: str, rv: str, run: Run, want: int, data: frozenset[str],
+                         done: asyncio.Event) -> None:
+    """Timestamp each binding's first version with the placement-injected annotation (``run.seen``) and its first
+    version injected *and* scheduled on the data by karmada-scheduler (``run.placed``)."""
     async for item in kube.watch(BINDINGS, resource_version=rv, namespace=namespace, timeout_seconds=600):
         obj = item.get("object") or {}
         meta = obj.get("metadata") or {}
-        if item.get("type") in ("ADDED", "MODIFIED") and (meta.get("annotations") or {}).get(INJECTED_ANNOTATION):
-            if meta["name"] not in seen:
-                seen[meta["name"]] = time.perf_counter()
-                seen_rv[meta["name"]] = int(meta["resourceVersion"])
-            if len(seen) >= want:
-                done.set()
-                return
+        if item.get("type") not in ("ADDED", "MODIFIED") or not (meta.get("annotations") or {}).get(
+                INJECTED_ANNOTATION):
+            continue
+        now, name = time.perf_counter(), meta["name"]
+        if name not in run.seen:
+            run.seen[name] = now
+            run.seen_rv[name] = int(meta["resourceVersion"])
+        if name not in run.placed and _placed_on(obj, data):
+            run.placed[name] = now
+        if len(run.seen) >= want and (len(run.placed) >= want or not run.scheduled):
+            done.set()
+            return
 
 
-async def relay(kube: KubeClient, namespace: str, rv: str) -> None:
+def placement_patch(exclude: list[str]) -> dict[str, Any]:
+    """The write that places a bench binding on the data: what tether's ``SetBindingPlacement`` writes on a binding
+    with no exclusions of its own (the gate annotation, the record of what it added, the exclusions)."""
+    return {"metadata": {"annotations": {INJECTED_ANNOTATION: "true", EXCLUDED_ANNOTATION: ",".join(exclude)}},
+            "spec": {"placement": {"clusterAffinity": {"exclude": exclude}}}}
+
+
+async def relay(kube: KubeClient, namespace: str, rv: str, exclude: list[str]) -> None:
     """The floor (d): the least any controller can do for a claim, with the same client stack — watch the claims,
-    and for each new one PATCH its workload's binding (the annotation the bench waits for), at once, concurrently.
-    No log, no decision, no claim or DataSource status: what tether does on top of this is what it adds."""
-    writes: set[asyncio.Task[Any]] = set()
-    body = {"metadata": {"annotations": {INJECTED_ANNOTATION: "true"}}}
+    and for each new one PATCH its workload's binding with the same placement tether writes (so karmada-scheduler
+    reschedules it alike), at once, concurrently. No log, no decision, no lookup, no claim or DataSource status, no
+    Event: what tether does on top of this is what it adds."""
+    writes_: set[asyncio.Task[Any]] = set()
+    body = placement_patch(exclude)
     async for item in kube.watch(CLAIMS, resource_version=rv, namespace=namespace, timeout_seconds=600):
         obj = item.get("object") or {}
         if item.get("type") == "ADDED":
             binding = f"{obj['spec']['workload']['name']}-deployment"
             task = asyncio.create_task(kube.patch(BINDINGS, binding, body, namespace=namespace))
-            writes.add(task)
-            task.add_done_callback(writes.discard)
+            writes_.add(task)
+            task.add_done_callback(writes_.discard)
 
 
-async def relay_child(kubeconfig: str, namespace: str, rv: str) -> None:
-    """``e2e.py --relay KUBECONFIG NAMESPACE RV``: :func:`relay` as its own process (as the daemon is)."""
+async def relay_child(kubeconfig: str, namespace: str, rv: str, exclude: str) -> None:
+    """``e2e.py --relay KUBECONFIG NAMESPACE RV EXCLUDE``: :func:`relay` as its own process (as the daemon is)."""
     from kubernetes_asyncio import config
     api = await config.new_client_from_config(config_file=kubeconfig)
     async with api:
         print("ready", flush=True)
-        await relay(KubeClient(api), namespace, rv)
+        await relay(KubeClient(api), namespace, rv, [c for c in exclude.split(",") if c])
 
 
 @contextlib.asynccontextmanager
-async def relay_running(kube: KubeClient, namespace: str, rv: str, kubeconfig: str | None) -> AsyncIterator[None]:
+async def relay_running(kube: KubeClient, namespace: str, rv: str, exclude: list[str],
+                        kubeconfig: str | None) -> AsyncIterator[None]:
     """The relay in a child process when there is a kubeconfig for it (the daemon's layout), else on this loop."""
     if kubeconfig is None:
-        task = asyncio.create_task(relay(kube, namespace, rv))
+        task = asyncio.create_task(relay(kube, namespace, rv, exclude))
         try:
             yield
         finally:
@@ -265,7 +289,7 @@ async def relay_running(kube: KubeClient, namespace: str, rv: str, kubeconfig: s
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         return
-    async with child(__file__, "--relay", kubeconfig, namespace, rv, ready="ready"):
+    async with child(__file__, "--relay", kubeconfig, namespace, rv, ",".join(exclude) or ",", ready="ready"):
         yield
 
 
@@ -274,18 +298,24 @@ def _index(binding: str) -> int:
 
 
 class Run:
-    """One measured series: claims POSTed at a steady rate, each timed until its binding shows the annotation."""
+    """One measured series: claims POSTed at a steady rate, each timed until its binding shows the annotation
+    (``seen``) and until karmada-scheduler has placed it on the data (``placed``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, scheduled: bool = True) -> None:
+        self.scheduled = scheduled  # a karmada-scheduler (or the emulator's stand-in) places the bindings
         self.created: dict[str, float] = {}  # binding name → just before its claim's POST
         self.created_rv: dict[str, int] = {}
         self.seen: dict[str, float] = {}  # binding name → its patch seen on the bench's watch
         self.seen_rv: dict[str, int] = {}
+        self.placed: dict[str, float] = {}  # binding name → scheduled on the data (after the patch)
         self.send_seconds = 0.0
+        self.sent_at = 0.0  # when the last claim's POST returned
 
-    def latencies(self, keep: Callable[[int], bool] = lambda i: True) -> list[float]:
-        """Milliseconds from just before the POST to the patch seen, of the claims ``keep(i)`` selects."""
-        return [(self.seen[k] - t) * 1000 for k, t in self.created.items() if k in self.seen and keep(_index(k))]
+    def latencies(self, keep: Callable[[int], bool] = lambda i: True, *, placed: bool = False) -> list[float]:
+        """Milliseconds from just before the POST to the patch seen (``placed``: to the binding scheduled on the
+        data), of the claims ``keep(i)`` selects."""
+        at = self.placed if placed else self.seen
+        return [(at[k] - t) * 1000 for k, t in self.created.items() if k in at and keep(_index(k))]
 
     def server(self, times: dict[int, float]) -> dict[str, float]:
         """The same claims on the emulator's clock: commit of the claim → commit of the binding's patch."""
@@ -294,21 +324,34 @@ class Run:
 
 
 async def drive(kube: KubeClient, namespace: str, rv: str, n: int, rate: float, table_of: Callable[[int], str],
-                run: Run) -> None:
-    """POST ``n`` claims (workload ``w{i}``) at ``rate``/s; wait for every binding's patch (at most 60 s)."""
+                run: Run, data: frozenset[str], *, concurrency: int = 1) -> None:
+    """POST ``n`` claims (workload ``w{i}``) at ``rate``/s (0: as fast as ``concurrency`` POSTs at a time go);
+    wait for every binding's patch and placement (at most 60 s after the last POST)."""
     done = asyncio.Event()
-    watcher = asyncio.create_task(watch_injected(kube, namespace, rv, run.seen, run.seen_rv, n, done))
+    watcher = asyncio.create_task(watch_bindings(kube, namespace, rv, run, n, data, done))
     await asyncio.sleep(0.1)
     start = time.perf_counter()
+    gate = asyncio.Semaphore(concurrency)
+
+    async def post(i: int) -> None:
+        async with gate:
+            run.created[f"w{i}-deployment"] = time.perf_counter()
+            obj = await kube.create(CLAIMS, manifests.claim(f"c{i}", namespace=namespace, table=table_of(i),
+                                                            workload=f"w{i}"), namespace=namespace)
+            run.created_rv[f"w{i}-deployment"] = int(obj["metadata"]["resourceVersion"])
+
+    posts = []
     for i in range(n):
-        delay = start + i / rate - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        run.created[f"w{i}-deployment"] = time.perf_counter()
-        obj = await kube.create(CLAIMS, manifests.claim(f"c{i}", namespace=namespace, table=table_of(i),
-                                                        workload=f"w{i}"), namespace=namespace)
-        run.created_rv[f"w{i}-deployment"] = int(obj["metadata"]["resourceVersion"])
-    run.send_seconds = time.perf_counter() - start
+        if rate:
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        posts.append(asyncio.create_task(post(i)))
+        if concurrency == 1:
+            await posts[-1]
+    await asyncio.gather(*posts)
+    run.sent_at = time.perf_counter()
+    run.send_seconds = run.sent_at - start
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(done.wait(), 60)
     watcher.cancel()
@@ -324,8 +367,62 @@ def _stats(values: list[float], p: float) -> float | None:
     return pct(values, p) if values else None
 
 
+class ServerCount:
+    """Writes counted by the API server over a window (``apiserver_request_total``), less the bench's own and less
+    what another writer's own client counter says it wrote meanwhile (``--other-writer``: karmada-scheduler's
+    metrics; module doc)."""
+
+    def __init__(self, api: client.ApiClient, others: list[str]) -> None:
+        self.api, self.others = api, others
+
+    async def start(self) -> None:
+        self.before = await request_totals(self.api)
+        self.others_before = [await client_writes(url) for url in self.others]
+
+    async def stop(self, *, own: dict[str, int]) -> dict[str, Any]:
+        after = await request_totals(self.api)
+        others = sum([await client_writes(url) for url in self.others]) - sum(self.others_before)
+        by_resource = writes(self.before, after)
+        for key, count in own.items():
+            by_resource[key] -= count
+        by_resource = collections.Counter({k: v for k, v in by_resource.items() if v > 0 and
+                                           not k.startswith(("leases", "namespaces", "customresourcedefinitions"))})
+        return {"by_resource": dict(sorted(by_resource.items())), "others": others,
+                "total": sum(by_resource.values()) - others}
+
+
+async def scheduled(kube: KubeClient, namespace: str, n: int, *, within: float = 120.0) -> None:
+    """Wait until karmada-scheduler has placed the ``n`` new bindings of ``namespace`` once (``spec.clusters``), so
+    that a timed series does not queue behind its backlog of first placements (it writes ~4 times per binding,
+    within a client rate limit of its own)."""
+    deadline = time.perf_counter() + within
+    while time.perf_counter() < deadline:
+        items, _ = await kube.list(BINDINGS, namespace=namespace)
+        if sum(1 for b in items if (b.get("spec") or {}).get("clusters")) >= n:
+            return
+        await asyncio.sleep(0.5)
+
+
+def data_clusters(stack: Stack) -> frozenset[str]:
+    """The clusters next to every bench table (all are in the east)."""
+    return frozenset({stack.clusters["east1"], stack.clusters["east2"]})
+
+
+async def exclusions(kube: KubeClient, data: frozenset[str]) -> list[str]:
+    """What tether excludes for an east table: every Karmada Cluster but the data's (foreign ones included)."""
+    clusters, _ = await kube.list(CLUSTERS)
+    return sorted({c["metadata"]["name"] for c in clusters} - data)
+
+
+def _event_writes(events: list[dict[str, Any]]) -> int:
+    """tether's Event writes, from the Events themselves: a creation each, and a write per repeat counted on it
+    (``count`` above one, as the executor counts a repeat: a PATCH)."""
+    return sum(int(e.get("count") or 1) for e in events)
+
+
 async def end_to_end(rate: float, claims: int, *, emulator: str = "subprocess", daemon: str = "subprocess",
-                     mode: str = "emulator", kubeconfig: str | None = None) -> dict[str, Any]:
+                     mode: str = "emulator", kubeconfig: str | None = None,
+                     others: list[str] | None = None) -> dict[str, Any]:
     """One run: the bare PATCH (b), ``claims`` claims through tether at ``rate``/s (a), the same through the relay
     (d), on a fresh API server (an emulator) or in fresh namespaces (``--kubeconfig``)."""
     n = claims
@@ -335,6 +432,7 @@ async def end_to_end(rate: float, claims: int, *, emulator: str = "subprocess", 
         async with client.ApiClient(env.configuration) as api:
             kube = KubeClient(api)
             ns = stack.namespace
+            data = data_clusters(stack)
             tables = [stack.add_table(f"t{i}", "east") for i in range(TABLES)]
             for i in range(n):
                 await kube.create(BINDINGS, manifests.resource_binding(f"w{i}", namespace=ns), namespace=ns)
@@ -342,34 +440,45 @@ async def end_to_end(rate: float, claims: int, *, emulator: str = "subprocess", 
                              namespace=ns)
             bare = await bare_patch(kube, ns, "w0-deployment", BARE_PATCHES)
             await stack.wait_idle(within=30)
+            await scheduled(kube, ns, n)  # karmada-scheduler's first placements of the new bindings, before the count
             _, rv = await kube.list(BINDINGS, namespace=ns)
             before = await api_writes(env) if emulated else None
+            count = ServerCount(api, others or [])
+            await count.start()
             run = Run()
-            await drive(kube, ns, rv, n, rate, lambda i: tables[i % TABLES], run)
+            await drive(kube, ns, rv, n, rate, lambda i: tables[i % TABLES], run, data)
             lookups = sum(stack.catalog.requests_for(t) for t in tables)
             await stack.wait_idle(within=60)  # tether's last writes of the run (Events, DataSource claimRefs)
+            await asyncio.sleep(1.0)  # and karmada-scheduler's last placements
+            server = await count.stop(own={"datasourceclaims.datadependency.volcano.sh POST": n})
             by_api = (await api_writes(env)) - before if before is not None else None
             by_log = await log_writes(str(Path(stack.tmp) / "tether.db"))
+            events, _ = await kube.list(EVENTS, namespace=ns)
+            tether_events = [e for e in events if (e.get("source") or {}).get("component") == "tether"
+                             or e.get("reportingComponent") == "tether"]
             # (d) the floor: the relay, on the same API server, in a namespace tether does not watch, same rate
             floor_ns = await env.create_namespace("tether-floor")
             for i in range(n):
                 await kube.create(BINDINGS, manifests.resource_binding(f"w{i}", namespace=floor_ns),
                                   namespace=floor_ns)
+            await scheduled(kube, floor_ns, n)
             _, floor_rv = await kube.list(CLAIMS, namespace=floor_ns)
             _, floor_binding_rv = await kube.list(BINDINGS, namespace=floor_ns)
             floor = Run()
             # the relay runs where the daemon runs: its own process (with the daemon's kubeconfig) or this loop
             config = stack.cfg.kubeconfig if daemon == "subprocess" and stack.cfg is not None else None
-            async with relay_running(kube, floor_ns, floor_rv, config):
-                await drive(kube, floor_ns, floor_binding_rv, n, rate, lambda i: "t", floor)
+            async with relay_running(kube, floor_ns, floor_rv, await exclusions(kube, data), config):
+                await drive(kube, floor_ns, floor_binding_rv, n, rate, lambda i: "t", floor, data)
             times = await commit_times(env) if emulated else {}
         latencies = run.latencies()
+        placed = run.latencies(placed=True)
         hits = run.latencies(lambda i: i >= TABLES)  # the first claim of each table is a cache miss (lookup + creation)
         misses = run.latencies(lambda i: i < TABLES)
-        server = run.server(times)
-        server_hits = [v for k, v in server.items() if _index(k) >= TABLES]
-        server_misses = [v for k, v in server.items() if _index(k) < TABLES]
+        server_clock = run.server(times)
+        server_hits = [v for k, v in server_clock.items() if _index(k) >= TABLES]
+        server_misses = [v for k, v in server_clock.items() if _index(k) < TABLES]
         floor_latencies = floor.latencies()
+        floor_placed = floor.latencies(placed=True)
         floor_server = list(floor.server(times).values())
         api_breakdown: dict[str, int] | None = None
         if by_api is not None:
@@ -377,34 +486,42 @@ async def end_to_end(rate: float, claims: int, *, emulator: str = "subprocess", 
             api_breakdown = {f"{verb} {res}": count for (verb, res, where), count in sorted(by_api.items())
                              if where in (ns, "") and count > 0}
         p99, floor_p99 = _stats(latencies, 99), _stats(floor_latencies, 99)
+        placed_p99, floor_placed_p99 = _stats(placed, 99), _stats(floor_placed, 99)
         return {
-            "mode": mode, "rate": rate, "claims": n, "patched": len(latencies),
+            "mode": mode, "rate": rate, "claims": n, "patched": len(latencies), "placed": len(placed),
             "send_seconds": round(run.send_seconds, 2),
             "p50_ms": _ms(statistics.median(latencies)) if latencies else None,
             "p99_ms": _ms(p99),
             "ratio": round(p99 / floor_p99, 3) if p99 and floor_p99 else None,
             "max_ms": _ms(max(latencies)) if latencies else None,
+            "placed_p50_ms": _ms(statistics.median(placed)) if placed else None,
+            "placed_p99_ms": _ms(placed_p99),
+            "placed_ratio": round(placed_p99 / floor_placed_p99, 3) if placed_p99 and floor_placed_p99 else None,
             "hit_p50_ms": _ms(statistics.median(hits)) if hits else None,
             "hit_p99_ms": _ms(_stats(hits, 99)),
             "miss_p50_ms": _ms(statistics.median(misses)) if misses else None,
             "miss_max_ms": _ms(max(misses)) if misses else None,
             "bare_p50_ms": _ms(statistics.median(bare)), "bare_p99_ms": _ms(pct(bare, 99)),
-            "server_p50_ms": _ms(statistics.median(server.values())) if server else None,
-            "server_p99_ms": _ms(_stats(list(server.values()), 99)),
+            "server_p50_ms": _ms(statistics.median(server_clock.values())) if server_clock else None,
+            "server_p99_ms": _ms(_stats(list(server_clock.values()), 99)),
             "server_hit_p99_ms": _ms(_stats(server_hits, 99)),
             "server_miss_max_ms": _ms(max(server_misses)) if server_misses else None,
-            "floor_patched": len(floor_latencies),
+            "floor_patched": len(floor_latencies), "floor_placed": len(floor_placed),
             "floor_p50_ms": _ms(statistics.median(floor_latencies)) if floor_latencies else None,
             "floor_p99_ms": _ms(floor_p99),
+            "floor_placed_p99_ms": _ms(floor_placed_p99),
             "floor_server_p50_ms": _ms(statistics.median(floor_server)) if floor_server else None,
             "floor_server_p99_ms": _ms(_stats(floor_server, 99)),
             "writes_per_claim": round(sum(by_log.values()) / n, 3),
             "writes": dict(sorted(by_log.items())),
+            "server_writes_per_claim": round(server["total"] / n, 3),
+            "server_writes": server["by_resource"], "server_other_writers": server["others"],
+            "event_writes_per_claim": round(_event_writes(tether_events) / n, 3),
             "api_writes_per_claim": round(sum(api_breakdown.values()) / n, 3) if api_breakdown is not None else None,
             "api_writes": api_breakdown,
             "daemon_lookups_per_table": round(lookups / TABLES, 3), "emulator": emulator if emulated else None,
             "daemon": daemon,
-            "slowest": [[k.split("-")[0], round((run.seen[k] - t) * 1000, 1), round(server.get(k, -1), 1)]
+            "slowest": [[k.split("-")[0], round((run.seen[k] - t) * 1000, 1), round(server_clock.get(k, -1), 1)]
                         for k, t in sorted(run.created.items(),
                                            key=lambda kv: kv[1] - run.seen.get(kv[0], 1e18))[:5]],
         }
@@ -450,6 +567,101 @@ async def lookups_per_table(claims: int, tables: int) -> dict[str, Any]:
                 "big_fake_lookups": len(h.cluster.lookups)}
 
 
+async def watch_convergence(kube: KubeClient, namespace: str, names: set[str], claims_rv: str, sources_rv: str,
+                            done: asyncio.Event, at: list[float]) -> None:
+    """Until every claim of ``names`` is Bound to a DataSource and listed in that DataSource's ``claimRefs``, as a
+    user reading the API sees them: ``at`` gets the moment both became true."""
+    bound: set[str] = set()
+    listed: dict[str, set[str]] = {}  # DataSource → the names of this namespace's claims it lists
+
+    def check() -> None:
+        if len(bound) >= len(names) and len(set().union(*listed.values()) & names) >= len(names):
+            at.append(time.perf_counter())
+            done.set()
+
+    async def claims() -> None:
+        async for item in kube.watch(CLAIMS, resource_version=claims_rv, namespace=namespace, timeout_seconds=600):
+            obj = item.get("object") or {}
+            status = obj.get("status") or {}
+            name = (obj.get("metadata") or {}).get("name", "")
+            if status.get("phase") == "Bound" and status.get("boundDataSource"):
+                bound.add(name)
+            else:
+                bound.discard(name)
+            check()
+
+    async def sources() -> None:
+        async for item in kube.watch(DATASOURCES, resource_version=sources_rv, timeout_seconds=600):
+            obj = item.get("object") or {}
+            refs = (obj.get("status") or {}).get("claimRefs") or []
+            listed[(obj.get("metadata") or {}).get("name", "")] = {
+                r.get("name", "") for r in refs if r.get("namespace") == namespace}
+            check()
+
+    tasks = [asyncio.create_task(claims()), asyncio.create_task(sources())]
+    try:
+        await done.wait()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def burst(claims: int, *, emulator: str, daemon: str, mode: str, kubeconfig: str | None,
+                others: list[str], concurrency: int = 32) -> dict[str, Any]:
+    """(e) ``claims`` claims POSTed as fast as ``concurrency`` requests at a time go, over ``TABLES`` tables: the
+    placements' latencies under a burst, and how long after the burst ends every claim is Bound and listed in its
+    DataSource's ``claimRefs`` (the bookkeeping tether coalesced or deferred while placements went first)."""
+    n = claims
+    async with environment(emulator, mode=mode, kubeconfig=kubeconfig) as (env, config_path), tether_stack(
+            env, daemon_process=daemon == "subprocess", kubeconfig=config_path) as stack:
+        async with client.ApiClient(env.configuration) as api:
+            kube = KubeClient(api)
+            ns = stack.namespace
+            data = data_clusters(stack)
+            tables = [stack.add_table(f"t{i}", "east") for i in range(TABLES)]
+            gate = asyncio.Semaphore(16)
+
+            async def binding(i: int) -> None:
+                async with gate:
+                    await kube.create(BINDINGS, manifests.resource_binding(f"w{i}", namespace=ns), namespace=ns)
+
+            await asyncio.gather(*(binding(i) for i in range(n)))
+            await stack.wait_idle(within=120)
+            await scheduled(kube, ns, n, within=300)  # karmada-scheduler's first placements of the new bindings
+            _, rv = await kube.list(BINDINGS, namespace=ns)
+            _, claims_rv = await kube.list(CLAIMS, namespace=ns)
+            _, sources_rv = await kube.list(DATASOURCES)
+            count = ServerCount(api, others)
+            await count.start()
+            converged, at = asyncio.Event(), []
+            tracker = asyncio.create_task(watch_convergence(kube, ns, {f"c{i}" for i in range(n)}, claims_rv,
+                                                            sources_rv, converged, at))
+            run = Run()
+            await drive(kube, ns, rv, n, 0, lambda i: tables[i % TABLES], run, data, concurrency=concurrency)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(converged.wait(), 120)
+            tracker.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await tracker
+            await stack.wait_idle(within=120)
+            await asyncio.sleep(1.0)
+            server = await count.stop(own={"datasourceclaims.datadependency.volcano.sh POST": n})
+            by_log = await log_writes(str(Path(stack.tmp) / "tether.db"))
+        latencies, placed = run.latencies(), run.latencies(placed=True)
+        return {
+            "claims": n, "concurrency": concurrency, "send_seconds": round(run.send_seconds, 2),
+            "claims_per_s": round(n / run.send_seconds, 1) if run.send_seconds else None,
+            "patched": len(latencies), "placed": len(placed),
+            "p50_ms": _ms(statistics.median(latencies)) if latencies else None, "p99_ms": _ms(_stats(latencies, 99)),
+            "placed_p99_ms": _ms(_stats(placed, 99)),
+            "converged_after_s": round(at[0] - run.sent_at, 2) if at else None,
+            "writes_per_claim": round(sum(by_log.values()) / n, 3), "writes": dict(sorted(by_log.items())),
+            "server_writes_per_claim": round(server["total"] / n, 3), "server_writes": server["by_resource"],
+            "server_other_writers": server["others"],
+        }
+
+
 def _median(values: list[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return round(statistics.median(present), 3) if present else None
@@ -468,8 +680,10 @@ def summarise(runs: list[dict[str, Any]], *, target_rate: float, bound: float) -
     for rate in sorted(by_rate):
         rs = by_rate[rate]
         entry: dict[str, Any] = {k: _median([r[k] for r in rs]) for k in (
-            "ratio", "p50_ms", "p99_ms", "floor_p50_ms", "floor_p99_ms", "bare_p50_ms", "bare_p99_ms",
-            "server_p50_ms", "server_p99_ms", "floor_server_p99_ms", "writes_per_claim", "api_writes_per_claim")}
+            "ratio", "p50_ms", "p99_ms", "floor_p50_ms", "floor_p99_ms", "placed_ratio", "placed_p99_ms",
+            "floor_placed_p99_ms", "bare_p50_ms", "bare_p99_ms", "server_p50_ms", "server_p99_ms",
+            "floor_server_p99_ms", "writes_per_claim", "server_writes_per_claim", "event_writes_per_claim",
+            "api_writes_per_claim")}
         entry["ratios"] = [r["ratio"] for r in rs]
         entry["all_patched"] = all(r["patched"] == r["claims"] and r["floor_patched"] == r["claims"] for r in rs)
         per_rate[f"{rate:g}"] = entry
@@ -483,19 +697,25 @@ def summarise(runs: list[dict[str, Any]], *, target_rate: float, bound: float) -
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rates", default="5,10,20,40",
-                        help="claim rates to step through, per second, comma-separated (default 5,10,20,40)")
+    parser.add_argument("--rates", default="5,10,20,40,80",
+                        help="claim rates to step through, per second, comma-separated (default 5,10,20,40,80)")
     parser.add_argument("--rounds", type=int, default=3, help="runs at each rate; medians are reported")
     parser.add_argument("--claims", type=int, default=100, help="claims per run (and as many for the floor)")
     parser.add_argument("--mode", choices=MODES[:2], default="emulator",
                         help="emulator: as it is; modelled: with the calibrated write cost of a real API server")
     parser.add_argument("--kubeconfig", help="run against this cluster instead of an emulator (mode kubeconfig)")
+    parser.add_argument("--other-writer", action="append", default=[], metavar="URL",
+                        help="metrics URL of another client writing the same resources (its rest_client_requests_"
+                             "total is subtracted from the server's count), e.g. karmada-scheduler's "
+                             "http://127.0.0.1:10351/metrics (repeatable)")
+    parser.add_argument("--burst", type=int, default=0, help="part (e): claims in one burst (0 skips it)")
     parser.add_argument("--big-claims", type=int, default=BIG_CLAIMS, help="part (c); 0 skips it")
     parser.add_argument("--emulator", choices=("in-process", "subprocess"), default="subprocess",
                         help="serve the Kubernetes emulator from a child process (default) or on this event loop")
     parser.add_argument("--daemon", choices=("in-process", "subprocess"), default="subprocess",
                         help="run the tether daemon as its own process (default) or on this event loop")
-    parser.add_argument("--relay", nargs=3, metavar=("KUBECONFIG", "NAMESPACE", "RV"), help=argparse.SUPPRESS)
+    parser.add_argument("--relay", nargs=4, metavar=("KUBECONFIG", "NAMESPACE", "RV", "EXCLUDE"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
     gc.collect()  # as the daemon and the emulator do: no 30-45 ms full collection of the modules in the middle
     gc.freeze()   # of a timed request (adapters/daemon/daemon.py, "startup heap")
@@ -509,10 +729,15 @@ async def main() -> None:
     for round_ in range(args.rounds):  # rates interleaved: every rate sees the machine's drift alike
         for rate in rates:
             e2e = await end_to_end(rate, args.claims, emulator=args.emulator, daemon=args.daemon, mode=mode,
-                                   kubeconfig=args.kubeconfig)
+                                   kubeconfig=args.kubeconfig, others=args.other_writer)
             runs.append(e2e)
             print(json.dumps({"part": "a+b+d", "round": round_ + 1, **e2e}), file=sys.stderr, flush=True)
     summary = summarise(runs, target_rate=TARGET_RATE, bound=TARGET_RATIO)
+    bursts: list[dict[str, Any]] = []
+    for round_ in range(args.rounds if args.burst else 0):
+        bursts.append(await burst(args.burst, emulator=args.emulator, daemon=args.daemon, mode=mode,
+                                  kubeconfig=args.kubeconfig, others=args.other_writer))
+        print(json.dumps({"part": "e", "round": round_ + 1, **bursts[-1]}), file=sys.stderr, flush=True)
     big: dict[str, Any] = {}
     if args.big_claims:
         big = await lookups_per_table(args.big_claims, BIG_TABLES)
@@ -521,14 +746,23 @@ async def main() -> None:
     print(json.dumps({
         "bench": "e2e", "value": value, "unit": "ratio", "baseline": summary["floor_p99_ms"], "ratio": value,
         "p99_ms": summary["p99_ms"], "p50_ms": summary["p50_ms"], "floor_p50_ms": summary["floor_p50_ms"],
+        "placed_ratio": summary["placed_ratio"], "placed_p99_ms": summary["placed_p99_ms"],
+        "floor_placed_p99_ms": summary["floor_placed_p99_ms"],
         "bare_p50_ms": summary["bare_p50_ms"], "bare_p99_ms": summary["bare_p99_ms"],
         "sustained_rate": summary["sustained_rate"], "writes_per_claim": summary["writes_per_claim"],
+        "server_writes_per_claim": summary["server_writes_per_claim"],
+        "event_writes_per_claim": summary["event_writes_per_claim"],
         "api_writes_per_claim": summary["api_writes_per_claim"], "mode": mode,
         "target_met": value is not None and value <= TARGET_RATIO and summary["at_rate"] == TARGET_RATE,
         "at_rate": summary["at_rate"], "rounds": args.rounds, "claims": args.claims,
         "latencies": "client-side only (a real API server has no commit times)" if mode == "kubeconfig"
         else "client-side; server_* on the emulator's clock",
-        "writes": runs[-1]["writes"], "api_writes": runs[-1]["api_writes"], "per_rate": summary["per_rate"],
+        "writes": runs[-1]["writes"], "server_writes": runs[-1]["server_writes"],
+        "api_writes": runs[-1]["api_writes"], "per_rate": summary["per_rate"],
+        "burst": {k: _median([b[k] for b in bursts]) for k in (
+            "claims_per_s", "p99_ms", "placed_p99_ms", "converged_after_s", "writes_per_claim",
+            "server_writes_per_claim")} if bursts else None,
+        "burst_converged": [b["converged_after_s"] for b in bursts] if bursts else None,
         "lookups_per_table": big.get("lookups_per_table")}))
 
 
