@@ -149,6 +149,11 @@ def parse_members(values: tuple[str, ...]) -> dict[str, str]:
               help="The longest a new ResourceBinding is held (suspended) for its data — a claim still resolving, "
                    "or a catalog failing transiently — before it is released without the data constraint "
                    "('10m', '90s', '0' turns the hold off; docs/admission.md).")
+@click.option("--bookkeeping-delay", "bookkeeping_delay", default="1s", show_default=True, metavar="DURATION",
+              callback=lambda _ctx, _param, value: _duration(value, "--bookkeeping-delay"),
+              help="How long a claim's status, a DataSource's claimRefs, an Event or a Queue's status waits for the "
+                   "next write of its object, so that one write carries them all; placements never wait ('0' writes "
+                   "each at once; docs/operations.md).")
 @click.option("--binding-webhook/--no-binding-webhook", default=False, show_default=True,
               help="Serve the ResourceBinding admission webhook at /mutate/resourcebindings on the webhook server.")
 @click.option("--webhook-port", type=int, default=9443, show_default=True,
@@ -176,7 +181,7 @@ def run_cmd(log_url: str, kubeconfig: str | None, context: str | None, in_cluste
             lease_namespace: str, lease_duration: float,
             refresh_interval: float | None, members: tuple[str, ...], members_from_karmada: bool, pod_webhook: bool,
             admission: bool, admission_configmap: str, admission_volcano_jobs: bool, max_hold: float,
-            binding_webhook: bool,
+            bookkeeping_delay: float, binding_webhook: bool,
             webhook_port: int,
             webhook_cert_dir: str, webhook_self_signed: bool, webhook_inject_ca: bool, webhook_service: str,
             webhook_configuration: str, leader_services: tuple[str, ...], log_level: str, json_logs: bool) -> None:
@@ -205,7 +210,7 @@ def run_cmd(log_url: str, kubeconfig: str | None, context: str | None, in_cluste
                        members_from_karmada=members_from_karmada, pod_webhook=pod_webhook,
                        admission=admission, admission_configmap=admission_configmap,
                        admission_volcano_jobs=admission_volcano_jobs, max_hold=max_hold,
-                       binding_webhook=binding_webhook,
+                       bookkeeping_delay=bookkeeping_delay, binding_webhook=binding_webhook,
                        webhook_port=webhook_port, webhook_cert_dir=webhook_cert_dir,
                        webhook_self_signed=webhook_self_signed, webhook_inject_ca=webhook_inject_ca,
                        webhook_service=webhook_service,

@@ -67,7 +67,7 @@ from tether.adapters.daemon import preflight
 from tether.adapters.daemon.endpoints import Endpoints
 from tether.adapters.daemon.metrics import Metrics
 from tether.adapters.daemon.reporting import StateReporter
-from tether.adapters.daemon.runtime import Runtime
+from tether.adapters.daemon.runtime import BOOKKEEPING_DELAY, Runtime, bookkeeping
 from tether.adapters.daemon.status import daemon_status
 from tether.adapters.daemon.timers import TimerService
 from tether.adapters.kubernetes.binding_webhook import PATH as BINDING_PATH
@@ -143,6 +143,9 @@ class DaemonConfig:
     refresh_interval: float | None = None  # overrides every plugin's refreshInterval (seconds)
     snapshot_every: int = 50_000
     executor_concurrency: int = 32
+    # how long a bookkeeping write (a claim's status, a DataSource's claimRefs, an Event, a Queue's status) waits for
+    # the next one of its object, so that one write carries them (adapters/daemon/runtime.py)
+    bookkeeping_delay: float = BOOKKEEPING_DELAY
     freeze_heap: bool = True  # gc.freeze() once recovered (module doc); off where the process is not the daemon's
     members: dict[str, str] = field(default_factory=dict)  # member cluster name → kubeconfig (pod placement)
     members_from_karmada: bool = False  # also connect every Karmada Cluster with apiEndpoint + secretRef
@@ -422,7 +425,7 @@ class Daemon:
             timers=timers, settings=Settings(plugin_configmap=self.cfg.plugin_configmap,
                                              admission_configmap=self.cfg.admission_configmap), metrics=self.metrics,
             snapshot_every=self.cfg.snapshot_every, concurrency=self.cfg.executor_concurrency,
-            on_world_changed=self._sync_resolvers)
+            defer=bookkeeping(self.cfg.bookkeeping_delay), on_world_changed=self._sync_resolvers)
         ns = self.cfg.watch_namespace
         self.sources = [
             WatchSource(kube, self._log, CONFIGMAPS, namespace=plugin_ns,

@@ -37,6 +37,17 @@ nor the reading of later commands. Ordering and bounds:
   scheduling is not served by the API server, nor its answer read, behind the claim's and the DataSource's
   status writes and Events decided with it. A command waits only for the ones already running when its turn
   came, so it is never starved by a stream of later ones; a catalog lookup (which may be slow) holds nothing;
+* **bookkeeping waits, and coalesces** (``defer``): the writes a user reads but no scheduling waits for — a
+  claim's status, a DataSource's ``claimRefs``, a finalizer, an Event, a Queue's status — are not started before a
+  deadline set when their object's slot (purpose and object) first got one queued (``bookkeeping_delay`` seconds
+  after), nor while a command of ``first`` is read and not yet started, and
+  at most ``bookkeeping_concurrency`` of them run at once. A later command for the same slot keeps that deadline
+  (a stream of them cannot postpone the write) and replaces the earlier one (below): a claim's status goes from
+  nothing to Bound in one write when its lookup answered meanwhile, and the claims of a table that arrived together
+  are listed in its DataSource in one write. The API server every controller shares is written to less, and never
+  serves bookkeeping ahead of a placement this process has to make. A deferred command leaves its key's queue for
+  a queue of its slot (so that it holds back nothing of its object: a binding's placement never waits behind an
+  Event on it); within a slot, commands keep their log order;
 * a queued command superseded by a later queued one for the same object and purpose is skipped (reported as
   a no-op: the later one carries the newer desired state); ``StartTimer`` commands are never skipped, nor are
   Kubernetes Events (each reports a transition of its own: a later one does not carry an earlier one's news);
@@ -90,6 +101,9 @@ from tether.core.commands import (
     LookupDataLocation,
     SetBindingPlacement,
     StartTimer,
+    UpdateClaimStatus,
+    UpdateDataSourceStatus,
+    UpdateQueueStatus,
     command_name,
 )
 from tether.core.envelope import CommandRecord, EventRecord, cause_position
@@ -113,6 +127,16 @@ SNAPSHOT_NAME = "world"
 NEVER_SUPERSEDED: tuple[type[Command], ...] = (StartTimer, EmitKubernetesEvent, EmitMemberEvent)
 
 
+#: The default of ``--bookkeeping-delay``: how long a bookkeeping write waits for the next one of its object.
+BOOKKEEPING_DELAY = 1.0
+
+
+def bookkeeping(delay: float = BOOKKEEPING_DELAY) -> dict[type[Command], float]:
+    """The commands the executor defers and coalesces, with their delay (module doc): the writes users read that no
+    scheduling waits for."""
+    return dict.fromkeys((UpdateClaimStatus, UpdateDataSourceStatus, EmitKubernetesEvent, UpdateQueueStatus), delay)
+
+
 class Executor(Protocol):
     def handles(self, command: Command) -> bool: ...
 
@@ -134,6 +158,7 @@ class Runtime:
         hold_for: tuple[type[Command], ...] = (SetBindingPlacement, CreateDataSource),
         on_world_changed: Callable[[World], None] | None = None, position_delay: float = 0.05,
         decision_log: DecisionLog | None = None, follows_world: tuple[type[Command], ...] = (LookupDataLocation,),
+        defer: dict[type[Command], float] | None = None, bookkeeping_concurrency: int = 16,
     ) -> None:
         self.log = log_
         self.decisions = decision_log or DecisionLog()
@@ -152,6 +177,8 @@ class Runtime:
         self.on_world_changed = on_world_changed
         self.position_delay = position_delay
         self.follows_world = follows_world
+        self.defer = bookkeeping() if defer is None else defer
+        self.bookkeeping_concurrency = bookkeeping_concurrency
         self.world: World = initial_world(self.settings)
         self.folded: dict[int, int] = {}  # the events position the world covers (recovered, then decided)
         self._folded_moved = asyncio.Event()  # set (and replaced) whenever ``folded`` moves
@@ -417,6 +444,12 @@ class _Pipeline:
         self.room.set()
         self.tasks: asyncio.TaskGroup | None = None
         self.holding: set[asyncio.Future[None]] = set()  # one per running command of ``hold_for``
+        self.deferred: dict[str, deque[CommandRecord]] = {}  # slot → its queued bookkeeping commands (module doc)
+        self.deadlines: dict[str, float] = {}  # slot → when its deferred commands may start
+        self.bookkeeping = asyncio.Semaphore(runtime.bookkeeping_concurrency)
+        self.first_waiting = 0  # commands of ``first`` read and not started yet (no slot of ``concurrency``)
+        self.no_first_waiting = asyncio.Event()  # set while first_waiting is 0
+        self.no_first_waiting.set()
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tasks:
@@ -435,7 +468,14 @@ class _Pipeline:
                     continue
                 insort(self.pending[record.partition], record.offset)
                 self.outstanding += 1
-                self.last_of_slot[slot(command_name(record.command), record.key)] = record
+                slot_ = slot(command_name(record.command), record.key)
+                self.last_of_slot[slot_] = record
+                delay = rt.defer.get(type(record.command))
+                if delay is not None:  # bookkeeping: its slot's queue (module doc)
+                    self._defer_record(slot_, record, delay)
+                    continue
+                if isinstance(record.command, rt.first):
+                    self._first_read()
                 queue = self.queues.get(record.key)
                 if queue is None:
                     queue = self.queues[record.key] = deque()
@@ -460,31 +500,89 @@ class _Pipeline:
 
     # --- applying ----------------------------------------------------------------------------------------
 
+    def _first_read(self) -> None:
+        self.first_waiting += 1
+        self.no_first_waiting.clear()
+
+    def _first_started(self) -> None:
+        self.first_waiting -= 1
+        if not self.first_waiting:
+            self.no_first_waiting.set()
+
+    def _superseded(self, record: CommandRecord, slot_: str) -> bool:
+        """Whether a later command of ``record``'s slot is queued, so that ``record`` is skipped (and reported so);
+        forgets the slot's latest when ``record`` is it."""
+        latest = self.last_of_slot.get(slot_)
+        if latest is record:
+            del self.last_of_slot[slot_]
+            return False
+        if latest is None or isinstance(record.command, NEVER_SUPERSEDED):
+            return False
+        # a later command for the same object and purpose is queued: it carries the newer desired state
+        self.rt.decisions.superseded(record)
+        self.finish(record, [CommandSucceeded(command_id=record.id, command=command_name(record.command),
+                                              target=record.key, noop=True)])
+        return True
+
+    def _defer_record(self, slot_: str, record: CommandRecord, delay: float) -> None:
+        """Queue a bookkeeping command on its slot; the slot's deadline is set by the first one queued there."""
+        queue = self.deferred.get(slot_)
+        if queue is None:
+            queue = self.deferred[slot_] = deque()
+            self.deadlines[slot_] = time.monotonic() + delay
+            assert self.tasks is not None
+            work = self.work_deferred(slot_, queue)
+            try:
+                self.tasks.create_task(work)
+            except RuntimeError:  # the group is shutting down: the command runs after restart
+                work.close()
+        queue.append(record)
+
+    async def work_deferred(self, slot_: str, queue: deque[CommandRecord]) -> None:
+        """Apply a slot's bookkeeping commands once its deadline passed and no command of ``first`` waits to start,
+        skipping those a later one of the slot replaces (module doc)."""
+        rt = self.rt
+        try:
+            if (wait := self.deadlines[slot_] - time.monotonic()) > 0:
+                await asyncio.sleep(wait)
+            while queue:
+                while not self.no_first_waiting.is_set():
+                    await self.no_first_waiting.wait()
+                record = queue.popleft()
+                if self._superseded(record, slot_):
+                    continue
+                if self.holding:
+                    await asyncio.wait(set(self.holding))  # the placements running now, not later ones
+                async with self.bookkeeping, self.slots:
+                    events = await rt._apply(record)
+                self.finish(record, events)
+        finally:
+            if self.deferred.get(slot_) is queue:
+                del self.deferred[slot_]
+                del self.deadlines[slot_]
+
     async def work(self, key: str, queue: deque[CommandRecord]) -> None:
         """Apply ``key``'s commands in order until its queue is empty."""
+        rt = self.rt
         try:
             while queue:
                 record = queue.popleft()
-                name = command_name(record.command)
-                slot_ = slot(name, record.key)
-                latest = self.last_of_slot.get(slot_)
-                if latest is record:
-                    del self.last_of_slot[slot_]
-                elif latest is not None and not isinstance(record.command, NEVER_SUPERSEDED):
-                    # a later command for the same object and purpose is queued: it carries the newer desired state
-                    self.rt.decisions.superseded(record)
-                    self.finish(record, [CommandSucceeded(command_id=record.id, command=name, target=record.key,
-                                                          noop=True)])
+                first = isinstance(record.command, rt.first)
+                if self._superseded(record, slot(command_name(record.command), record.key)):
+                    if first:
+                        self._first_started()
                     continue
-                if isinstance(record.command, self.rt.follows_world):
+                if isinstance(record.command, rt.follows_world):
                     await self._after_its_cause(record)
-                if isinstance(record.command, self.rt.hold_for):
+                if isinstance(record.command, rt.hold_for):
                     events = await self._apply_holding(record)
                 else:
-                    if self.holding and not isinstance(record.command, self.rt.first):
+                    if self.holding and not first:
                         await asyncio.wait(set(self.holding))  # the ones running now, not later ones
                     async with self.slots:
-                        events = await self.rt._apply(record)
+                        if first:
+                            self._first_started()
+                        events = await rt._apply(record)
                 self.finish(record, events)
         finally:
             if self.queues.get(key) is queue:
@@ -508,6 +606,8 @@ class _Pipeline:
         self.holding.add(held)
         try:
             async with self.slots:
+                if isinstance(record.command, self.rt.first):
+                    self._first_started()
                 return await self.rt._apply(record)
         finally:
             self.holding.discard(held)

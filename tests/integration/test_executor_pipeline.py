@@ -25,6 +25,7 @@ from tether.adapters.testing.daemon import eventually
 from tether.core.commands import (
     AddFinalizer,
     Command,
+    EmitKubernetesEvent,
     SetBindingPlacement,
     UpdateClaimStatus,
     command_id,
@@ -100,7 +101,9 @@ class Bench:
         return [r for r in out if isinstance(r, CommandRecord)]
 
     def start(self, executor: Gated, **options: Any) -> Runtime:
-        runtime = Runtime(self.log, executors=[executor], **options)
+        """A runtime over ``executor``; no bookkeeping is deferred unless ``defer`` says so (the tests of the lane
+        below), so that the other tests see commands start as they are read."""
+        runtime = Runtime(self.log, executors=[executor], **{"defer": {}, **options})
         self.loop = asyncio.create_task(runtime.execute_loop())
         return runtime
 
@@ -294,3 +297,67 @@ async def _have(bench: Bench, *ids: str) -> dict[str, list[CommandSucceeded]] | 
 
 async def _at(bench: Bench, offset: int) -> bool:
     return await bench.position() >= offset
+
+
+# --- the bookkeeping lane (runtime.py, "bookkeeping waits, and coalesces") ---------------------------------------
+
+
+async def test_a_bookkeeping_write_waits_for_its_deadline_and_a_later_one_of_its_object_replaces_it(
+        bench: Bench) -> None:
+    await bench.claim("c")
+    executor = Gated(KubeExecutor(bench.kube))
+    bench.start(executor, defer={UpdateClaimStatus: 0.5})
+    waiting, = await bench.append(bench.status("c", "Waiting"))
+    await asyncio.sleep(0.1)
+    assert waiting.id not in executor.started  # deferred: not started before its deadline
+    bound, = await bench.append(bench.status("c", "Bound"))
+    outcomes = await eventually(lambda: _have(bench, waiting.id, bound.id), "both outcomes")
+    assert outcomes[waiting.id][0].noop and waiting.id not in executor.started  # replaced before it ran: no write
+    assert not outcomes[bound.id][0].noop and executor.started == [bound.id]
+    assert await bench.phase_reason("c") == "Bound"
+
+
+async def test_later_writes_of_an_object_cannot_postpone_its_bookkeeping_for_ever(bench: Bench) -> None:
+    """The deadline is the slot's, set by the first command queued there: a stream of replacements is written
+    while it still flows."""
+    await bench.claim("c")
+    executor = Gated(KubeExecutor(bench.kube))
+    bench.start(executor, defer={UpdateClaimStatus: 0.3})
+    for i in range(200):
+        await bench.append(bench.status("c", f"Step{i}"))
+        if executor.started:
+            break
+        await asyncio.sleep(0.05)
+    assert executor.started, "no write while later ones kept coming"
+    assert i < 199
+
+
+async def test_bookkeeping_does_not_start_while_a_placement_waits_to_start(bench: Bench) -> None:
+    await bench.kube_env.register_crds("work.karmada.io_resourcebindings")
+    await bench.claim("c")
+    one, two = await bench.binding("w1"), await bench.binding("w2")
+    first, second = (record(SetBindingPlacement(binding=b, excluded_clusters=("a",))) for b in (one, two))
+    first, second, status = await bench.append(first, second, bench.status("c", "Bound"))
+    executor = Gated(KubeExecutor(bench.kube))
+    gate = executor.hold(first)
+    bench.start(executor, defer={UpdateClaimStatus: 0.0}, concurrency=1)
+    await eventually(lambda: asyncio.sleep(0, first.id in executor.running), "the first placement running")
+    await asyncio.sleep(0.2)
+    assert status.id not in executor.started  # the second placement waits for a slot: bookkeeping waits too
+    gate.set()
+    await eventually(lambda: _have(bench, first.id, second.id, status.id), "every outcome")
+    assert executor.started.index(status.id) > executor.started.index(second.id)
+
+
+async def test_a_placement_never_waits_behind_bookkeeping_on_its_object(bench: Bench) -> None:
+    """An Event on a binding is deferred on a queue of its own: the binding's placement, read after it, goes at
+    once."""
+    await bench.kube_env.register_crds("work.karmada.io_resourcebindings")
+    binding = await bench.binding("w")
+    event = record(EmitKubernetesEvent(involved=binding, event_type="Normal", reason="Probe", message="probe"))
+    placement = record(SetBindingPlacement(binding=binding, excluded_clusters=("a",)))
+    event, placement = await bench.append(event, placement)
+    executor = Gated(KubeExecutor(bench.kube))
+    bench.start(executor, defer={EmitKubernetesEvent: 30.0})
+    await eventually(lambda: _have(bench, placement.id), "the placement applied")
+    assert event.id not in executor.started

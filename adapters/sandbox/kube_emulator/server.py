@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 _WRITES = frozenset({"create", "update", "patch", "delete"})
 _JSON = "application/json"
 #: Where a resource request keeps its apiserver_request_total labels until its answer's code is known.
-_METRIC_LABELS = "tether.emulator.request_labels"
+_METRIC_LABELS = web.RequestKey("request_labels", tuple)
 _ENC = msgspec.json.Encoder()
 _DEC = msgspec.json.Decoder()
 K8S_VERSION = {"major": "1", "minor": "30", "gitVersion": "v1.30.0-tether-emulator", "gitCommit": "",
