@@ -54,6 +54,17 @@ class UpdateClaimStatus(msgspec.Struct, tag=True, frozen=True):
     bound_data_source: str
     conditions: tuple[Condition, ...]
 
+    @property
+    def transition(self) -> str:
+        """What a user sees of this write: :func:`status_transition` (the times of its conditions aside)."""
+        return status_transition(self.phase, self.bound_data_source, self.conditions)
+
+
+def status_transition(phase: str, bound_data_source: str, conditions: tuple[Condition, ...]) -> str:
+    """A claim's status as a user reads it — phase, DataSource, each condition's type, status and reason — without
+    the times: two decisions of one transition, at different event times, give the same string."""
+    return "|".join([phase, bound_data_source, *(f"{c.type}={c.status}/{c.reason}" for c in conditions)])
+
 
 class UpdateDataSourceStatus(msgspec.Struct, tag=True, frozen=True):
     """Write a DataSource's status: the exact list of claims bound to it, their count, conditions."""

@@ -13,9 +13,10 @@ import msgspec
 from .world import World, canonical_indexes
 
 #: Bump when World changes shape; older snapshots are then discarded and the log is replayed from the start.
-SNAPSHOT_VERSION = 10  # 8: World.claims_namespace; a DataSource location another writer wrote is adopted; 9: settings
+SNAPSHOT_VERSION = 11  # 8: World.claims_namespace; a DataSource location another writer wrote is adopted; 9: settings
 # from the log (SettingsApplied), data holds, Fluid operations' status and outcomes; 10: a binding keeps its placement
-# only (placement_json) and tether's annotations only
+# only (placement_json) and tether's annotations only; 11: World.statuses_in_flight, and the deciders of issue 35 (no
+# claim finalizer, Events only where they change something)
 
 
 class _Envelope(msgspec.Struct):

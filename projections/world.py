@@ -43,6 +43,7 @@ from tether.core.commands import (
     ReleasePod,
     ResumeBinding,
     StartTimer,
+    UpdateClaimStatus,
     command_name,
     command_target,
 )
@@ -191,6 +192,9 @@ class World(msgspec.Struct):
     bindings_by_workload: Index = {}
     sources_listing_claim: Index = {}  # claim key → DataSource names whose claimRefs list it
     inflight: dict[str, str] = {}  # command slot → id of the command in flight
+    # claim key → the transition its status write in flight carries (UpdateClaimStatus.transition): the decider
+    # decides the claim again while it is on its way, and issues a newer status only for another transition
+    statuses_in_flight: dict[str, str] = {}
     retry_wait: dict[str, int] = {}  # command slot → attempt, while a retry timer runs
     rejected: dict[str, str] = {}  # command id → why the API rejected it for good
     timers: dict[str, Timer] = {}  # timer id → timer, until it fires
@@ -656,12 +660,17 @@ def _fold_lookup_failed(world: World, record: EventRecord, event: DataLocationLo
                                           retryable=event.retryable, at_ms=record.at_ms), touched)
 
 
+_UPDATE_CLAIM_STATUS = command_name(UpdateClaimStatus)
+
+
 def _command_done(world: World, event: CommandSucceeded) -> None:
     """The command's slot is free: its command is no longer in flight, nor waiting for a retry."""
     if world.inflight or world.retry_wait:  # (both empty in a replay that only rebuilds state)
         s = f"{event.command}:{event.target}"  # slot(), inlined: one in two events of a replay comes here
         if world.inflight.get(s) == event.command_id:
             del world.inflight[s]
+            if event.command == _UPDATE_CLAIM_STATUS:
+                world.statuses_in_flight.pop(event.target, None)
         world.retry_wait.pop(s, None)
 
 
@@ -681,6 +690,8 @@ def _command_failed(world: World, event: CommandFailed) -> None:
     s = slot(event.command, event.target)
     if world.inflight.get(s) == event.command_id:
         del world.inflight[s]
+        if event.command == _UPDATE_CLAIM_STATUS:
+            world.statuses_in_flight.pop(event.target, None)
     if event.retryable:
         world.retry_wait[s] = world.retry_wait.get(s, 0) + 1
     else:
@@ -840,6 +851,8 @@ def note_issued(world: World, command: Command, command_id: str, *, command_slot
     world.inflight[command_slot or slot(command_name(command), command_target(command))] = command_id
     if isinstance(command, LookupDataLocation):
         world.lookups_in_flight[command.identity.key] = command.attempt
+    elif isinstance(command, UpdateClaimStatus):
+        world.statuses_in_flight[command.claim.key] = command.transition
     elif isinstance(command, ResumeBinding):
         note_resume(world.admission, binding_key=command.binding.key, command_id=command_id)
     elif isinstance(command, StartTimer):
@@ -860,7 +873,8 @@ def note_issued(world: World, command: Command, command_id: str, *, command_slot
 
 
 #: The commands :func:`note_issued` reads more of than their type, target and id.
-_NOTED_FROM_BODY = frozenset({"LookupDataLocation", "ResumeBinding", "StartTimer", "EmitMemberEvent", "ReleasePod"})
+_NOTED_FROM_BODY = frozenset({"LookupDataLocation", "UpdateClaimStatus", "ResumeBinding", "StartTimer",
+                              "EmitMemberEvent", "ReleasePod"})
 #: Each command's tag (its class name, as encoded) → its name (``command_name``).
 _NAMES_BY_TAG = {cls.__name__: command_name(cls) for cls in COMMAND_TYPES}
 

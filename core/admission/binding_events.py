@@ -19,13 +19,19 @@ on (``spec.clusters``, still the old ones when tether's write is observed) that 
 the trigger has second precision (two changes within one second trigger once).
 
 ========================  =========================================================================================
-``Placed``                tether's exclusions are on a binding that had none (by the decider, or the webhook)
 ``Rescheduled``           the exclusions changed and now exclude a cluster the binding runs on: Karmada moves it
-``PlacementChanged``      the exclusions changed (the data moved, a cluster came or went, a claim was added), and
-                          the binding does not run on a cluster they exclude
+                          (the data moved, or a cluster it was scheduled to is now known not to hold the data)
 ``PlacementStripped``     no bound claim is left: tether's exclusions are gone
 ``Suspended``             the binding was created suspended, with tether's hold annotation saying why
 ========================  =========================================================================================
+
+Only what changes where a workload runs, or stops it, is an Event: each is a write on the API server every
+controller shares, delivered to every watcher of Events. A binding's first placement follows from the claim its user
+just created (the claim's ``PlacementInjected`` condition and the binding's annotations say it), and exclusions that
+change while the binding runs on none of the clusters they name (a cluster joined, another claim of the workload)
+move nothing: neither gets an Event (``Placed`` and ``PlacementChanged`` did, until issue 35; their names stay
+known to ``tether replay --diff`` for the logs that recorded them). The log has every transition, and
+``tether replay --explain`` tells it.
 
 Admission's own Events (``Admitted``, ``AdmissionHeld``, ``AdmissionOverrun``, ``AdmissionInvalid``) go with the
 commands that decide them (``core.admission.decider``): a hold's reason lives in tether's annotation, written by
@@ -43,8 +49,8 @@ import msgspec
 from ..commands import EmitKubernetesEvent
 from ..kube import ObjectRef
 
-PLACED = "Placed"
-PLACEMENT_CHANGED = "PlacementChanged"
+PLACED = "Placed"  # (no longer decided: module doc)
+PLACEMENT_CHANGED = "PlacementChanged"  # (no longer decided: module doc)
 RESCHEDULED = "Rescheduled"
 PLACEMENT_STRIPPED = "PlacementStripped"
 SUSPENDED = "Suspended"
@@ -82,16 +88,10 @@ def binding_events(*, involved: ObjectRef, workload: str, before: BindingMark, a
         out.append(EmitKubernetesEvent(involved=involved, event_type="Normal", reason=reason, message=message))
 
     away = sorted(set(scheduled).intersection(after.excluded)) if after.injected else []
-    moving = f"; rescheduling away from {_names(away)}" if away else ""
-    if after.injected and not before.injected:
-        event(PLACED, f"placed where {of} is: excluding {_names(after.excluded)}{moving}")
-    elif after.injected and after.excluded != before.excluded:
+    if after.injected and before.injected and after.excluded != before.excluded:
         if away:
             event(RESCHEDULED, f"{of} is no longer where the binding runs: excluding {_names(after.excluded)} "
-                               f"(was {_names(before.excluded)}){moving}")
-        else:
-            event(PLACEMENT_CHANGED, f"{of} is elsewhere now: excluding {_names(after.excluded)} "
-                                     f"(was {_names(before.excluded)})")
+                               f"(was {_names(before.excluded)}); rescheduling away from {_names(away)}")
     elif before.injected and not after.injected:
         event(PLACEMENT_STRIPPED, f"no bound claim left for {workload or 'its workload'}: tether's exclusions "
                                   f"({_names(before.excluded)}) removed")

@@ -11,13 +11,17 @@ state machine in a branch it cannot leave.
 
 The rules, per object:
 
-* **Claim** — carries tether's finalizer while alive. Its data source is the non-deleting DataSource with the
-  same identity (system, type, name, attributes), preferring the one it is already bound to. With one, the
-  claim is ``Bound`` to it; without, it is ``Pending`` and the reason says why: the spec is invalid, the system
-  has no plugin, a lookup is running / failed / found nothing, the location maps to no cluster, the old
-  DataSource is still being deleted. A claim that was Bound and lost its data source says ``BindingInvalid``
-  (VG's reason). Conditions carry the claim's generation; Kubernetes Events mark each transition. A deleting
-  claim loses its finalizer once no DataSource lists it any more.
+* **Claim** — no finalizer of tether's (a claim deleted while tether is down is missing from the next list, and the
+  fold forgets it as a watched deletion would: ``tests/integration/test_claim_finalizer.py``; one that carries
+  Volcano Global's, written by VG or an earlier tether, is released once no DataSource lists it). Its data source
+  is the non-deleting DataSource with the same identity (system, type, name, attributes), preferring the one it is
+  already bound to. With one, the claim is ``Bound`` to it; without, it is ``Pending`` and the reason says why: the
+  spec is invalid, the system has no plugin, a lookup is running / failed / found nothing, the location maps to no
+  cluster, the old DataSource is still being deleted. A claim that was Bound and lost its data source says
+  ``BindingInvalid`` (VG's reason). Conditions carry the claim's generation; a Warning Event marks a transition to a
+  reason that needs someone's attention (the rest is the status and the log: the shared API server is not written to
+  for it). A claim is decided again while its status write is on its way, and another status is issued only for
+  another transition (``World.statuses_in_flight``): the executor defers the write and sends the latest only.
 * **Lookup** — one per identity, never two in flight, however many claims ask (the world remembers lookups in
   flight; within one decision the identity is resolved once). A resolved location is mapped to clusters with
   the plugin's locationMapping (longest prefix wins) *here*, not in the adapter, so a mapping change is replayable
@@ -66,6 +70,7 @@ from ..commands import (
     command_id,
     command_name,
     command_target,
+    status_transition,
 )
 from ..decision import Decision, backoff_ms
 from ..envelope import EventRecord, rfc3339
@@ -76,8 +81,7 @@ from .plugin_config import PluginConfig, map_location
 
 DECIDER = "data-dependency"
 
-_ADD_FINALIZER = command_name(AddFinalizer)  # the slot prefixes of the commands whose slot the decider builds
-_SET_BINDING_PLACEMENT = command_name(SetBindingPlacement)
+_SET_BINDING_PLACEMENT = command_name(SetBindingPlacement)  # the slot prefix of the command the decider slots
 
 BOUND = "Bound"
 PENDING = "Pending"
@@ -85,7 +89,8 @@ COND_BOUND = "Bound"
 COND_PLACEMENT = "PlacementInjected"
 _INJECTING = "Injecting"  # the PlacementInjected reason while a binding's placement is being changed
 
-#: Bound-condition reasons that need someone's attention: their Kubernetes Event is a Warning.
+#: Bound-condition reasons that need someone's attention: the only ones a claim gets a Kubernetes Event (a Warning)
+#: for.
 WARNING_REASONS = frozenset({
     "InvalidSpec", "UnknownSystem", "PluginConfigInvalid", "LocationUnmapped", "DataSourceNotFound", "LookupFailed",
     "BindingInvalid", "DataSourceNameConflict", "DataSourceCreateFailed",
@@ -200,22 +205,9 @@ class DecisionPass:
                     f"claim {key} is being deleted and no DataSource refers to it any more",
                 )
             return
-        if CLAIM_FINALIZER not in claim.finalizers:
-            adding = claim.__dict__.get("adding") if self.shortcuts else None  # (command, id, target, slot),
-            if adding is None:  # memoised on this observation
-                command = AddFinalizer(target=claim.ref, finalizer=CLAIM_FINALIZER)
-                target = command_target(command)
-                adding = claim.__dict__["adding"] = (command, command_id(command), target,
-                                                     f"{_ADD_FINALIZER}:{target}")
-            if not self.shortcuts or self.world.inflight.get(adding[3]) != adding[1]:  # else the same request is
-                # in flight and step would drop it (a claim is decided once in a pass: no other command in the pass
-                # has its slot)
-                self.emit(adding[0], f"claim {key} has no finalizer", adding[1], adding[2], adding[3])
         source = self.source_for(key, claim)
         why = self.why_pending(claim) if source is None else None  # drives the lookup, whatever the status
         inflight = self.world.inflight
-        if f"update_claim_status:{key}" in inflight:  # slot(), inlined
-            return  # a status write is on its way; its outcome brings the claim back here with fresh state
         if inflight:
             for binding in self.world.bindings_by_workload.get(claim.workload, ()):
                 if f"{_SET_BINDING_PLACEMENT}:{binding}" in inflight:
@@ -247,17 +239,22 @@ class DecisionPass:
             conditions = tuple(c for c in conditions if c.type != COND_PLACEMENT)
         if (phase, bound, conditions) == (claim.phase, claim.bound_data_source, claim.conditions):
             return
+        on_its_way = self.world.statuses_in_flight.get(key)
+        if on_its_way is not None and on_its_way == status_transition(phase, bound, conditions):
+            return  # the same transition is on its way (its condition times aside): its outcome brings the claim back
+        # (another transition replaces the write on its way: the executor defers a claim's status, and writes the
+        # latest one only — a claim resolved within that delay goes from nothing to Bound in one write)
         self.emit(
             UpdateClaimStatus(claim=claim.ref, phase=phase, bound_data_source=bound, conditions=conditions),
             f"claim {key}: {cond.reason}: {cond.message}",
         )
         previous = next((c for c in claim.conditions if c.type == COND_BOUND), None)
-        noteworthy = cond.status == "True" or cond.reason in WARNING_REASONS  # not every intermediate step
-        if noteworthy and (previous is None or previous.reason != cond.reason):
+        # An Event only for what a user would ask about: a claim that cannot be bound, and why. Its being bound is
+        # its status, and the trail is in the log (tether replay --explain): no write on the shared API server.
+        if cond.reason in WARNING_REASONS and (previous is None or previous.reason != cond.reason):
             self.emit(
-                EmitKubernetesEvent(involved=claim.ref,
-                                    event_type="Warning" if cond.reason in WARNING_REASONS else "Normal",
-                                    reason=cond.reason, message=cond.message),
+                EmitKubernetesEvent(involved=claim.ref, event_type="Warning", reason=cond.reason,
+                                    message=cond.message),
                 f"claim {key} changed to {cond.reason}",
             )
 

@@ -200,23 +200,17 @@ def test_step_with_shortcuts_issues_what_the_plain_computation_issues(monkeypatc
     assert issued == expected
     assert encode_world(fast) == encode_world(plain)
     # the history does exercise the in-flight shortcut: the plain decider repeated both kinds of commands
-    assert {type(command) for command in dropped} >= {c.AddFinalizer, c.SetBindingPlacement}
+    assert {type(command) for command in dropped} >= {c.SetBindingPlacement}
 
 
 def test_memoised_commands_are_those_of_their_observation() -> None:
-    """The commands memoised on a claim or binding view (``adding``, ``placing``) are rebuilt when asked anew."""
+    """The command memoised on a binding view (``placing``) is rebuilt when asked anew; a claim memoises none."""
     events = _history()
     world = initial_world()
     seen = 0
     for record in events:
         step(world, record)
-        for claim in world.claims.values():
-            adding = claim.__dict__.get("adding")
-            if adding is not None:
-                seen += 1
-                command = c.AddFinalizer(target=claim.ref, finalizer=c.CLAIM_FINALIZER)
-                target = c.command_target(command)
-                assert adding == (command, c.command_id(command), target, slot("add_finalizer", target))
+        assert not any("adding" in claim.__dict__ for claim in world.claims.values())
         for binding in world.bindings.values():
             placing = binding.__dict__.get("placing")
             if placing is not None:
