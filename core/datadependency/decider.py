@@ -273,9 +273,11 @@ class DecisionPass:
             return Condition(type=COND_PLACEMENT, status="False", reason=_INJECTING,
                              message=f"updating the placement of {', '.join(pending)}",
                              last_transition_time=self.now, observed_generation=claim.generation)
-        excluded = ",".join(sorted(self.plan(bindings[0], all_bindings[bindings[0]])[1] or ())) or "<none>"
+        # The data's clusters, not the exclusions: those name every other Karmada cluster, and a cluster joining or
+        # leaving the federation would rewrite every bound claim's status (the binding's annotation lists them).
+        where = ",".join(source.cluster_names) or "<none>"
         return Condition(type=COND_PLACEMENT, status="True", reason="Injected",
-                         message=f"{', '.join(bindings)} exclude clusters: {excluded}",
+                         message=f"{', '.join(bindings)} placed where the data is (clusters: {where})",
                          last_transition_time=self.now, observed_generation=claim.generation)
 
     def placement_underway(self, claim: Claim) -> bool:

@@ -110,8 +110,8 @@ def test_explain_prints_the_decision_trail_of_a_claim(built: tuple[Path, Simulat
     assert result.exit_code == 0, result.output
     out = result.output
     assert out.splitlines()[0] == f"Decision trail of {key}"
-    assert "ObjectObserved" in out and "AddFinalizer" in out and "UpdateClaimStatus" in out
-    assert "because claim DataSourceClaim/team-000/etl-0000-input-0 has no finalizer" in out
+    assert "ObjectObserved" in out and "UpdateClaimStatus" in out
+    assert "because claim DataSourceClaim/team-000/etl-0000-input-0: DataSourceBound: bound to DataSource" in out
     own = {f"0:{e.offset}" for e in sim.events if e.key == key}
     for command in sim.commands:  # what its own events caused elsewhere (a lookup…) is shown with its key
         if command.causation in own and command.key != key:

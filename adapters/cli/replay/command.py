@@ -169,11 +169,12 @@ async def run_replay(options: Options, out: Console) -> int:
                 progress.advance(task, n)
 
             newer: list[Difference] = []
+            retired: list[Difference] = []
             with gc_paused():
                 if options.show_diff:
                     result, differences = await diff(log, until_offset=until_offset, until_ms=until_ms,
                                                      use_snapshot=use_snapshot, on_progress=advance, settings=settings,
-                                                     newer=newer)
+                                                     newer=newer, retired=retired)
                 else:
                     result = await replay(log, until_offset=until_offset, until_ms=until_ms, settings=settings,
                                           use_snapshot=use_snapshot, on_progress=advance)
@@ -192,6 +193,10 @@ async def run_replay(options: Options, out: Console) -> int:
                 out.print(Text(f"{len(newer)} decision(s) this tether makes were not recorded (Events on bindings, "
                                "timers bounding a hold for data): the log was written before tether decided them "
                                "(not a difference)", style="yellow"))
+            if retired:
+                out.print(Text(f"{len(retired)} recorded decision(s) this tether no longer makes or words otherwise "
+                               "(claim finalizers, routine Events, the PlacementInjected message): the log was "
+                               "written before (not a difference)", style="yellow"))
             print_differences(differences, out)
             kinds = {k: sum(1 for d in differences if d.kind == k) for k in ("missing", "extra", "changed")}
             if differences:

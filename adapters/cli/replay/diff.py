@@ -11,6 +11,17 @@ and the timer bounding a hold for data (``core.admission.data_hold``, ``--max-ho
 kind was written before tether decided that kind: those this version derives are set aside (``newer``) and counted
 apart, not reported as missing. A log that records any was written by a version that decides them: there, one
 missing is a difference.
+
+Some decisions are older than this version: it stopped making them on purpose (issue 35, lighter on the API
+server) — a finalizer on each claim, a Normal Event on a claim bound, a binding's ``Placed`` and
+``PlacementChanged`` Events — and it words a claim's ``PlacementInjected`` condition by the data's clusters rather
+than the exclusions; and it decides a claim's status again while an earlier one is on its way, so a transition may
+be decided a few events before the recorded one. Recorded decisions of those kinds that are not derived again, a
+claim status that differs from the recorded one in that condition's message alone, and a claim status derived at
+another event than the recorded one are set aside (``retired``) and counted apart too: in a log that records a
+retired kind (written before), a claim whose status ends in the same transition (``UpdateClaimStatus.transition``)
+with the same Warnings was decided alike, whichever events its writes were decided at. Any other difference is
+reported.
 """
 
 from __future__ import annotations
@@ -24,10 +35,17 @@ from rich.text import Text
 
 from tether.adapters.cli.render import line, type_name
 from tether.adapters.log import EventLog, aclosing_iter, scan
-from tether.core.admission.binding_events import TRANSITION_REASONS
+from tether.core.admission.binding_events import PLACED, PLACEMENT_CHANGED, TRANSITION_REASONS
 from tether.core.admission.data_hold import HOLD_PURPOSE
 from tether.core.admission.webhook_decision import decide_binding_admission
-from tether.core.commands import EmitKubernetesEvent, StartTimer
+from tether.core.commands import (
+    CLAIM_FINALIZER,
+    AddFinalizer,
+    Command,
+    EmitKubernetesEvent,
+    StartTimer,
+    UpdateClaimStatus,
+)
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import BindingAdmissionDecided
 from tether.core.kube import object_dict
@@ -101,30 +119,100 @@ def _hold_timer(command: CommandRecord | None) -> bool:
 NEWER_KINDS = (_binding_transition_event, _hold_timer)
 
 
+def _retired_kind(command: Command | None) -> bool:
+    """A kind of decision this tether no longer makes (module doc): a log recording one was written before."""
+    if isinstance(command, AddFinalizer):
+        return command.target.kind == "DataSourceClaim" and command.finalizer == CLAIM_FINALIZER
+    if isinstance(command, EmitKubernetesEvent):
+        kind, reason = command.involved.kind, command.reason
+        return (kind == "DataSourceClaim" and command.event_type == "Normal") or (
+            kind == "ResourceBinding" and reason in (PLACED, PLACEMENT_CHANGED))
+    return False
+
+
+def _retired(d: Difference) -> bool:
+    """A decision an older tether made that this one no longer makes, or words otherwise (module doc)."""
+    recorded = d.recorded.command if d.recorded is not None else None
+    if d.kind == "extra":
+        return _retired_kind(recorded)
+    replayed = d.replayed.command if d.replayed is not None else None
+    if d.kind == "changed" and isinstance(recorded, UpdateClaimStatus) and isinstance(replayed, UpdateClaimStatus):
+        return _without_injected_message(recorded) == _without_injected_message(replayed)
+    return False
+
+
+class _ClaimOutcomes:
+    """Per claim, the transition its status ends in and the Warnings it got, as recorded and as derived again: a
+    claim that ends alike was decided alike, whichever events its writes were decided at (module doc)."""
+
+    def __init__(self) -> None:
+        self.recorded: dict[str, tuple[str, set[str]]] = {}
+        self.derived: dict[str, tuple[str, set[str]]] = {}
+
+    @staticmethod
+    def note(into: dict[str, tuple[str, set[str]]], commands: list[CommandRecord]) -> None:
+        for record in commands:
+            c = record.command
+            if isinstance(c, UpdateClaimStatus):
+                into[record.key] = (_without_injected_message(c).transition, into.get(record.key, ("", set()))[1])
+            elif isinstance(c, EmitKubernetesEvent) and c.involved.kind == "DataSourceClaim" \
+                    and c.event_type == "Warning":
+                into.setdefault(record.key, ("", set()))[1].add(c.reason)
+
+    def alike(self, differences: list[Difference]) -> list[Difference]:
+        """The claim status and Warning differences of the claims that ended alike."""
+        def claim_of(d: Difference) -> str | None:
+            subject = d.recorded if d.recorded is not None else d.replayed
+            c = subject.command if subject is not None else None
+            if isinstance(c, UpdateClaimStatus) or (
+                    isinstance(c, EmitKubernetesEvent) and c.involved.kind == "DataSourceClaim"):
+                assert subject is not None
+                return subject.key
+            return None
+
+        return [d for d in differences if (key := claim_of(d)) is not None and key in self.recorded
+                and self.recorded[key] == self.derived.get(key)]
+
+
+def _without_injected_message(status: UpdateClaimStatus) -> UpdateClaimStatus:
+    conditions = tuple(msgspec.structs.replace(c, message="") if c.type == "PlacementInjected" else c
+                       for c in status.conditions)
+    return msgspec.structs.replace(status, conditions=conditions)
+
+
 async def diff(log: EventLog, *, until_offset: int | None = None, until_ms: int | None = None,
                use_snapshot: bool = True, on_progress: Progressed | None = None, settings: Settings | None = None,
-               newer: list[Difference] | None = None) -> tuple[ReplayResult, list[Difference]]:
+               newer: list[Difference] | None = None, retired: list[Difference] | None = None
+               ) -> tuple[ReplayResult, list[Difference]]:
     """Re-derive the commands of every event in range and compare with the recorded ones. When the log records no
     decision of one of the :data:`NEWER_KINDS`, it was written before tether decided them: the ones derived now are
-    moved to ``newer`` (when given) instead of being differences (module doc)."""
+    moved to ``newer`` (when given) instead of being differences; recorded decisions this version no longer makes
+    (:func:`_retired`) are moved to ``retired`` (module doc)."""
     begin = await start_of(log, use_snapshot=use_snapshot, until_offset=until_offset, until_ms=until_ms,
                            settings=settings)
     start = begin[1]
     recorded: dict[str, list[CommandRecord]] = defaultdict(list)
     unrecorded = set(NEWER_KINDS)  # the kinds of newer decision this log has not recorded (yet)
+    written_before = False  # whether the log records a decision this version no longer makes (_retired_kind)
     async with aclosing_iter(scan(log, "commands")) as chunks:
         async for chunk in chunks:
             for command in chunk:
                 recorded[command.causation].append(command)  # type: ignore[arg-type]
                 if unrecorded:
                     unrecorded -= {kind for kind in unrecorded if kind(command)}  # type: ignore[arg-type]
+                if not written_before:
+                    written_before = _retired_kind(command.command)  # type: ignore[union-attr]
     differences: list[Difference] = []
     admissions = await _admission_decisions(log, until_offset=until_offset)
+
+    claims = _ClaimOutcomes()
 
     def fold(w: World, record: EventRecord) -> None:
         cause = f"{record.partition}:{record.offset}"
         derived = step(w, record)
         mine = recorded.pop(cause, [])
+        claims.note(claims.recorded, mine)
+        claims.note(claims.derived, derived)
         if derived or mine:
             differences.extend(compare(cause, mine, derived))
         for decided in admissions.pop(record.offset, ()):  # decided from the world as of this very event
@@ -140,6 +228,14 @@ async def diff(log: EventLog, *, until_offset: int | None = None, until_ms: int 
         if offset is None or offset <= result.last_offset or (until_offset is None and until_ms is None):
             differences += [Difference(kind="extra", causation=cause, recorded=c,
                                        detail="its causing event was not replayed") for c in commands]
+    older = [d for d in differences if _retired(d)]
+    if written_before:  # (only a log of an earlier version decided claim statuses at other events)
+        older += [d for d in claims.alike(differences) if not any(d is o for o in older)]
+    if older:
+        set_aside = {id(d) for d in older}
+        differences = [d for d in differences if id(d) not in set_aside]
+        if retired is not None:
+            retired.extend(older)
     if unrecorded:
         later = [d for d in differences if d.kind == "missing" and any(kind(d.replayed) for kind in unrecorded)]
         if later:
