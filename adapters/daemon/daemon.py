@@ -403,6 +403,7 @@ class Daemon:
         timers = TimerService(self._log)
         known = ObjectCache()  # what the watches saw last: the executor writes from it without a GET first
         executor = KubeExecutor(kube, cache=known)
+        executor.events.on_drop = self.metrics.events_dropped.inc
         self.competing = executor.writes = CompetingWrites(
             count=lambda kind: self.metrics.competing_writes.labels(kind).inc(),
             emit=lambda obj: executor.apply_emit_kubernetes_event(EmitKubernetesEvent(

@@ -75,6 +75,9 @@ class Metrics:
         self.competing_writes = Counter(
             "tether_competing_writes_total", "Changes to fields tether owns that this process did not make (another "
             "tether without leader election, another controller), by kind", ["kind"], registry=r)
+        self.events_dropped = Counter(
+            "tether_events_dropped_total", "Kubernetes Events not written because their object's bucket was empty (25, "
+            "refilled at one per 5 minutes, as client-go's recorder; the decision stays in the log)", registry=r)
         self.gc_frozen = Gauge("tether_gc_frozen_objects",
                                "Objects moved out of the cyclic GC's reach at startup (DaemonConfig.freeze_heap)",
                                registry=r)

@@ -35,10 +35,9 @@ dead-letter: nothing is lost, and the decider will not send exactly that request
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import random
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import structlog
@@ -66,8 +65,9 @@ from tether.core.kube import KubeObject, ObjectRef, as_json, object_key, trim
 from tether.projections.versions import stale
 
 from .admission_executor import ADMISSION_COMMANDS, AdmissionCommands
-from .client import BY_KIND, DATASOURCES, EVENTS, JSON_PATCH, KubeClient, KubeError, Resource, merge_patch
+from .client import BY_KIND, DATASOURCES, JSON_PATCH, KubeClient, KubeError, Resource, merge_patch
 from .competing import CompetingWrites
+from .events import EventRecorder
 
 log = structlog.get_logger("tether.executor")
 
@@ -218,6 +218,7 @@ class KubeExecutor(AdmissionCommands):
         self.backoff = backoff
         self.sleep = sleep
         self.component = component
+        self.events = EventRecorder(kube, component=component)
 
     def handles(self, command: Command) -> bool:
         return isinstance(command, KUBE_COMMANDS)
@@ -434,42 +435,6 @@ class KubeExecutor(AdmissionCommands):
 
     async def apply_emit_kubernetes_event(self, c: EmitKubernetesEvent,
                                           attempt: _Attempt = _FRESH) -> tuple[KubeObject | None, bool]:
-        ref = c.involved
-        namespace = ref.namespace or "default"
-        digest = hashlib.blake2b(f"{ref.key}|{c.reason}|{c.message}".encode(), digest_size=6).hexdigest()
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        event = {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{ref.name}.{digest}", "namespace": namespace},
-            "involvedObject": {"apiVersion": ref.api_version, "kind": ref.kind, "name": ref.name,
-                               "namespace": ref.namespace, "uid": ref.uid},
-            "reason": c.reason, "message": c.message[:1024], "type": c.event_type,
-            "source": {"component": self.component}, "reportingComponent": self.component,
-            "reportingInstance": self.component, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-        }
-        try:
-            await self.kube.create(EVENTS, event, namespace=namespace)
-        except KubeError as exc:
-            if exc.status != 409:
-                raise
-            # The same event (object, reason, message) is on record: a repeat. As client-go's recorder does, the
-            # existing Event counts it (count + 1, lastTimestamp) instead of a new Event per occurrence. A command
-            # run twice (at-least-once) counts twice: the count is a hint for humans, not a ledger.
-            return None, not await self._count_repeat(event["metadata"]["name"], namespace, now)
-        return None, False
-
-    async def _count_repeat(self, name: str, namespace: str, now: str) -> bool:
-        """Add one occurrence to the Event ``name``; False when it vanished meanwhile (Events expire)."""
-        for _ in range(3):  # a concurrent count moved the resourceVersion: read again
-            current = await self.kube.get(EVENTS, name, namespace=namespace)
-            if current is None:
-                return False
-            patch = {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
-                     "count": int(current.get("count") or 1) + 1, "lastTimestamp": now}
-            try:
-                await self.kube.patch(EVENTS, name, patch, namespace=namespace)
-                return True
-            except KubeError as exc:
-                if exc.status != 409:
-                    raise
-        return False
+        """An Event, written as client-go's recorder writes one (``events.py``): a repeat counted on the Event
+        already written, similar ones aggregated, a flood cut per object (a no-op: the decision is in the log)."""
+        return None, not await self.events.record(c)

@@ -234,6 +234,8 @@ def check_every_metric(running: Samples, stopped: Samples, truth: dict[str, Coun
     expect("tether_watch_resource_absent", {}, "resource")
     # one writer: nothing of tether's changed by anyone else (the webhook's and Karmada's writes are not competing)
     expect("tether_competing_writes_total", {}, "kind", samples=stopped)
+    # a handful of Events, none cut for flooding one object (tests/integration/test_event_recorder.py cuts some)
+    expect("tether_events_dropped_total", {}, samples=stopped)
     # the test process's daemon does not freeze its heap (tether_stack): nothing frozen, and it says so
     expect("tether_gc_frozen_objects", {})
 
