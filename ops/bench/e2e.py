@@ -23,9 +23,10 @@ fresh namespaces) and a fresh daemon; baseline, floor and measurement always use
     ``TABLES`` catalog tables. A raw watch on the bindings (this script's own client) timestamps the moment tether's
     ``placement-injected`` annotation appears (``p99_ms``, ``ratio``: the placement written) and the moment the
     binding is scheduled on the data's clusters only (``placed_*``: karmada-scheduler acted on it); latency = that
-    minus the moment just before the claim's POST. Includes the catalog lookup for the first claim of each table (``miss_*``: those claims alone;
-    ``hit_*``: the others). ``server_*`` (emulator modes): the same claims measured on the emulator's clock, from
-    its commit of the claim to its commit of the binding's patch (``GET /_emulator/commit-times``).
+    minus the moment just before the claim's POST. Includes the catalog lookup for the first claim of each table
+    (``miss_*``: those claims alone; ``hit_*``: the others). ``server_*`` (emulator modes): the same claims measured
+    on the emulator's clock, from its commit of the claim to its commit of the binding's patch (``GET
+    /_emulator/commit-times``).
     **Writes per claim**: tether's Kubernetes writes during (a), divided by the claims — counted from tether's log
     (``writes``: each ``CommandSucceeded`` of a Kubernetes command that was not a no-op) and by the API server
     (``server_writes``: ``apiserver_request_total`` on ``GET /metrics`` before and after, its successful write
