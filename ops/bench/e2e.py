@@ -392,13 +392,25 @@ class ServerCount:
     def __init__(self, api: client.ApiClient, others: list[str]) -> None:
         self.api, self.others = api, others
 
+    async def _read(self, *, within: float = 60.0) -> tuple[Any, int]:
+        """The server's counter, read while the other writers stand still: their counters equal before and after
+        the read (karmada-scheduler places bindings seconds after a burst, within a rate limit of its own)."""
+        deadline = time.perf_counter() + within
+        others = sum([await client_writes(url) for url in self.others])
+        while True:
+            await asyncio.sleep(0.5 if self.others else 0)
+            totals = await request_totals(self.api)
+            again = sum([await client_writes(url) for url in self.others])
+            if again == others or time.perf_counter() > deadline:
+                return totals, again
+            others = again
+
     async def start(self) -> None:
-        self.before = await request_totals(self.api)
-        self.others_before = [await client_writes(url) for url in self.others]
+        self.before, self.others_before = await self._read()
 
     async def stop(self, *, own: dict[str, int]) -> dict[str, Any]:
-        after = await request_totals(self.api)
-        others = sum([await client_writes(url) for url in self.others]) - sum(self.others_before)
+        after, others_after = await self._read()
+        others = others_after - self.others_before
         by_resource = writes(self.before, after)
         for key, count in own.items():
             by_resource[key] -= count
