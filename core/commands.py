@@ -31,6 +31,8 @@ CLAIM_FINALIZER = "datadependency.volcano.sh/finalizer"
 DATASOURCE_FINALIZER = "datadependency.volcano.sh/datasource-finalizer"
 PLACEMENT_INJECTED_ANNOTATION = "datadependency.volcano.sh/placement-injected"
 EXCLUDED_CLUSTERS_ANNOTATION = "datadependency.volcano.sh/excluded-clusters"
+#: Per-term record of tether's additions (only written when the placement has ``clusterAffinities``).
+ADDED_BY_TERM_ANNOTATION = "tether.dev/added-exclusions"
 LOCATION_ANNOTATION = "tether.dev/data-location"
 
 DATA_GROUP_VERSION = "datadependency.volcano.sh/v1alpha1"
@@ -168,7 +170,7 @@ class ResumeBinding(msgspec.Struct, tag=True, frozen=True):
     """Lift ``spec.suspension.scheduling`` of a binding admission let go (``binding`` carries its uid), recording
     the whole request admitted (``admitted_request``: resource → quantity) and clearing the hold annotation.
 
-    The binding counts as admitted from the moment this is issued (``projections.admission``): a retry is the same
+    The binding counts as admitted from the moment this is issued (``projections.admission_fold``): a retry is the same
     command, never a second admission."""
 
     binding: ObjectRef

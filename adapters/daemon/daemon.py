@@ -106,13 +106,13 @@ from tether.adapters.kubernetes.webhook_certs import (
     service_names,
 )
 from tether.adapters.log import EventLog
-from tether.core.admission.data_hold import DEFAULT_MAX_HOLD_MS
 from tether.core.commands import EmitKubernetesEvent
 from tether.core.envelope import EventRecord
 from tether.core.events import DataLocationResolved, Event, ListsStarted, SettingsApplied, event_key
 from tether.core.identity import DataIdentity
 from tether.core.kube import KubeObject, ref_of
-from tether.projections.world import Settings, World
+from tether.core.world import Settings, World
+from tether.core.world.admission_state import DEFAULT_MAX_HOLD_MS
 
 log = structlog.get_logger("tether.daemon")
 
@@ -332,6 +332,10 @@ class Daemon:
                                                       key=event_key(outcome), event=outcome)])
         return outcome
 
+    def _count_lookup(self, system: str, outcome: str) -> None:
+        """The catalog executor's answers, counted (``tether_catalog_lookups_total``)."""
+        self.metrics.lookups.labels(system, outcome).inc()
+
     def _sync_resolvers(self, world: World) -> None:
         if self.resolvers is not None:
             self.resolvers.update(world.plugins)
@@ -418,7 +422,7 @@ class Daemon:
                                       absent_retry=self.cfg.absent_retry)
         self.runtime = Runtime(
             self._log, executors=[executor,
-                                  CatalogExecutor(self.resolvers, metrics=self.metrics), member_executor],
+                                  CatalogExecutor(self.resolvers, on_lookup=self._count_lookup), member_executor],
             timers=timers, settings=Settings(plugin_configmap=self.cfg.plugin_configmap,
                                              admission_configmap=self.cfg.admission_configmap), metrics=self.metrics,
             snapshot_every=self.cfg.snapshot_every, concurrency=self.cfg.executor_concurrency,

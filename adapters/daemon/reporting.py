@@ -25,8 +25,8 @@ from tether.adapters.daemon.metrics import Metrics
 from tether.adapters.daemon.runtime import Runtime
 from tether.adapters.kubernetes.watch import WatchSource
 from tether.adapters.log import EventLog
-from tether.projections.admission import AdmissionState
-from tether.projections.world import World
+from tether.core.world import World
+from tether.core.world.admission_state import AdmissionState
 
 log = structlog.get_logger("tether.daemon")
 

@@ -8,7 +8,7 @@
            catalog poller, push endpoint, timers
 
 **Decider loop.** Consumes the events stream as consumer ``decider``; for each batch, folds every record into
-the world with :func:`tether.core.pipeline.step` and commits the resulting commands together with the new
+the world with :func:`tether.projections.step.step` and commits the resulting commands together with the new
 position (one transaction on SQLite). Most batches produce no command (the watch echo of tether's own writes,
 outcomes): their position is not committed on its own at once but with the next batch that produces commands,
 or by itself ``position_delay`` seconds later if none comes — a log transaction saved on most events, and the
@@ -100,10 +100,10 @@ from tether.core.events import (
     TimerFired,
     event_key,
 )
-from tether.core.pipeline import step
-from tether.projections.admission import CYCLE_PURPOSE as ADMISSION_CYCLE
+from tether.core.world import Settings, World, initial_world, slot
+from tether.core.world.admission_state import CYCLE_PURPOSE as ADMISSION_CYCLE
 from tether.projections.snapshot import decode_world, encode_world
-from tether.projections.world import Settings, World, initial_world, slot
+from tether.projections.step import step
 
 log = structlog.get_logger("tether.runtime")
 

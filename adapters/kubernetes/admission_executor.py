@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from tether.core.commands import CreateQueue, ResumeBinding, SetAdmissionHold, UpdateQueueStatus
 from tether.core.kube import KubeObject, ObjectRef, trim
-from tether.projections.admission import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION
+from tether.core.world.admission_state import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION
 
 from .client import QUEUES, KubeClient, KubeError, Resource
 

@@ -15,7 +15,7 @@ run time.
 
 **Isolation.** Each member has its own ``ApiClient``, its own watch sources and its own tasks; a member that is
 unreachable backs off in its own watch loops (``WatchSource.run``) and holds back only its own pod placement (its
-lists are pending, ``projections/members.py``). Nothing that one member does blocks another, or the control plane.
+lists are pending, ``projections/member_fold.py``). Nothing that one member does blocks another, or the control plane.
 
 **Optional APIs.** Nodes, Pods and batch Jobs are served by every member. Godel's PodGroups and each of Fluid's
 operations are CRDs that most members lack, that may be installed later or deleted while tether runs: they are

@@ -15,7 +15,7 @@ recorded. A member command about an object it does not hold is answered as done,
 tests that feed member events by hand keep that answer.
 
 :class:`Harness` drives the loop: user actions become observation events, each event goes through
-``core.pipeline.step``, each command is applied to the fake cluster, each outcome becomes an event again,
+``projections.step.step``, each command is applied to the fake cluster, each outcome becomes an event again,
 until nothing is left to do. Time advances one millisecond per event; timers fire when :meth:`Harness.advance`
 moves the clock past them.
 """
@@ -69,11 +69,11 @@ from tether.core.events import (
 )
 from tether.core.identity import DataIdentity
 from tether.core.kube import KubeObject, ObjectKey, as_json, object_key, trim
-from tether.core.pipeline import step
 from tether.core.placement.decider import PLACEMENT_ANNOTATION
 from tether.core.placement.node_affinity import InvalidAffinity, tighten_node_affinity
-from tether.projections.admission import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION
-from tether.projections.world import World, initial_world
+from tether.core.world import World, initial_world
+from tether.core.world.admission_state import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION
+from tether.projections.step import step
 
 _STATUS_KINDS = {"DataSourceClaim", "DataSource", "ResourceBinding", "Queue"}
 

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 
 from tether.adapters.sandbox.kube_emulator.patch import json_patch
 from tether.core.admission.config import DEFAULT_ADMISSION_CONFIG_YAML
-from tether.core.admission.data_hold import DEFAULT_MAX_HOLD_MS
 from tether.core.commands import ReleasePod, ResumeBinding
 from tether.core.envelope import CommandRecord, rfc3339
 from tether.core.events import (
@@ -48,9 +47,10 @@ from tether.core.events import (
 )
 from tether.core.placement.node_affinity import selector_matches
 from tether.core.placement.pod_group_spec import API_VERSION as POD_GROUP_API_VERSION
-from tether.core.placement.pod_group_spec import POD_GROUP_ANNOTATION
 from tether.core.placement.webhook_decision import decide_pod_gate
-from tether.projections.members import MemberState
+from tether.core.world.admission_state import DEFAULT_MAX_HOLD_MS
+from tether.core.world.member_state import MemberState
+from tether.core.world.pod_group import POD_GROUP_ANNOTATION
 
 if TYPE_CHECKING:
     from .synthetic_log import Simulation

@@ -4,7 +4,7 @@
 resourceVersions, the watch echoing every write), Karmada (Clusters with status heartbeats, a scheduler that
 places each ResourceBinding on a cluster its placement allows), the catalog (answering lookups, announcing
 migrations) and tether's executors (applying each command and appending its outcome). Every event goes
-through :func:`tether.core.pipeline.step`, exactly as in the daemon, so the commands stream is the one the
+through :func:`tether.projections.step.step`, exactly as in the daemon, so the commands stream is the one the
 decider would have written and ``tether replay --diff`` finds no difference on an untouched log.
 
 What each command does to the objects is
@@ -61,8 +61,8 @@ from tether.core.events import (
 )
 from tether.core.identity import DataIdentity, make_identity
 from tether.core.kube import KubeObject, object_key, trim
-from tether.core.pipeline import step
-from tether.projections.world import World, initial_world
+from tether.core.world import World, initial_world
+from tether.projections.step import step
 
 #: Called with each command applied and its (successful, not no-op) outcome: how the actors of
 #: ``synthetic_jobs`` (kube-scheduler in the members, the jobs' lifecycle) follow tether's writes.

@@ -45,8 +45,6 @@ from operator import attrgetter
 
 import msgspec
 
-from tether.projections.world import Binding, Claim, Lookup, Source, Touched, World, slot
-
 from ..commands import (
     CLAIM_FINALIZER,
     DATA_GROUP_VERSION,
@@ -71,8 +69,10 @@ from ..decision import Decision, backoff_ms
 from ..envelope import EventRecord, rfc3339
 from ..identity import DataIdentity, data_source_name
 from ..kube import Condition, ObjectRef, set_condition
+from ..plugin_config import PluginConfig, map_location
+from ..world import Lookup, Touched, World, slot
+from ..world.views import Binding, Claim, Source
 from .exclusions import PlacementPlan, plan_placement
-from .plugin_config import PluginConfig, map_location
 
 DECIDER = "data-dependency"
 
@@ -117,7 +117,7 @@ class DecisionPass:
     """One decision pass; caches per-identity, per-claim and per-binding results so each is computed once.
 
     Every cache lives on this object, which lives for one call of :func:`decide`: the world does not change
-    while a decision runs (commands are only noted as issued afterwards, by ``core.pipeline.step``), so a
+    while a decision runs (commands are only noted as issued afterwards, by ``projections.step.step``), so a
     value computed from it cannot go stale within the pass."""
 
     #: Whether to take the shortcuts whose plain computation the tests compare them with

@@ -2,7 +2,7 @@
 
 Pods that need a placement decision are created with the scheduling gate :data:`GATE` (the pod webhook adds it,
 ``adapters/kubernetes/pod_webhook.py``). This decider reads the member clusters from the world
-(``projections/members.py``) and, for each PodGroup or Fluid operation an event touched, decides what happens to
+(``core/world/member_state.py``) and, for each PodGroup or Fluid operation an event touched, decides what happens to
 its gated pods:
 
 * **Godel PodGroups** (``core.placement.topology_planner``): nothing until ``minMember`` pods exist; then
@@ -66,17 +66,16 @@ Karmada's relists.
 
 from __future__ import annotations
 
-from tether.projections.members import POD, POD_GROUP, MemberOperation, MemberPod, MemberState
-from tether.projections.world import Touched, World
-
 from ..commands import Command, EmitMemberEvent, ReleasePod, SetMemberCondition, StartTimer
 from ..decision import Decision
 from ..envelope import EventRecord, parse_rfc3339_ms, rfc3339
 from ..events import split_member_key
 from ..kube import Condition, NodeSelectorTerm, ObjectRef, PreferredSchedulingTerm
 from ..quantity import ResourceList
+from ..world import Touched, World
+from ..world.data_operation import OPERATION_KINDS
+from ..world.member_state import POD, POD_GROUP, MemberOperation, MemberPod, MemberState
 from .dataflow import (
-    OPERATION_KINDS,
     DataFlowSpecError,
     Hold,
     InheritanceResult,

@@ -7,7 +7,7 @@ write path — whether to add :data:`~tether.core.placement.decider.GATE`:
 
 * a pod naming a Godel PodGroup (annotation ``godel.bytedance.com/pod-group-name``) is gated, whether or not the
   PodGroup is known yet: the decider waits for it (and releases the pods, with an Event, if it never comes);
-* a pod of a Fluid data operation — through the Job that owns it, as ``projections.members`` links them — is
+* a pod of a Fluid data operation — through the Job that owns it, as ``projections.member_fold`` links them — is
   gated when the operation has a ``runAfter`` affinity strategy (one that inherits a placement: Require/Prefer,
   or a policy tether does not know, which the decider reports); an operation without one places nothing;
 * a pod whose Job tether has **not seen yet** is gated *in doubt* when an operation of its namespace with a runAfter
@@ -34,12 +34,11 @@ from typing import Any
 
 import msgspec
 
-from tether.projections.members import JOB, MemberState
-
 from ..kube import pointer_token
+from ..world.member_state import JOB, MemberState
+from ..world.pod_group import POD_GROUP_ANNOTATION
 from .dataflow import PHASE_COMPLETE, PHASE_FAILED, inheritance_source
 from .decider import GATE
-from .pod_group_spec import POD_GROUP_ANNOTATION
 
 #: On a gated pod: the uid of the AdmissionReview that gated it (the key of its ``PodGateDecided``).
 ADMISSION_ANNOTATION = "tether.dev/admission"

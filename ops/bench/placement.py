@@ -36,8 +36,8 @@ from collections.abc import Callable
 
 from tether.adapters.cli.replay.fold import gc_paused  # (the collector paused as `tether replay` pauses it)
 from tether.core.placement.group_affinity import NodeSelectorRequirement, NodeSelectorTerm
-from tether.core.placement.pod_group_spec import GroupAffinity, GroupSpec, SortRule
 from tether.core.placement.topology_planner import GroupPod, Node, candidate_order, plan_group
+from tether.core.world.pod_group import GroupAffinity, GroupSpec, SortRule
 
 TARGET_MS = 50
 ZONES, RACK_GROUPS, TORS, NODES_PER_TOR = 4, 5, 25, 10  # 4 x 5 x 25 x 10 = 5000 nodes

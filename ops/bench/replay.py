@@ -18,7 +18,7 @@ taking turns so that both see the machine's drift alike), both through the reade
 (``SqliteLog.scan``: small chunks of rows, each record decoded when the loop reaches it):
 
 * ``baseline`` — read + msgspec-decode every record of the events stream, and drop it: nothing else;
-* ``value``    — read + fold as ``tether replay`` reads and folds (``BulkFold``: each object parsed once, for its
+* ``value``    — read + fold as ``tether replay`` reads and folds (``ReplayFold``: each object parsed once, for its
   last version, without collecting what each event touched; the versions of claims, bindings and member pods read
   undecoded — ``scan(undecoded=True)``, the log's ``version`` column — and only the one kept decoded), the world
   complete at the end: the replay rate of the events;
@@ -60,9 +60,9 @@ from tether.adapters.log import Snapshot
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.testing.synthetic_log import Simulation, scenario
 from tether.core.envelope import EventRecord, decode_event
-from tether.core.pipeline import step
-from tether.projections.bulk import BulkFold, fold_batch
-from tether.projections.world import initial_world
+from tether.core.world import initial_world
+from tether.projections.replay_fold import ReplayFold, fold_batch
+from tether.projections.step import step
 
 LAYOUT = 5  # bump when the generated scenario changes, to rebuild cached logs
 JOBS_PER_NAMESPACE = 100
@@ -172,7 +172,7 @@ async def main() -> None:
             return n
 
         async def fold_pass() -> int:
-            bulk = BulkFold(initial_world())
+            bulk = ReplayFold(initial_world())
             n = 0
             async for chunk in log.scan("events", undecoded=True):
                 bulk.fold(chunk)  # type: ignore[arg-type]

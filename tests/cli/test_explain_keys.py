@@ -8,10 +8,10 @@ import pytest
 from tether.adapters.cli.render import summary
 from tether.adapters.cli.replay.keys import canonical_kind, resolve, suggest
 from tether.adapters.cli.replay.why import matching_prefix
-from tether.core.datadependency.plugin_config import map_location
 from tether.core.envelope import EventRecord
 from tether.core.events import BindingAdmissionDecided
 from tether.core.kube import KubeObject, ObjectMeta, raw_object
+from tether.core.plugin_config import map_location
 
 LOG_KINDS = {"DataSourceClaim", "DataSource", "ResourceBinding", "Cluster", "Data", "ConfigMap", "Queue", "DataLoad"}
 

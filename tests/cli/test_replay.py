@@ -24,7 +24,7 @@ from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.testing.synthetic_log import Simulation, scenario
 from tether.core.commands import UpdateClaimStatus
 from tether.core.envelope import rfc3339
-from tether.projections.world import evolve
+from tether.projections.fold import evolve
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ from tether.core.commands import EXCLUDED_CLUSTERS_ANNOTATION, SetBindingPlaceme
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import Event, ListsStarted, ObjectObserved, ObjectsListed, event_key, list_source
 from tether.core.kube import trim
-from tether.core.pipeline import step
-from tether.projections.world import World, initial_world
+from tether.core.world import World, initial_world
+from tether.projections.step import step
 
 ORDER = ("ConfigMap", "Cluster", "DataSource", "ResourceBinding", "DataSourceClaim")
 PLUGIN_NAMESPACE = "volcano-global"

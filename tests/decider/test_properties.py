@@ -39,9 +39,9 @@ from tether.core.events import (
 )
 from tether.core.identity import make_identity
 from tether.core.kube import trim
-from tether.core.pipeline import step
+from tether.core.world import initial_world
 from tether.projections.snapshot import decode_world, encode_world
-from tether.projections.world import initial_world
+from tether.projections.step import step
 
 LOCATIONS = {"east": ["c1", "c2"], "west": ["c3"], "central": ["c2", "c3"]}
 TABLES = {"t0": "east", "t1": "east", "t2": "west", "t3": "central"}

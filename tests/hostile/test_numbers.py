@@ -29,7 +29,7 @@ from tether.core.envelope import CommandRecord, cause_position
 from tether.core.integers import decimal_digits, parse_int64
 from tether.core.kube import KubeObject, ObjectMeta, ObjectRef, trim
 from tether.core.quantity import InvalidQuantity, milli_value
-from tether.projections.member_views import parse_node
+from tether.core.world.member_state import parse_node
 from tether.projections.versions import stale
 
 from .worlds import world

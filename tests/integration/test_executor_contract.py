@@ -55,7 +55,7 @@ from tether.core.envelope import CommandRecord
 from tether.core.events import CommandFailed, CommandSucceeded, Event
 from tether.core.identity import make_identity
 from tether.core.kube import Condition, KubeObject, ObjectRef, as_json, object_key
-from tether.projections.admission import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION
+from tether.core.world.admission_state import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION
 
 CLAIM_FINALIZER = "datadependency.volcano.sh/finalizer"
 DATASOURCE_FINALIZER = "datadependency.volcano.sh/datasource-finalizer"

@@ -37,8 +37,8 @@ from tether.core.envelope import EventRecord
 from tether.core.events import ObjectsListed, PodGateDecided
 from tether.core.placement.decider import PLACEMENT_ANNOTATION
 from tether.core.placement.webhook_decision import ADMISSION_ANNOTATION
-from tether.projections.members import MemberState
-from tether.projections.world import initial_world
+from tether.core.world import initial_world
+from tether.core.world.member_state import MemberState
 
 from .test_pod_placement import all_bound
 

@@ -36,7 +36,7 @@ from tether.adapters.kubernetes.competing import EVENT_REASON, OWNED_ANNOTATION_
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.daemon import Stack, spawn_daemon, tether_stack
-from tether.projections.world import World
+from tether.core.world import World
 
 pytestmark = pytest.mark.cluster
 

@@ -15,21 +15,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tether.core.kube import NodeAffinity, NodeSelectorTerm
 from tether.core.placement.dataflow import (
     DEFAULT_WAIT_TIMEOUT_MS,
     LABELS_ANNOTATION,
-    OPERATION_KINDS,
     DataFlowSpecError,
-    DataOperation,
     Hold,
     InheritanceResult,
     Inject,
     MatchExpression,
-    NodeAffinity,
-    NodeSelectorTerm,
-    OperationRef,
     PreferredTerm,
-    RecordedPlacement,
     Reject,
     Release,
     Unchanged,
@@ -46,6 +41,7 @@ from tether.core.placement.dataflow import (
     record_placement,
     succeeded_pod,
 )
+from tether.core.world.data_operation import OPERATION_KINDS, DataOperation, OperationRef, RecordedPlacement
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"

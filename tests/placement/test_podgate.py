@@ -9,7 +9,7 @@ from tether.core.commands import EmitMemberEvent, StartTimer
 from tether.core.events import TimerFired
 from tether.core.placement.decider import GATE, GROUP_WAIT_TIMEOUT_MS
 from tether.core.placement.webhook_decision import ADMISSION_ANNOTATION, decide_pod_gate
-from tether.projections.members import MemberState
+from tether.core.world.member_state import MemberState
 
 from .test_podplacement import T0, Feed, job, node, operation, pod, pod_group, racks, releases
 

@@ -1,4 +1,4 @@
-"""The pod-placement decider through ``core.pipeline.step``: events in, commands out, two member clusters."""
+"""The pod-placement decider through ``projections.step.step``: events in, commands out, two member clusters."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from tether.core.events import (
     event_key,
 )
 from tether.core.kube import trim
-from tether.core.pipeline import step
 from tether.core.placement.decider import GATE
-from tether.projections.world import World, initial_world
+from tether.core.world import World, initial_world
+from tether.projections.step import step
 
 HOST = "kubernetes.io/hostname"
 T0 = 1_700_000_000_000

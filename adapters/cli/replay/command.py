@@ -22,8 +22,8 @@ from tether.adapters.log import EventLog, Snapshot
 from tether.core.envelope import parse_rfc3339_ms, rfc3339
 from tether.core.events import split_member_key
 from tether.core.integers import decimal_digits
+from tether.core.world import Settings
 from tether.projections.snapshot import encode_world
-from tether.projections.world import Settings
 
 from .diff import Difference, diff, print_differences
 from .fold import SNAPSHOT_NAME, ReplayResult, events_to_fold, gc_paused, replay

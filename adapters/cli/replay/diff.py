@@ -1,6 +1,6 @@
 """``tether replay --diff``: re-run the deciders over the recorded events and compare with the recorded commands.
 
-:func:`diff` re-runs :func:`tether.core.pipeline.step` over the recorded events and compares what it derives with
+:func:`diff` re-runs :func:`tether.projections.step.step` over the recorded events and compares what it derives with
 the recorded commands, event by event (a command's causation is the position of its event). Kinds: ``missing``
 (derived now, not in the log), ``extra`` (in the log, not derived now) and ``changed`` (same causing event, same
 command type and target, different content). Reasons are wording and are not compared. The binding webhook's
@@ -31,8 +31,8 @@ from tether.core.commands import EmitKubernetesEvent, StartTimer
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import BindingAdmissionDecided
 from tether.core.kube import object_dict
-from tether.core.pipeline import step
-from tether.projections.world import Settings, World
+from tether.core.world import Settings, World
+from tether.projections.step import step
 
 from .fold import Progressed, ReplayResult, cause_offset, replay, start_of
 

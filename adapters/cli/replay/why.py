@@ -58,9 +58,9 @@ from tether.core.events import (
 from tether.core.identity import data_source_name
 from tether.core.kube import KubeObject, as_list, dig
 from tether.core.placement.webhook_decision import ADMISSION_ANNOTATION as POD_ADMISSION_ANNOTATION
-from tether.projections.admission import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION
-from tether.projections.members import MemberPod
-from tether.projections.world import World
+from tether.core.world import World
+from tether.core.world.admission_state import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION
+from tether.core.world.member_state import MemberPod
 
 from .fold import cause_offset
 from .keys import Target, workload_display
