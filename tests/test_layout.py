@@ -156,9 +156,9 @@ def test_the_rule_fails_on_an_upward_import(tmp_path: Path) -> None:
 def test_the_rule_reader_sees_lazy_and_relative_imports(tmp_path: Path) -> None:
     """The checker itself: an import inside a function and a relative import are both found."""
     probe = tmp_path / "probe.py"
-    probe.write_text("def f():\n    from ..testing import daemon\n    import tether.adapters.sandbox.demo\n")
+    probe.write_text("def f():\n    from ..testing import tether_stack\n    import tether.adapters.sandbox.demo\n")
     found = imported_modules(probe, package="tether.adapters.cli")
-    assert "tether.adapters.testing.daemon" in found
+    assert "tether.adapters.testing.tether_stack" in found
     assert "tether.adapters.sandbox.demo" in found
 
 

@@ -12,7 +12,7 @@ help lists every environment variable tether reads (:data:`ENVIRONMENT`).
 Adding a command: write it (a ``click.Command``) in a module of its own (in this room; ``tether demo`` lives with
 the sandbox it runs), and declare it with its one-line summary in :data:`COMMANDS` (or :data:`LOG_COMMANDS` for a
 ``tether log ...`` subcommand); the command takes that summary as its ``short_help``. Only the subcommand invoked
-is imported (:mod:`tether.adapters.cli.lazy`): ``tether replay`` does not load the daemon's Kubernetes client, and
+is imported (:mod:`tether.adapters.cli.lazy_group`): ``tether replay`` does not load the daemon's Kubernetes client, and
 ``tether --help`` loads none.
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import click
 
 from tether.adapters.cli.errors import TetherGroup
-from tether.adapters.cli.lazy import Declared, LazyGroup
+from tether.adapters.cli.lazy_group import Declared, LazyGroup
 
 #: The subcommands of ``tether``: where each click command is (imported when it is used), and the line ``tether
 #: --help`` lists for it (each command takes it as its ``short_help``).

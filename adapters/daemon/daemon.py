@@ -1,4 +1,4 @@
-"""``tether run``: every adapter wired around the runtime.
+"""``tether run``: every adapter wired around the decider and executor loops (``loops.py``).
 
 :class:`Daemon` builds, from a :class:`DaemonConfig`, the pieces of one tether process and runs them:
 
@@ -65,9 +65,9 @@ from tether.adapters.catalog.executor import CatalogExecutor
 from tether.adapters.catalog.registry import ResolverSet
 from tether.adapters.daemon import preflight
 from tether.adapters.daemon.endpoints import Endpoints
+from tether.adapters.daemon.loops import Loops
 from tether.adapters.daemon.metrics import Metrics
 from tether.adapters.daemon.reporting import StateReporter
-from tether.adapters.daemon.runtime import Runtime
 from tether.adapters.daemon.status import daemon_status
 from tether.adapters.daemon.timers import TimerService
 from tether.adapters.kubernetes.binding_webhook import PATH as BINDING_PATH
@@ -219,7 +219,7 @@ class Daemon:
         self._log = log_
         self._resolver_options = resolver_options or {}
         self.metrics = Metrics(admission=cfg.admission)
-        self.runtime: Runtime | None = None
+        self.loops: Loops | None = None
         self.sources: list[WatchSource] = []
         self.resolvers: ResolverSet | None = None
         self.endpoints: Endpoints | None = None
@@ -242,8 +242,8 @@ class Daemon:
 
     @property
     def world(self) -> World:
-        assert self.runtime is not None
-        return self.runtime.world
+        assert self.loops is not None
+        return self.loops.world
 
     def ready(self) -> tuple[bool, str]:
         """``/readyz``. A standby is ready — healthy, merely not leading — unless it serves a webhook: then it is
@@ -253,7 +253,7 @@ class Daemon:
             if self.cfg.serves_webhooks and not self.cfg.leader_services:
                 return False, f"standby (not the leader): its webhooks would only answer 503{problem}"
             return True, f"standby (not the leader){problem}"
-        if self.runtime is None or not self.runtime.recovered.is_set():
+        if self.loops is None or not self.loops.recovered.is_set():
             return False, "recovering the world from the log"
         unsynced = [s.name for s in self.sources if not s.synced.is_set()]
         if unsynced:
@@ -265,15 +265,15 @@ class Daemon:
         its handler's to check (``control_plane_listed`` for bindings; the member's lists for pods)."""
         if self.leader is not None and not self.leader.is_leader.is_set():
             return False, "standby (not the leader)"
-        if self.runtime is None or not self.runtime.recovered.is_set():
+        if self.loops is None or not self.loops.recovered.is_set():
             return False, "recovering the world from the log"
         return True, "current"
 
     def control_plane_listed(self) -> tuple[bool, str]:
         """Whether every control-plane list has ended (``World.lists_pending``, and each source's first list): a
         binding decided before could miss a claim not listed yet. The binding webhook's own check."""
-        assert self.runtime is not None
-        if self.runtime.world.lists_pending or not all(s.synced.is_set() for s in self.sources):
+        assert self.loops is not None
+        if self.loops.world.lists_pending or not all(s.synced.is_set() for s in self.sources):
             return False, "lists pending: the world is not complete yet"
         return True, "current"
 
@@ -342,11 +342,11 @@ class Daemon:
 
     async def poll_locations(self) -> None:
         """Re-resolve the DataSources in use, forever; append only changes (module doc)."""
-        assert self.runtime is not None and self.resolvers is not None and self._log is not None
-        await self.runtime.recovered.wait()
+        assert self.loops is not None and self.resolvers is not None and self._log is not None
+        await self.loops.recovered.wait()
         next_due: dict[str, float] = {}
         while True:
-            world = self.runtime.world
+            world = self.loops.world
             now = time.monotonic()
             due: list[tuple[DataIdentity, str]] = []
             for source in list(world.sources.values()):
@@ -420,7 +420,7 @@ class Daemon:
                                       karmada=kube if self.cfg.members_from_karmada else None,
                                       clients=self._member_clients, api_groups=self.cfg.api_groups,
                                       absent_retry=self.cfg.absent_retry)
-        self.runtime = Runtime(
+        self.loops = Loops(
             self._log, executors=[executor,
                                   CatalogExecutor(self.resolvers, on_lookup=self._count_lookup), member_executor],
             timers=timers, settings=Settings(plugin_configmap=self.cfg.plugin_configmap,
@@ -468,12 +468,12 @@ class Daemon:
             def sources() -> list[WatchSource]:  # the control plane's, and each connected member's
                 return [*self.sources, *(s for m in list(members.members.values()) for s in m.sources)]
 
-            reporter = StateReporter(metrics=self.metrics, runtime=self.runtime, sources=sources,
+            reporter = StateReporter(metrics=self.metrics, loops=self.loops, sources=sources,
                                      log_=self._log, admission_configmap=self.cfg.admission_configmap)
             extra = [reporter.run_admission()] if self.cfg.admission else []
-            tasks.append(asyncio.create_task(self.runtime.run(*(s.run() for s in self.sources),
+            tasks.append(asyncio.create_task(self.loops.run(*(s.run() for s in self.sources),
                                                               self.poll_locations(), reporter.run(), *extra),
-                                             name="runtime"))
+                                             name="loops"))
             self.started.set()
             log.info("tether running", log=self.cfg.log_url, http_port=self.endpoints.port)
             waiters = [t for t in tasks if t.get_name() != "leader-endpoints"]  # (it ends once written)
@@ -496,10 +496,10 @@ class Daemon:
             await asyncio.gather(*tasks, return_exceptions=True)
             if self.members is not None:
                 await self.members.stop()
-            if (self.runtime is not None and self.runtime.recovered.is_set()
+            if (self.loops is not None and self.loops.recovered.is_set()
                     and (self.leader is None or not self.leader.lost.is_set())):
-                try:  # the position past the last batches that produced nothing (runtime doc): still the leader
-                    await self.runtime.save_position()
+                try:  # the position past the last batches that produced nothing (loops doc): still the leader
+                    await self.loops.save_position()
                 except Exception as exc:
                     log.warning("could not commit the decider's position on shutdown", error=repr(exc)[:200])
             self.metrics.leader.set(0)  # after the loops stopped: this replica no longer acts
@@ -507,11 +507,11 @@ class Daemon:
                 await self.leader_endpoints.withdraw()
             if self.leader is not None:  # nothing acts once the standby may lead
                 await self.leader.release()
-            if self.runtime is not None and self.runtime.recovered.is_set():
+            if self.loops is not None and self.loops.recovered.is_set():
                 try:
                     position = await self._log.position("events", consumer="decider")
                     if position:
-                        await self.runtime.save_snapshot(position)
+                        await self.loops.save_snapshot(position)
                 except Exception:  # a snapshot is only a cache; failing to write one on the way out is fine
                     log.warning("could not save a snapshot on shutdown")
             await self.endpoints.stop()
@@ -595,8 +595,8 @@ class Daemon:
 
     async def _freeze_heap_once_recovered(self) -> None:
         """Collect, then freeze everything alive, once the world is recovered (module doc)."""
-        assert self.runtime is not None
-        await self.runtime.recovered.wait()
+        assert self.loops is not None
+        await self.loops.recovered.wait()
         gc.collect()
         gc.freeze()
         frozen = gc.get_freeze_count()

@@ -55,7 +55,7 @@ from tether.adapters.kubernetes.members import NODES, POD_GROUPS, PODS
 from tether.adapters.kubernetes.webhook_certs import MUTATING_WEBHOOKS, ensure_self_signed
 from tether.adapters.sandbox.catalog import SandboxCatalog
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv, kube_environment
-from tether.adapters.testing.kafka import TcpProxy, free_port
+from tether.adapters.testing.kafka_broker import TcpProxy, free_port
 from tether.core.placement.decider import GATE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -489,7 +489,7 @@ async def _seed_control_plane(env: KubeEnv, kube: KubeClient, member: KubeClient
                                  "scope": "Namespaced"}],
                       "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}]})
     if kafka_bootstrap:
-        from tether.adapters.testing.kafka import kafka_test_url
+        from tether.adapters.testing.kafka_broker import kafka_test_url
 
         log_url = kafka_test_url(kafka_bootstrap, f"chaos-{suffix}")
     else:

@@ -87,8 +87,8 @@ from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.catalog import SandboxCatalog
 from tether.adapters.sandbox.kube_emulator import CALIBRATED
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv, kube_environment
-from tether.adapters.testing.daemon import INJECTED_ANNOTATION, tether_stack
 from tether.adapters.testing.fake_cluster import Harness
+from tether.adapters.testing.tether_stack import INJECTED_ANNOTATION, tether_stack
 from tether.core.commands import LookupDataLocation, command_name
 from tether.core.events import CommandSucceeded, ObjectObserved
 

@@ -51,7 +51,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.partitioner import DefaultPartitioner
 
 from tether.adapters.log.kafka import KafkaLog
-from tether.adapters.testing.kafka import TansuBroker
+from tether.adapters.testing.kafka_broker import TansuBroker
 from tether.adapters.testing.synthetic_log import Simulation, scenario
 from tether.core.commands import StartTimer, command_id, command_target
 from tether.core.envelope import CommandRecord, EventRecord, encode

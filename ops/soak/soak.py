@@ -1,11 +1,11 @@
 """Soak: the demo world under continuous churn for ``--minutes``, watching the daemon's memory, lag and latency.
 
 What runs (all on loopback): the Kubernetes API emulator with its Karmada scheduler stand-in and an emulated member
-cluster (racks of nodes, its pod binder, Godel's PodGroup CRD), both on this process's event loop; the sandbox
-Iceberg REST catalog; and the tether daemon **as its own process** (``adapters/testing/daemon.py``: ``Daemon(cfg)``
-as ``tether run`` runs it, on a SQLite log), with every capability on — data-dependency scheduling, queue admission
-(the ResourceBinding webhook registered on the emulator's admission chain, Queues, the admission ConfigMap) and pod
-placement in the member.
+cluster (racks of nodes, its pod binder, Godel's PodGroup CRD), both on this process's event loop; the sandbox Iceberg
+REST catalog; and the tether daemon **as its own process** (``adapters/testing/tether_stack.py``: ``Daemon(cfg)`` as
+``tether run`` runs it, on a SQLite log), with every capability on — data-dependency scheduling, queue admission (the
+ResourceBinding webhook registered on the emulator's admission chain, Queues, the admission ConfigMap) and pod placement
+in the member.
 
 The churn, all at once, for the whole run:
 
@@ -72,7 +72,7 @@ from tether.adapters.kubernetes.members import POD_GROUPS, PODS
 from tether.adapters.kubernetes.webhook_certs import MUTATING_WEBHOOKS
 from tether.adapters.sandbox.kube_emulator import KubeEmulator
 from tether.adapters.sandbox.kube_emulator.testing import kube_environment
-from tether.adapters.testing.daemon import EXCLUDED_ANNOTATION, INJECTED_ANNOTATION, Stack, tether_stack
+from tether.adapters.testing.tether_stack import EXCLUDED_ANNOTATION, INJECTED_ANNOTATION, Stack, tether_stack
 from tether.core.placement.decider import GATE
 
 QUEUE_COUNT = 4

@@ -9,7 +9,7 @@ import pytest
 
 from tether.adapters.catalog.http import CircuitBreaker, CircuitOpenError, backoff_delay, parse_retry_after
 from tether.adapters.catalog.iceberg_rest import AmoroResolver
-from tether.adapters.testing.daemon import eventually
+from tether.adapters.testing.tether_stack import eventually
 from tether.core.events import DataLocationLookupFailed, DataLocationResolved
 from tether.core.identity import make_identity
 from tether.core.plugin_config import CircuitBreakerConfig, RetryConfig

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tether.adapters.cli.render import summary
+from tether.adapters.cli.record_lines import summary
 from tether.adapters.cli.replay.keys import canonical_kind, resolve, suggest
 from tether.adapters.cli.replay.why import matching_prefix
 from tether.core.envelope import EventRecord

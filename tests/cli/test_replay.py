@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 from rich.console import Console
 
 from tether.adapters.cli import main
-from tether.adapters.cli.render import type_name
+from tether.adapters.cli.record_lines import type_name
 from tether.adapters.cli.replay.command import explain_command
 from tether.adapters.cli.replay.diff import diff
 from tether.adapters.cli.replay.fold import replay

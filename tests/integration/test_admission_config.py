@@ -9,7 +9,7 @@ import pytest
 
 from tether.adapters.kubernetes.client import CONFIGMAPS
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import Stack, tether_stack
+from tether.adapters.testing.tether_stack import Stack, tether_stack
 from tether.core.world.admission_state import DEFAULT_ADMISSION_CONFIG
 
 pytestmark = pytest.mark.cluster

@@ -23,7 +23,7 @@ from tether.adapters.kubernetes.client import BINDINGS, CLAIMS
 from tether.adapters.log import aclosing_iter
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import EXCLUDED_ANNOTATION, INJECTED_ANNOTATION, Stack, tether_stack
+from tether.adapters.testing.tether_stack import EXCLUDED_ANNOTATION, INJECTED_ANNOTATION, Stack, tether_stack
 from tether.core.envelope import CommandRecord
 
 pytestmark = pytest.mark.cluster

@@ -13,7 +13,7 @@ import pytest
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, CLUSTERS, DATASOURCES
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import (
+from tether.adapters.testing.tether_stack import (
     EXCLUDED_ANNOTATION,
     INJECTED_ANNOTATION,
     Stack,

@@ -32,7 +32,7 @@ from tether.adapters.daemon.metrics import METRIC_NAMES
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import DEPLOYMENTS, QUEUES, KubeError
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import Stack
+from tether.adapters.testing.tether_stack import Stack
 from tether.core.admission.data_hold import HOLD_PURPOSE
 from tether.core.commands import command_name
 from tether.core.envelope import CommandRecord, EventRecord

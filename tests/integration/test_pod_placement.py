@@ -21,7 +21,6 @@ import pytest
 
 from tether.adapters.kubernetes.members import EVENTS, FLUID, JOBS, POD_GROUPS, PODS
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import eventually, tether_stack
 from tether.adapters.testing.member import (
     CRDS,
     FLUID_CRDS,
@@ -33,6 +32,7 @@ from tether.adapters.testing.member import (
     members_options,
 )
 from tether.adapters.testing.reference import require_reference
+from tether.adapters.testing.tether_stack import eventually, tether_stack
 
 
 async def create_group(m: TestMember, name: str, size: int, *, cpu: str = "1") -> None:

@@ -26,7 +26,7 @@ from tether.adapters.kubernetes.client import (
     KubeError,
 )
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import delete_cluster_scoped, tether_stack
+from tether.adapters.testing.tether_stack import delete_cluster_scoped, tether_stack
 from tether.core.world.admission_state import ADMISSION_ANNOTATION
 
 

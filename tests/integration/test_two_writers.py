@@ -35,7 +35,7 @@ from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, DATASOURCES, EVE
 from tether.adapters.kubernetes.competing import EVENT_REASON, OWNED_ANNOTATION_PREFIXES
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import Stack, spawn_daemon, tether_stack
+from tether.adapters.testing.tether_stack import Stack, spawn_daemon, tether_stack
 from tether.core.world import World
 
 pytestmark = pytest.mark.cluster
@@ -133,8 +133,8 @@ async def quiescent(stack: Stack, daemons: list[Daemon], versions: Versions, *, 
 
     async def probe() -> Counter[str] | None:
         for daemon in daemons:
-            assert daemon.runtime is not None
-            await daemon.runtime.wait_idle(within=within)
+            assert daemon.loops is not None
+            await daemon.loops.wait_idle(within=within)
         current = {}
         for res, namespace in ((CLAIMS, stack.namespace), (BINDINGS, stack.namespace), (DATASOURCES, "")):
             items, _ = await stack.kube.list(res, namespace=namespace)

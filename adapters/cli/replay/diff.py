@@ -22,7 +22,7 @@ import msgspec
 from rich.console import Console
 from rich.text import Text
 
-from tether.adapters.cli.render import line, type_name
+from tether.adapters.cli.record_lines import line, type_name
 from tether.adapters.log import EventLog, aclosing_iter, scan
 from tether.core.admission.binding_events import TRANSITION_REASONS
 from tether.core.admission.data_hold import HOLD_PURPOSE

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 
-from tether.adapters.cli.render import brief
+from tether.adapters.cli.record_lines import brief
 from tether.core.commands import (
     EXCLUDED_CLUSTERS_ANNOTATION,
     CreateDataSource,

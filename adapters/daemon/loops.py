@@ -105,7 +105,7 @@ from tether.core.world.admission_state import CYCLE_PURPOSE as ADMISSION_CYCLE
 from tether.projections.snapshot import decode_world, encode_world
 from tether.projections.step import step
 
-log = structlog.get_logger("tether.runtime")
+log = structlog.get_logger("tether.loops")
 
 SNAPSHOT_NAME = "world"
 
@@ -123,7 +123,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class Runtime:
+class Loops:
     """Runs the decider and executor loops of one tether process."""
 
     def __init__(
@@ -346,7 +346,7 @@ class Runtime:
 
     async def execute_loop(self) -> None:
         """Run the pipelined executor (module doc) until cancelled."""
-        await _Pipeline(self).run()
+        await _ExecutorLoop(self).run()
 
     # --- running -----------------------------------------------------------------------------------------
 
@@ -384,8 +384,8 @@ class Runtime:
         raise TimeoutError("the pipeline did not become idle")
 
 
-class _Pipeline:
-    """The executor loop of one :class:`Runtime` (see the module doc, "Executor loop").
+class _ExecutorLoop:
+    """The executor loop of one :class:`Loops` (see the module doc, "Executor loop").
 
     Three kinds of tasks share this object, all on one event loop:
 
@@ -402,9 +402,9 @@ class _Pipeline:
     oldest command whose outcome is not appended yet, or the end of what was read when none is pending.
     """
 
-    def __init__(self, runtime: Runtime) -> None:
-        self.rt = runtime
-        self.slots = asyncio.Semaphore(runtime.concurrency)
+    def __init__(self, loops: Loops) -> None:
+        self.rt = loops
+        self.slots = asyncio.Semaphore(loops.concurrency)
         self.queues: dict[str, deque[CommandRecord]] = {}
         self.last_of_slot: dict[str, CommandRecord] = {}  # the latest queued command of each (purpose, object)
         self.pending: dict[int, list[int]] = defaultdict(list)  # partition → offsets read, outcome not appended
