@@ -27,14 +27,6 @@ import msgspec
 from .identity import DataIdentity
 from .kube import Condition, NodeSelectorTerm, ObjectKey, ObjectRef, PreferredSchedulingTerm, object_key
 
-CLAIM_FINALIZER = "datadependency.volcano.sh/finalizer"
-DATASOURCE_FINALIZER = "datadependency.volcano.sh/datasource-finalizer"
-PLACEMENT_INJECTED_ANNOTATION = "datadependency.volcano.sh/placement-injected"
-EXCLUDED_CLUSTERS_ANNOTATION = "datadependency.volcano.sh/excluded-clusters"
-#: Per-term record of tether's additions (only written when the placement has ``clusterAffinities``).
-ADDED_BY_TERM_ANNOTATION = "tether.dev/added-exclusions"
-LOCATION_ANNOTATION = "tether.dev/data-location"
-
 DATA_GROUP_VERSION = "datadependency.volcano.sh/v1alpha1"
 
 

@@ -21,6 +21,8 @@ from typing import Annotated, Any, NewType
 
 import msgspec
 
+from .keys import LAST_APPLIED_ANNOTATION
+
 ObjectKey = NewType("ObjectKey", str)
 
 #: A JSON object kept as its raw bytes (published as ``{"type": "object"}`` in the topic schemas).
@@ -67,7 +69,6 @@ def pointer_token(token: str) -> str:
     return token.replace("~", "~0").replace("/", "~1")
 
 
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 class ObjectMeta(msgspec.Struct, gc=False, omit_defaults=True, rename="camel"):
@@ -180,8 +181,8 @@ def trim(raw: dict[str, Any]) -> KubeObject:
     annotations = meta.get("annotations") or {} if isinstance(meta, dict) else {}
     if not isinstance(meta, dict) or not isinstance(annotations, dict):
         raise msgspec.ValidationError("Expected `object` for `$.metadata` and `$.metadata.annotations`")
-    if LAST_APPLIED in annotations:
-        annotations = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
+    if LAST_APPLIED_ANNOTATION in annotations:
+        annotations = {k: v for k, v in annotations.items() if k != LAST_APPLIED_ANNOTATION}
     trimmed = {
         "apiVersion": raw.get("apiVersion", ""),
         "kind": raw.get("kind", ""),

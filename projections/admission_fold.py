@@ -51,15 +51,17 @@ from tether.core.events import (
     SettingsApplied,
     TimerFired,
 )
+from tether.core.keys import (
+    ADMISSION_ANNOTATION,
+    ADMITTED_REQUEST_ANNOTATION,
+    OVERRUN_ANNOTATION,
+    RELEASED_ANNOTATION,
+)
 from tether.core.kube import KubeObject, as_list, as_mapping, dig, ref_of
 from tether.core.quantity import InvalidQuantity, ResourceList, resource_list
 from tether.core.world.admission_state import (
-    ADMISSION_ANNOTATION,
-    ADMITTED_REQUEST_ANNOTATION,
     CYCLE_PURPOSE,
     DEFAULT_ADMISSION_CONFIG,
-    OVERRUN_ANNOTATION,
-    RELEASED_ANNOTATION,
     AdmissionBinding,
     AdmissionState,
     ObservedCluster,

@@ -58,7 +58,6 @@ from typing import Any
 
 import msgspec
 
-from tether.core.commands import LOCATION_ANNOTATION
 from tether.core.envelope import CommandHead, EventRecord, StoredEvent
 from tether.core.events import (
     CommandFailed,
@@ -75,6 +74,7 @@ from tether.core.events import (
     TimerFired,
 )
 from tether.core.identity import DataIdentity
+from tether.core.keys import LOCATION_ANNOTATION
 from tether.core.kube import KubeObject
 from tether.core.world import World
 from tether.core.world.member_state import MEMBER_KINDS, POD, POD_GROUP

@@ -61,7 +61,7 @@ from tether.core.events import (
     DataSourceNotInCatalog,
     Event,
 )
-from tether.core.world.admission_state import OVERRUN_ANNOTATION
+from tether.core.keys import OVERRUN_ANNOTATION
 
 DEBUG, INFO, WARNING = logging.DEBUG, logging.INFO, logging.WARNING
 

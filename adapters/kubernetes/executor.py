@@ -45,7 +45,6 @@ import structlog
 
 from tether.adapters.kubernetes.manifests import data_source_manifest
 from tether.core.commands import (
-    LOCATION_ANNOTATION,
     AddFinalizer,
     Command,
     CreateDataSource,
@@ -62,6 +61,7 @@ from tether.core.commands import (
 from tether.core.datadependency.exclusions import plan_placement
 from tether.core.envelope import CommandRecord
 from tether.core.events import CommandFailed, CommandSucceeded, Event
+from tether.core.keys import LOCATION_ANNOTATION
 from tether.core.kube import KubeObject, ObjectRef, as_json, object_key, trim
 from tether.projections.versions import stale
 

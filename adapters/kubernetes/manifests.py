@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tether.core.commands import DATA_GROUP_VERSION, DATASOURCE_FINALIZER, LOCATION_ANNOTATION, CreateDataSource
+from tether.core.commands import DATA_GROUP_VERSION, CreateDataSource
+from tether.core.keys import DATASOURCE_FINALIZER, LOCATION_ANNOTATION, PERMANENT_ID_LABEL
 
 PLUGIN_NAMESPACE = "volcano-global"
 PLUGIN_CONFIGMAP = "volcano-global-datasource-plugins"
@@ -76,7 +77,7 @@ def resource_binding(
         "metadata": {
             "name": f"{workload}-{kind.lower()}",
             "namespace": namespace,
-            "labels": {"propagationpolicy.karmada.io/permanent-id": f"pp-{namespace}-{workload}"},
+            "labels": {PERMANENT_ID_LABEL: f"pp-{namespace}-{workload}"},
         },
         "spec": spec,
     }

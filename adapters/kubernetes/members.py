@@ -56,8 +56,8 @@ from tether.adapters.log import EventLog
 from tether.core.commands import Command, EmitMemberEvent, ReleasePod, SetMemberCondition, command_name
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import CommandFailed, Event, ListsStarted, MemberDisconnected, event_key, member_key
+from tether.core.keys import PLACEMENT_ANNOTATION
 from tether.core.kube import KubeObject, as_json, parse_conditions, pointer_token, set_condition, trim
-from tether.core.placement.decider import PLACEMENT_ANNOTATION
 from tether.core.placement.node_affinity import InvalidAffinity, tighten_node_affinity
 from tether.core.placement.operation_status import accepts_conditions
 

@@ -30,7 +30,6 @@ from typing import Any
 from tether.adapters.kubernetes.executor import reschedule_needed
 from tether.adapters.kubernetes.manifests import data_source_manifest
 from tether.core.commands import (
-    LOCATION_ANNOTATION,
     AddFinalizer,
     Command,
     CreateDataSource,
@@ -68,11 +67,15 @@ from tether.core.events import (
     member_key,
 )
 from tether.core.identity import DataIdentity
+from tether.core.keys import (
+    ADMISSION_ANNOTATION,
+    ADMITTED_REQUEST_ANNOTATION,
+    LOCATION_ANNOTATION,
+    PLACEMENT_ANNOTATION,
+)
 from tether.core.kube import KubeObject, ObjectKey, as_json, object_key, trim
-from tether.core.placement.decider import PLACEMENT_ANNOTATION
 from tether.core.placement.node_affinity import InvalidAffinity, tighten_node_affinity
 from tether.core.world import World, initial_world
-from tether.core.world.admission_state import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION
 from tether.projections.step import step
 
 _STATUS_KINDS = {"DataSourceClaim", "DataSource", "ResourceBinding", "Queue"}

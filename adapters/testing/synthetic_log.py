@@ -60,6 +60,7 @@ from tether.core.events import (
     split_member_key,
 )
 from tether.core.identity import DataIdentity, make_identity
+from tether.core.keys import KARMADA_REGION_LABEL, POLICY_NAME_LABEL
 from tether.core.kube import KubeObject, object_key, trim
 from tether.core.world import World, initial_world
 from tether.projections.step import step
@@ -207,7 +208,7 @@ class Simulation:
     def cluster(self, name: str, *, ready: bool = True) -> None:
         obj = self.api.get(f"Cluster//{name}") or {
             "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
-            "metadata": {"name": name, "labels": {"topology.karmada.io/region": f"region-{name[-1]}"}},
+            "metadata": {"name": name, "labels": {KARMADA_REGION_LABEL: f"region-{name[-1]}"}},
             "spec": {"syncMode": "Push", "apiEndpoint": f"https://{name}.example:6443",
                      "secretRef": {"namespace": "karmada-cluster", "name": name}},
         }
@@ -251,7 +252,7 @@ class Simulation:
         raw: dict[str, Any] = {
             "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
             "metadata": {"name": f"{job}-job", "namespace": namespace,
-                         "labels": {"propagationpolicy.karmada.io/name": f"{namespace}-jobs"}},
+                         "labels": {POLICY_NAME_LABEL: f"{namespace}-jobs"}},
             "spec": {"resource": {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "namespace": namespace,
                                   "name": job, "uid": f"job-{namespace}-{job}"},
                      "placement": {"clusterAffinity": {"clusterNames": list(self.clusters)},

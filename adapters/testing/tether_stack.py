@@ -48,6 +48,7 @@ from tether.adapters.sandbox.kube_emulator.testing import KUBECONFIG_ENV, TETHER
 from tether.adapters.testing.clock import ManualClock
 from tether.core.envelope import CommandRecord
 from tether.core.events import Event
+from tether.core.keys import PLACEMENT_INJECTED_ANNOTATION
 
 CRDS = ("datadependency.volcano.sh_datasourceclaims", "datadependency.volcano.sh_datasources",
         "work.karmada.io_resourcebindings", "cluster.karmada.io_clusters")
@@ -310,7 +311,7 @@ class Stack:
             rb = await self.get("ResourceBinding", binding)
             if rb is None or self.known(rb, clusters) != set(clusters):
                 return None
-            injected = (rb["metadata"].get("annotations") or {}).get(INJECTED_ANNOTATION)
+            injected = (rb["metadata"].get("annotations") or {}).get(PLACEMENT_INJECTED_ANNOTATION)
             return rb if injected == ("true" if clusters else None) else None
 
         result: dict[str, Any] = await self.eventually(probe, within=within,
@@ -358,8 +359,6 @@ class Stack:
         return [e for e in items if (e.get("involvedObject") or {}).get("name") == name]
 
 
-INJECTED_ANNOTATION = "datadependency.volcano.sh/placement-injected"
-EXCLUDED_ANNOTATION = "datadependency.volcano.sh/excluded-clusters"
 
 
 def excluded(rb: dict[str, Any] | None) -> list[str]:

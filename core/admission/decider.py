@@ -56,16 +56,10 @@ from ..datadependency.decider import DecisionPass
 from ..decision import Decision
 from ..envelope import EventRecord, rfc3339
 from ..events import CommandSucceeded, ObjectObserved, TimerFired
+from ..keys import ADMISSION_ANNOTATION, OVERRUN_ANNOTATION, RELEASED_ANNOTATION
 from ..quantity import ResourceList, format_milli, scale
 from ..world import Touched, World
-from ..world.admission_state import (
-    ADMISSION_ANNOTATION,
-    CYCLE_PURPOSE,
-    OVERRUN_ANNOTATION,
-    RELEASED_ANNOTATION,
-    AdmissionBinding,
-    AdmissionState,
-)
+from ..world.admission_state import CYCLE_PURPOSE, AdmissionBinding, AdmissionState
 from ..world.views import Binding as BindingView
 from .binding_events import UNSEEN, BindingMark, binding_events
 from .data_hold import HOLD_PURPOSE, Waiting, hold_text, release_text

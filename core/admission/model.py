@@ -25,8 +25,6 @@ DEFAULT_QUEUE = QueueName("default")
 #: Volcano's implicit root of the queue hierarchy: ``spec.parent: root`` means top-level unless a Queue of that
 #: name exists (then its capability caps the whole tree).
 ROOT_QUEUE = "root"
-QUEUE_NAME_KEY = "volcano.sh/queue-name"
-SCHEDULING_QUEUE_NAME_KEY = "scheduling.volcano.sh/queue-name"
 
 
 class Binding(msgspec.Struct, frozen=True, gc=False, kw_only=True):

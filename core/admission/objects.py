@@ -13,10 +13,11 @@ from typing import Any
 import msgspec
 
 from ..envelope import parse_rfc3339_ms
+from ..keys import QUEUE_NAME_KEY, SCHEDULING_QUEUE_NAME_KEY
 from ..kube import as_mapping, dig
 from ..quantity import InvalidQuantity, add, resource_list
 from ..world.admission_state import AdmissionState, ObservedCluster, Queue
-from .model import DEFAULT_QUEUE, QUEUE_NAME_KEY, SCHEDULING_QUEUE_NAME_KEY, ClusterCapacity
+from .model import DEFAULT_QUEUE, ClusterCapacity
 
 
 def _is_volcano_job(workload: Mapping[str, Any]) -> bool:

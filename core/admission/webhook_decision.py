@@ -42,9 +42,9 @@ import msgspec
 from ..datadependency.decider import DecisionPass
 from ..datadependency.exclusions import plan_placement
 from ..envelope import EventRecord
+from ..keys import ADMISSION_ANNOTATION
 from ..kube import as_mapping, pointer_token, trim
 from ..world import World
-from ..world.admission_state import ADMISSION_ANNOTATION
 from ..world.views import parse_binding
 from .data_hold import Waiting, hold_text
 

@@ -50,9 +50,7 @@ from operator import attrgetter
 import msgspec
 
 from ..commands import (
-    CLAIM_FINALIZER,
     DATA_GROUP_VERSION,
-    DATASOURCE_FINALIZER,
     AddFinalizer,
     DeleteDataSource,
     EmitKubernetesEvent,
@@ -69,6 +67,7 @@ from ..commands import (
 from ..decision import Decision, backoff_ms
 from ..envelope import EventRecord, rfc3339
 from ..identity import DataIdentity, data_source_name
+from ..keys import CLAIM_FINALIZER, DATASOURCE_FINALIZER
 from ..kube import Condition, ObjectRef, set_condition
 from ..plugin_config import map_location
 from ..world import Touched, World, slot

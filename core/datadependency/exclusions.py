@@ -32,7 +32,7 @@ from typing import Any
 
 import msgspec
 
-from ..commands import ADDED_BY_TERM_ANNOTATION, EXCLUDED_CLUSTERS_ANNOTATION, PLACEMENT_INJECTED_ANNOTATION
+from ..keys import ADDED_BY_TERM_ANNOTATION, EXCLUDED_CLUSTERS_ANNOTATION, PLACEMENT_INJECTED_ANNOTATION
 from ..world.views import added_exclusions
 
 

@@ -45,12 +45,8 @@ from typing import Any, TypeVar
 import msgspec
 
 from ..integers import parse_int64
-from ..kube import (
-    NodeAffinity,
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
-    PreferredSchedulingTerm,
-)
+from ..keys import FLUID_LABELS_ANNOTATION, HOSTNAME_LABEL, REGION_LABEL, ZONE_LABEL
+from ..kube import NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm, PreferredSchedulingTerm
 from ..world.data_operation import (
     FLUID_GROUP,
     FLUID_GROUP_VERSION,
@@ -69,10 +65,6 @@ from .node_affinity import InvalidAffinity, tighten_node_affinity
 from .node_affinity import parse_node_affinity as _parse_node_affinity
 from .operation_status import REASON_INHERITED
 
-LABELS_ANNOTATION = "affinity.dataflow.fluid.io/labels"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
-REGION_LABEL = "topology.kubernetes.io/region"
-ZONE_LABEL = "topology.kubernetes.io/zone"
 RECORDED_LABELS = (HOSTNAME_LABEL, REGION_LABEL, ZONE_LABEL)
 PHASE_COMPLETE = "Complete"
 PHASE_FAILED = "Failed"
@@ -294,7 +286,7 @@ def record_placement(*, operation: DataOperation, pod_annotations: Mapping[str, 
     """The placement of a completed operation, from its succeeded pod's annotations and its node's labels."""
     if operation.distributed or operation.cron:
         return RecordedPlacement(distributed=True)
-    keys = _unique((*RECORDED_LABELS, *label_keys(pod_annotations.get(LABELS_ANNOTATION))))
+    keys = _unique((*RECORDED_LABELS, *label_keys(pod_annotations.get(FLUID_LABELS_ANNOTATION))))
     return RecordedPlacement(labels={k: node_labels[k] for k in keys if k in node_labels})
 
 
@@ -464,7 +456,7 @@ def gate_decision(*, result: InheritanceResult, gated_since_ms: int, now_ms: int
 
 
 __all__ = [
-    "DEFAULT_WAIT_TIMEOUT_MS", "LABELS_ANNOTATION", "DataFlowSpecError", "Hold", "InheritanceResult", "Inject",
+    "DEFAULT_WAIT_TIMEOUT_MS", "DataFlowSpecError", "Hold", "InheritanceResult", "Inject",
     "MatchExpression", "PreferredTerm", "Reject", "Release", "Unchanged", "Wait", "decide_inheritance",
     "gate_decision", "inheritance_source", "invalid_spec", "label_keys", "merge_node_affinity", "parse_node_affinity",
     "parse_operation", "placement_from_status", "record_placement", "succeeded_pod",

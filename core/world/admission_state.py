@@ -22,14 +22,6 @@ import msgspec
 from ..kube import ObjectRef
 from ..quantity import ResourceList
 
-#: tether's annotations on a binding held by admission: the hold reason (set by the webhook when it suspends, and
-#: by the decider with the queue's reason), and the whole request admitted (set by the resume).
-ADMISSION_ANNOTATION = "tether.dev/admission"
-ADMITTED_REQUEST_ANNOTATION = "tether.dev/admitted-request"
-OVERRUN_ANNOTATION = "tether.dev/admission-overrun"
-#: Set on a binding released at its hold's bound without the data constraint (``core.admission.data_hold``); removed
-#: once tether's data placement is on it.
-RELEASED_ANNOTATION = "tether.dev/admission-released"
 CYCLE_PURPOSE = "admission-cycle"  # the timer of the admission decider's cycles
 
 
@@ -157,8 +149,7 @@ class AdmissionState(msgspec.Struct):
 
 
 __all__ = [
-    "ADMISSION_ANNOTATION", "ADMITTED_REQUEST_ANNOTATION", "CYCLE_PURPOSE", "DEFAULT_ADMISSION_CONFIG",
-    "DEFAULT_MAX_HOLD_MS", "OVERRUN_ANNOTATION", "RELEASED_ANNOTATION", "AdmissionBinding", "AdmissionConfig",
+    "CYCLE_PURPOSE", "DEFAULT_ADMISSION_CONFIG", "DEFAULT_MAX_HOLD_MS", "AdmissionBinding", "AdmissionConfig",
     "AdmissionState", "ObservedCluster", "PluginOption", "Queue", "QueueManaged", "QueueObserved", "Tier",
     "WorkloadQueue",
 ]

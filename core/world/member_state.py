@@ -21,10 +21,11 @@ from typing import Any
 
 import msgspec
 
+from ..keys import POD_GROUP_ANNOTATION
 from ..kube import Condition, KubeObject, NodeSelectorTerm, as_list
 from ..quantity import InvalidQuantity, ResourceList, add, resource_list
 from .data_operation import OPERATION_KINDS, DataOperation, RecordedPlacement
-from .pod_group import POD_GROUP_ANNOTATION, GroupSpec
+from .pod_group import GroupSpec
 
 NODE, POD, POD_GROUP, JOB = "Node", "Pod", "PodGroup", "Job"
 MEMBER_KINDS = (NODE, POD, POD_GROUP, JOB, *OPERATION_KINDS)

@@ -13,9 +13,6 @@ import msgspec
 
 from ..kube import NodeSelectorTerm
 
-#: The pod annotation that makes a pod a member of a PodGroup (in the pod's namespace).
-POD_GROUP_ANNOTATION = "godel.bytedance.com/pod-group-name"
-
 SortResource = Literal["CPU", "Memory", "GPU"]
 #: The Kubernetes resource each sort resource reads.
 RESOURCE_NAMES: dict[str, str] = {"CPU": "cpu", "Memory": "memory", "GPU": "nvidia.com/gpu"}
@@ -49,5 +46,5 @@ class GroupSpec(msgspec.Struct, frozen=True):
     namespace: str = ""
 
 
-__all__ = ["DEFAULT_SORT_RULES", "POD_GROUP_ANNOTATION", "RESOURCE_NAMES", "GroupAffinity", "GroupSpec", "SortResource",
+__all__ = ["DEFAULT_SORT_RULES", "RESOURCE_NAMES", "GroupAffinity", "GroupSpec", "SortResource",
            "SortRule"]

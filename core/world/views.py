@@ -28,16 +28,16 @@ from typing import Any
 
 import msgspec
 
-from ..commands import (
+from ..commands import DATA_GROUP_VERSION
+from ..identity import DataIdentity, identity_problem, make_identity
+from ..keys import (
     ADDED_BY_TERM_ANNOTATION,
     CLAIM_FINALIZER,
-    DATA_GROUP_VERSION,
     DATASOURCE_FINALIZER,
     EXCLUDED_CLUSTERS_ANNOTATION,
     LOCATION_ANNOTATION,
     PLACEMENT_INJECTED_ANNOTATION,
 )
-from ..identity import DataIdentity, identity_problem, make_identity
 from ..kube import Condition, KubeObject, ObjectRef, object_dict, parse_conditions
 from ..lazy import lazy
 

@@ -88,9 +88,10 @@ from tether.adapters.sandbox.catalog import SandboxCatalog
 from tether.adapters.sandbox.kube_emulator import CALIBRATED
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv, kube_environment
 from tether.adapters.testing.fake_cluster import Harness
-from tether.adapters.testing.tether_stack import INJECTED_ANNOTATION, tether_stack
+from tether.adapters.testing.tether_stack import tether_stack
 from tether.core.commands import LookupDataLocation, command_name
 from tether.core.events import CommandSucceeded, ObjectObserved
+from tether.core.keys import PLACEMENT_INJECTED_ANNOTATION
 
 TABLES = 10
 BARE_PATCHES = 300
@@ -220,7 +221,8 @@ async def watch_injected(kube: KubeClient, namespace: str, rv: str, seen: dict[s
     async for item in kube.watch(BINDINGS, resource_version=rv, namespace=namespace, timeout_seconds=600):
         obj = item.get("object") or {}
         meta = obj.get("metadata") or {}
-        if item.get("type") in ("ADDED", "MODIFIED") and (meta.get("annotations") or {}).get(INJECTED_ANNOTATION):
+        injected = (meta.get("annotations") or {}).get(PLACEMENT_INJECTED_ANNOTATION)
+        if item.get("type") in ("ADDED", "MODIFIED") and injected:
             if meta["name"] not in seen:
                 seen[meta["name"]] = time.perf_counter()
                 seen_rv[meta["name"]] = int(meta["resourceVersion"])
@@ -234,7 +236,7 @@ async def relay(kube: KubeClient, namespace: str, rv: str) -> None:
     and for each new one PATCH its workload's binding (the annotation the bench waits for), at once, concurrently.
     No log, no decision, no claim or DataSource status: what tether does on top of this is what it adds."""
     writes: set[asyncio.Task[Any]] = set()
-    body = {"metadata": {"annotations": {INJECTED_ANNOTATION: "true"}}}
+    body = {"metadata": {"annotations": {PLACEMENT_INJECTED_ANNOTATION: "true"}}}
     async for item in kube.watch(CLAIMS, resource_version=rv, namespace=namespace, timeout_seconds=600):
         obj = item.get("object") or {}
         if item.get("type") == "ADDED":

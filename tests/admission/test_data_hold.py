@@ -22,9 +22,9 @@ from tether.core.admission.data_hold import format_duration
 from tether.core.admission.webhook_decision import decide_binding_admission
 from tether.core.commands import ResumeBinding
 from tether.core.events import ObjectObserved, SettingsApplied
+from tether.core.keys import ADMISSION_ANNOTATION, RELEASED_ANNOTATION
 from tether.core.kube import trim
 from tether.core.world import Settings, initial_world
-from tether.core.world.admission_state import ADMISSION_ANNOTATION, RELEASED_ANNOTATION
 from tether.projections.step import step
 
 TABLE = "amoro/table/db.east1"

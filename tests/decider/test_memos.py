@@ -22,6 +22,7 @@ from tether.core.decision import Decision
 from tether.core.envelope import CommandRecord, EventRecord, encode, parse_rfc3339_ms, rfc3339
 from tether.core.events import CommandFailed, DataLocationResolved, ObjectObserved
 from tether.core.identity import make_identity
+from tether.core.keys import CLAIM_FINALIZER
 from tether.core.kube import Condition, ObjectRef, object_key
 from tether.core.world import Touched, World, initial_world, slot
 from tether.projections import step as step_module
@@ -215,7 +216,7 @@ def test_memoised_commands_are_those_of_their_observation() -> None:
             adding = claim.__dict__.get("adding")
             if adding is not None:
                 seen += 1
-                command = c.AddFinalizer(target=claim.ref, finalizer=c.CLAIM_FINALIZER)
+                command = c.AddFinalizer(target=claim.ref, finalizer=CLAIM_FINALIZER)
                 target = c.command_target(command)
                 assert adding == (command, c.command_id(command), target, slot("add_finalizer", target))
         for binding in world.bindings.values():

@@ -29,7 +29,6 @@ from hypothesis import strategies as st
 from tether.adapters.kubernetes import manifests
 from tether.core.commands import (
     DATA_GROUP_VERSION,
-    LOCATION_ANNOTATION,
     Command,
     ReleasePod,
     ResumeBinding,
@@ -59,6 +58,7 @@ from tether.core.events import (
     list_source,
 )
 from tether.core.identity import make_identity
+from tether.core.keys import LOCATION_ANNOTATION
 from tether.core.kube import KubeObject, ObjectRef, trim
 from tether.core.world import World, initial_world
 from tether.projections.admission_fold import MANAGED_KEY

@@ -24,11 +24,6 @@ import pytest
 from tether.adapters.kubernetes import manifests as m
 from tether.adapters.testing.fake_cluster import Harness
 from tether.core.commands import (
-    CLAIM_FINALIZER,
-    DATASOURCE_FINALIZER,
-    EXCLUDED_CLUSTERS_ANNOTATION,
-    LOCATION_ANNOTATION,
-    PLACEMENT_INJECTED_ANNOTATION,
     AddFinalizer,
     Command,
     CreateDataSource,
@@ -57,6 +52,13 @@ from tether.core.events import (
     list_source,
 )
 from tether.core.identity import is_valid_object_name, make_identity
+from tether.core.keys import (
+    CLAIM_FINALIZER,
+    DATASOURCE_FINALIZER,
+    EXCLUDED_CLUSTERS_ANNOTATION,
+    LOCATION_ANNOTATION,
+    PLACEMENT_INJECTED_ANNOTATION,
+)
 from tether.core.kube import trim
 from tether.core.plugin_config import map_location
 from tether.core.world import World, initial_world

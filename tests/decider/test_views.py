@@ -15,7 +15,8 @@ from tether.core.commands import CreateDataSource
 from tether.core.envelope import EventRecord
 from tether.core.events import CommandSucceeded, ObjectDeleted, ObjectObserved
 from tether.core.identity import DataIdentity, identity_problem, make_identity
-from tether.core.kube import LAST_APPLIED, Condition, set_condition, trim
+from tether.core.keys import LAST_APPLIED_ANNOTATION
+from tether.core.kube import Condition, set_condition, trim
 from tether.core.world import initial_world, views
 from tether.projections.fold import _stale, evolve
 from tether.projections.replay_fold import fold_batch
@@ -50,10 +51,11 @@ def test_trim_drops_kubectls_copy_of_the_object_and_keeps_the_other_annotations(
     what every object costs in the world and in the log."""
     raw = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"},
            "metadata": {"name": "a", "namespace": "n", "managedFields": [{"manager": "kubectl"}],
-                        "annotations": {LAST_APPLIED: '{"apiVersion": "v1", "kind": "ConfigMap"}', "team": "ml"}}}
+                        "annotations": {LAST_APPLIED_ANNOTATION: '{"apiVersion": "v1", "kind": "ConfigMap"}',
+                                        "team": "ml"}}}
     obj = trim(raw)
     assert obj.metadata.annotations == {"team": "ml"} and obj.data == {"k": "v"}
-    raw["metadata"]["annotations"] = {LAST_APPLIED: "{}"}
+    raw["metadata"]["annotations"] = {LAST_APPLIED_ANNOTATION: "{}"}
     assert trim(raw).metadata.annotations == {}
 
 

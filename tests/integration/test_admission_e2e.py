@@ -51,7 +51,7 @@ from tether.adapters.testing.tether_stack import Stack, delete_cluster_scoped, e
 from tether.core.commands import ResumeBinding
 from tether.core.decision import RETRY_MAX_MS
 from tether.core.events import BindingAdmissionDecided, ObjectObserved
-from tether.core.world.admission_state import ADMISSION_ANNOTATION, RELEASED_ANNOTATION
+from tether.core.keys import ADMISSION_ANNOTATION, RELEASED_ANNOTATION
 
 pytestmark = pytest.mark.cluster
 

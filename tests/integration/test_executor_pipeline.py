@@ -20,7 +20,7 @@ from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, KubeClient
 from tether.adapters.kubernetes.executor import KubeExecutor
 from tether.adapters.log.sqlite import SqliteLog
-from tether.adapters.sandbox.kube_emulator.testing import TEST_FINALIZER, KubeEnv
+from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.tether_stack import eventually
 from tether.core.commands import (
     AddFinalizer,
@@ -32,6 +32,7 @@ from tether.core.commands import (
 )
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import CommandSucceeded, Event
+from tether.core.keys import TEST_FINALIZER
 from tether.core.kube import Condition, ObjectRef
 
 

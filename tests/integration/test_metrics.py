@@ -45,7 +45,7 @@ from tether.core.events import (
     DataSourceNotInCatalog,
     TimerFired,
 )
-from tether.core.world.admission_state import ADMISSION_ANNOTATION
+from tether.core.keys import ADMISSION_ANNOTATION
 
 from .test_admission_e2e import admission_stack, binding
 from .test_daemon import http_get

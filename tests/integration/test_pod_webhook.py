@@ -35,8 +35,7 @@ from tether.adapters.testing.member import member
 from tether.adapters.testing.tether_stack import eventually, tether_stack
 from tether.core.envelope import EventRecord
 from tether.core.events import ObjectsListed, PodGateDecided
-from tether.core.placement.decider import PLACEMENT_ANNOTATION
-from tether.core.placement.webhook_decision import ADMISSION_ANNOTATION
+from tether.core.keys import ADMISSION_ANNOTATION, PLACEMENT_ANNOTATION
 from tether.core.world import initial_world
 from tether.core.world.member_state import MemberState
 

@@ -27,7 +27,7 @@ from tether.adapters.kubernetes.client import (
 )
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.tether_stack import delete_cluster_scoped, tether_stack
-from tether.core.world.admission_state import ADMISSION_ANNOTATION
+from tether.core.keys import ADMISSION_ANNOTATION
 
 
 def suspended(rb: dict[str, Any] | None) -> bool:

@@ -34,7 +34,6 @@ import msgspec
 
 from tether.adapters.cli.record_lines import brief
 from tether.core.commands import (
-    EXCLUDED_CLUSTERS_ANNOTATION,
     CreateDataSource,
     ReleasePod,
     ResumeBinding,
@@ -56,10 +55,10 @@ from tether.core.events import (
     pod_admission_key,
 )
 from tether.core.identity import data_source_name
+from tether.core.keys import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION, EXCLUDED_CLUSTERS_ANNOTATION
+from tether.core.keys import ADMISSION_ANNOTATION as POD_ADMISSION_ANNOTATION
 from tether.core.kube import KubeObject, as_list, dig
-from tether.core.placement.webhook_decision import ADMISSION_ANNOTATION as POD_ADMISSION_ANNOTATION
 from tether.core.world import World
-from tether.core.world.admission_state import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION
 from tether.core.world.member_state import MemberPod
 
 from .fold import cause_offset
