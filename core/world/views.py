@@ -17,6 +17,12 @@ the typed decode fails and the tolerant path runs on plain dictionaries, field b
 malformed claim becomes a :class:`Claim` with ``problem`` set (the decider turns that into an ``InvalidSpec``
 condition), never an exception. Both paths give the same view for every well-typed object. The namespace of a
 claim's workload is defaulted here, and nowhere else.
+
+The typed structs are a projection of the kinds' one description, ``core.api`` (:data:`READS` pairs each with the
+kind's struct it reads, and a test fails when a field is not the kind's): they decode only what tether reads, the
+rest skipped unparsed; they keep sequences as tuples, which the decider compares with what it builds; and they are
+lenient where the published types are strict (a claim without a workload is read, and reported), since a reader
+must take whatever the API server stored.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import Any
 
 import msgspec
 
+from .. import api
 from ..commands import DATA_GROUP_VERSION
 from ..identity import DataIdentity, identity_problem, make_identity
 from ..keys import (
@@ -388,6 +395,14 @@ class _SourceStatus(msgspec.Struct, gc=False, rename="camel"):
     bound_claims: int = 0
     claim_refs: msgspec.Raw = msgspec.Raw(b"[]")  # the whole array, unparsed: see _source_status_of
 
+
+#: Each reader struct and the struct of ``core.api`` it reads: a reader reads a projection of the kind's one
+#: description (its fields, by their wire names) — ``tests/ops/test_resource_descriptions.py`` holds them together.
+READS: dict[type[msgspec.Struct], type[msgspec.Struct]] = {
+    _ClaimSpec: api.DataSourceClaimSpec, _Workload: api.WorkloadReference, _ClaimStatus: api.DataSourceClaimStatus,
+    _SourceSpec: api.DataSourceSpec, _Locality: api.Locality, _SourceStatus: api.DataSourceStatus,
+    _RawRef: api.ClaimReference, ObjectRef: api.ClaimReference,
+}
 
 _source_spec = msgspec.json.Decoder(_SourceSpec)
 _source_status = msgspec.json.Decoder(_SourceStatus, strict=False)  # strict=False: as _claim_refs
