@@ -44,7 +44,7 @@ SMALL_INDEX = 8
 
 
 class Settings(msgspec.Struct, frozen=True):
-    """What the projection needs to know about the installation."""
+    """What the fold needs to know about the installation (from the log: ``SettingsApplied``)."""
 
     plugin_configmap: str = "volcano-global/volcano-global-datasource-plugins"
     admission_configmap: str = "tether-system/tether-admission"  # plugin tiers and queue-managed kinds
@@ -52,8 +52,8 @@ class Settings(msgspec.Struct, frozen=True):
 
 class Lookup(msgspec.Struct):
     """The catalog's latest answer about one identity. kind: resolved | not-found | failed (| expired: a retry is
-    due). A resolved location may also come from a DataSource's location changed by a write (:func:`adopt_location`).
-    """
+    due). A resolved location may also come from a DataSource's location changed by a write
+    (``projections.fold.adopt_location``)."""
 
     identity: DataIdentity
     kind: str

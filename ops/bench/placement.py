@@ -34,7 +34,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from tether.adapters.cli.replay.fold import gc_paused  # (the collector paused as `tether replay` pauses it)
+from tether.adapters.cli.replay.rebuild import gc_paused  # (the collector paused as `tether replay` pauses it)
 from tether.core.keys import HOSTNAME_LABEL
 from tether.core.placement.group_affinity import NodeSelectorRequirement, NodeSelectorTerm
 from tether.core.placement.topology_planner import GroupPod, Node, candidate_order, plan_group

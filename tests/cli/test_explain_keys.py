@@ -1,4 +1,4 @@
-"""What an ``--explain`` argument means (``adapters/cli/replay/keys.py``), and the chain's mapping prefix agreeing
+"""What an ``--explain`` argument means (``adapters/cli/replay/targets.py``), and the chain's mapping prefix agreeing
 with the decider's own choice of clusters."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tether.adapters.cli.record_lines import summary
-from tether.adapters.cli.replay.keys import canonical_kind, resolve, suggest
+from tether.adapters.cli.replay.targets import canonical_kind, resolve, suggest
 from tether.adapters.cli.replay.why import matching_prefix
 from tether.core.envelope import EventRecord
 from tether.core.events import BindingAdmissionDecided

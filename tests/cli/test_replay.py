@@ -18,7 +18,7 @@ from tether.adapters.cli import main
 from tether.adapters.cli.record_lines import type_name
 from tether.adapters.cli.replay.command import explain_command
 from tether.adapters.cli.replay.diff import diff
-from tether.adapters.cli.replay.fold import replay
+from tether.adapters.cli.replay.rebuild import replay
 from tether.adapters.cli.replay.trail import Bounds, ScanningIndex, explain, index_of
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.testing.synthetic_log import Simulation, scenario

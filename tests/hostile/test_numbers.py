@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.adapters.cli.replay.fold import cause_offset, replay
+from tether.adapters.cli.replay.rebuild import cause_offset, replay
 from tether.adapters.daemon.decision_log import _position
 from tether.adapters.kubernetes.executor import ObjectCache
 from tether.adapters.log.kafka_config import parse_kafka_url

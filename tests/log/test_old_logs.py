@@ -35,7 +35,7 @@ import pytest
 from click.testing import CliRunner
 
 from tether.adapters.cli import main
-from tether.adapters.cli.replay.fold import replay
+from tether.adapters.cli.replay.rebuild import replay
 from tether.adapters.log.sqlite import SqliteLog
 from tether.core.commands import COMMAND_TYPES, command_target
 from tether.core.envelope import (

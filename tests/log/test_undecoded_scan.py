@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from tether.adapters.cli.replay.fold import replay
+from tether.adapters.cli.replay.rebuild import replay
 from tether.adapters.log.sqlite import SqliteLog
 from tether.core.envelope import EventRecord, StoredEvent, object_version
 from tether.core.events import CommandSucceeded, ObjectDeleted, ObjectObserved, member_key

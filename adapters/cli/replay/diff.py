@@ -34,7 +34,7 @@ from tether.core.kube import object_dict
 from tether.core.world import Settings, World
 from tether.projections.step import step
 
-from .fold import Progressed, ReplayResult, cause_offset, replay, start_of
+from .rebuild import Progressed, ReplayResult, cause_offset, replay, start_of
 
 
 class Difference(msgspec.Struct):

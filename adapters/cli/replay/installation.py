@@ -25,7 +25,7 @@ from tether.core.plugin_config import parse_plugin_configmap
 from tether.core.world import Settings
 from tether.projections.admission_fold import CONFIG_KEY, MANAGED_KEY
 
-from .keys import kind_of
+from .targets import kind_of
 from .trail import Bounds, LogIndex, events_by_key
 
 CONFIGMAP = "ConfigMap"

@@ -25,7 +25,7 @@ from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import ObjectDeleted, ObjectObserved, pod_admission_key, split_member_key
 from tether.core.keys import ADMISSION_ANNOTATION
 
-from .fold import cause_offset
+from .rebuild import cause_offset
 
 
 class Trail(msgspec.Struct):

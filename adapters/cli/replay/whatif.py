@@ -53,7 +53,7 @@ from tether.core.world.views import CONFIGMAP, Binding
 from tether.projections.admission_fold import CONFIG_KEY, MANAGED_KEY
 from tether.projections.step import step
 
-from .keys import workload_display
+from .targets import workload_display
 from .why import matching_prefix
 
 QUEUE = "Queue"

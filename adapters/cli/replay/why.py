@@ -61,8 +61,8 @@ from tether.core.kube import KubeObject, as_list, dig
 from tether.core.world import World
 from tether.core.world.member_state import MemberPod
 
-from .fold import cause_offset
-from .keys import Target, workload_display
+from .rebuild import cause_offset
+from .targets import Target, workload_display
 from .trail import Bounds, LogIndex, commands_by_key, events_at, events_by_key
 
 #: How many of a link's decisions are shown (the latest); the rest are counted. ``--explain KEY`` has them all.

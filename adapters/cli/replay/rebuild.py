@@ -1,4 +1,4 @@
-"""Fold the events stream into the world: what ``tether replay`` does first, and what ``--explain``,
+"""Rebuild the world from the log, the events stream folded: what ``tether replay`` does first, and what ``--explain``,
 ``--diff`` and ``--what-if`` build on.
 
 :func:`replay` folds the events (from a stored snapshot when one covers a prefix of the requested range) with
