@@ -6,7 +6,8 @@ The rule, in one sentence: **a layer imports only itself and the layers below it
   ``core/`` and ``projections/`` (and the adapter rooms below their own);
 * inside ``core/``, the shared language (the modules at its top and ``core/world/``, the world's shape) imports no
   capability room, and a room imports another only along admission → datadependency;
-* inside ``adapters/``, the product rooms are ordered ``log`` < ``kubernetes``, ``catalog`` < ``daemon`` < ``cli``;
+* inside ``adapters/``, the product rooms are ordered ``log`` < ``kubernetes`` < ``daemon`` < ``cli`` (and
+  ``catalog`` < ``daemon``);
   no product room imports ``adapters/testing/`` or ``adapters/sandbox/`` (the sandbox, which ships for ``tether
   demo``, holds that command; the CLI declares it by name, as it declares every command), and the sandbox never
   imports ``testing/``.
@@ -31,8 +32,8 @@ LAYERS = ("core", "projections", "adapters")
 CAPABILITIES = ("datadependency", "admission", "placement")
 LANGUAGE_FOLDERS = ("world",)
 ALLOWED_CAPABILITY_EDGES = {("admission", "datadependency")}
-#: The product adapter rooms and the rooms each may import (the order ``log`` < ``kubernetes``, ``catalog`` <
-#: ``daemon`` < ``cli``); ``sandbox`` and ``testing`` are not product.
+#: The product adapter rooms and the rooms each may import (the order ``log`` < ``kubernetes`` < ``daemon`` < ``cli``,
+#: and ``catalog`` < ``daemon``); ``sandbox`` and ``testing`` are not product.
 PRODUCT_ROOMS: dict[str, frozenset[str]] = {
     "log": frozenset(),
     "catalog": frozenset(),
