@@ -15,15 +15,20 @@ Conventions the generator relies on — they keep the published schema exactly a
   docstrings are for readers of this module and are not published.
 * ``x-kubernetes-*`` markers that describe merge semantics ride along in ``Meta(extra_json_schema=...)``.
 
+The other descriptions of the two kinds follow these: ``adapters/kubernetes/manifests.py`` writes the objects by
+encoding these structs, and the executors name the fields they patch through :func:`field_names`; the views'
+readers (``core/world/views.py``) decode a projection of them, each reader struct declared with the kind's struct it
+reads (``READS``), and ``tests/ops/test_resource_descriptions.py`` fails when a reader field is not the kind's, or
+when what tether writes is not what the CRD accepts and the reader reads back.
+
 Compatibility with Volcano Global is a rule, not an accident: every field, type and enum of its CRDs must be
 accepted here and tether may require nothing it does not (``tests/ops/test_crd_compat.py`` checks it path by path
 against Volcano Global's published CRDs). That is why, for instance, ``phase`` and ``reclaimPolicy`` carry no enum
 although only two values mean anything, and why a claim reference requires none of its fields.
 
-Conditions are published as :class:`ApiCondition`, Kubernetes' ``metav1.Condition`` with its value checks (status
-True/False/Unknown, an RFC 3339 lastTransitionTime, a non-negative observedGeneration); tether writes them as
-:class:`~tether.core.kube.Condition`, which has the same fields (a test keeps the two in step). Only ``type``,
-``status`` and ``reason`` are required, because tether omits an empty ``message``.
+Conditions are :class:`~tether.core.kube.Condition`, the one type tether writes and reads them as; it carries the
+descriptions and Kubernetes' value checks the CRDs publish (status True/False/Unknown, an RFC 3339
+lastTransitionTime, a non-negative observedGeneration).
 
 Pure data: no I/O, nothing here talks to an API server.
 """
@@ -36,6 +41,7 @@ import msgspec
 from msgspec import Meta
 
 from .commands import DATA_GROUP_VERSION
+from .kube import Condition
 
 GROUP, VERSION = DATA_GROUP_VERSION.split("/")
 
@@ -53,22 +59,7 @@ class WorkloadReference(msgspec.Struct, kw_only=True, frozen=True, omit_defaults
     namespace: Annotated[str, _doc("Namespace of the workload; empty means the claim's own namespace.")] = ""
 
 
-class ApiCondition(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True, rename="camel"):
-    """A ``metav1.Condition`` as the API checks it (tether's in-memory form is :class:`tether.core.kube.Condition`)."""
-
-    type: Annotated[str, _doc("What the condition is about, in CamelCase, e.g. Bound.")]
-    status: Annotated[Literal["True", "False", "Unknown"], _doc("True, False or Unknown.")]
-    reason: Annotated[str, _doc("Why the condition has this status, in CamelCase, e.g. DataSourceNotFound.")]
-    message: Annotated[str, _doc("The reason in words, for people.")] = ""
-    last_transition_time: Annotated[
-        str, Meta(description="When the status last changed (RFC 3339).", extra_json_schema={"format": "date-time"})
-    ] = ""
-    observed_generation: Annotated[
-        int, Meta(ge=0, description="The metadata.generation the condition was computed from.",
-                  extra_json_schema={"format": "int64"})] = 0
-
-
-ConditionItem = Annotated[ApiCondition, _doc("One observation (a Kubernetes metav1.Condition).")]
+ConditionItem = Annotated[Condition, _doc("One observation (a Kubernetes metav1.Condition).")]
 
 Attributes = Annotated[
     dict[str, str],
@@ -191,3 +182,10 @@ DATASOURCE = ApiKind(
 )
 
 KINDS: tuple[ApiKind, ...] = (DATASOURCECLAIM, DATASOURCE)
+
+
+def field_names(struct: type[msgspec.Struct]) -> dict[str, str]:
+    """Each field's name on the wire (``bound_data_source`` → ``boundDataSource``), by its Python name: how code that
+    writes a kind's fields one by one (a merge patch, a status written whole) names them, so that it follows the type.
+    A Python name the type does not have is a KeyError, not a field silently written under a wrong name."""
+    return {field.name: field.encode_name for field in msgspec.structs.fields(struct)}

@@ -27,12 +27,6 @@ import msgspec
 from .identity import DataIdentity
 from .kube import Condition, NodeSelectorTerm, ObjectKey, ObjectRef, PreferredSchedulingTerm, object_key
 
-CLAIM_FINALIZER = "datadependency.volcano.sh/finalizer"
-DATASOURCE_FINALIZER = "datadependency.volcano.sh/datasource-finalizer"
-PLACEMENT_INJECTED_ANNOTATION = "datadependency.volcano.sh/placement-injected"
-EXCLUDED_CLUSTERS_ANNOTATION = "datadependency.volcano.sh/excluded-clusters"
-LOCATION_ANNOTATION = "tether.dev/data-location"
-
 DATA_GROUP_VERSION = "datadependency.volcano.sh/v1alpha1"
 
 
@@ -179,7 +173,7 @@ class ResumeBinding(msgspec.Struct, tag=True, frozen=True):
     """Lift ``spec.suspension.scheduling`` of a binding admission let go (``binding`` carries its uid), recording
     the whole request admitted (``admitted_request``: resource → quantity) and clearing the hold annotation.
 
-    The binding counts as admitted from the moment this is issued (``projections.admission``): a retry is the same
+    The binding counts as admitted from the moment this is issued (``projections.admission_fold``): a retry is the same
     command, never a second admission."""
 
     binding: ObjectRef

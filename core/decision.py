@@ -1,6 +1,6 @@
 r"""A decision: a command and why it was decided — what every capability's decider returns.
 
-``core.pipeline.step`` turns decisions into :class:`~tether.core.envelope.CommandRecord`\ s (dropping those whose
+``projections.step.step`` turns decisions into :class:`~tether.core.envelope.CommandRecord`\ s (dropping those whose
 command is already in flight) and ``tether replay --explain`` prints their reasons. The retry backoff lives here
 too, because both the data-dependency decider (catalog lookups) and the pipeline (failed commands) retry on it.
 """
@@ -22,7 +22,7 @@ class Decision(msgspec.Struct, frozen=True):
 
     ``id``, ``key`` and ``slot`` are the command's :func:`~tether.core.commands.command_id`, its
     :func:`~tether.core.commands.command_target` and its in-flight slot, computed once by the decider so that
-    ``core.pipeline.step`` does not compute them again; empty when the decider did not (``step`` then does)."""
+    ``projections.step.step`` does not compute them again; empty when the decider did not (``step`` then does)."""
 
     command: Command
     reason: str

@@ -183,7 +183,7 @@ def decode_command_head(data: bytes | str) -> CommandHead:
 
 def cause_position(causation: str) -> tuple[int, int] | None:
     """The events position (partition, offset) a command's causation names (``partition:offset``, as
-    ``core.pipeline`` records it); None for anything else (a command id: the causation of an outcome event)."""
+    ``projections.step`` records it); None for anything else (a command id: the causation of an outcome event)."""
     partition_text, _, offset_text = causation.partition(":")
     partition, offset = decimal_digits(partition_text), decimal_digits(offset_text)
     return None if partition is None or offset is None else (partition, offset)
@@ -211,8 +211,8 @@ class StoredEvent(msgspec.Struct, gc=False):
     """An event record as its log stored it, not decoded yet: what the log's columns say of it (its type, its key,
     and the resourceVersion of the object it carries under that key: :func:`object_version`) and its body.
 
-    A replay holds only the latest version of most objects (``projections.bulk``); reading each record whole costs
-    as much as folding it, and most versions are superseded before anything reads them. A log that stores those
+    A replay holds only the latest version of most objects (``projections.replay_fold``); reading each record whole
+    costs as much as folding it, and most versions are superseded before anything reads them. A log that stores those
     columns hands such records over undecoded, and :meth:`obj` decodes the one version that is kept."""
 
     offset: int

@@ -21,6 +21,8 @@ from typing import Annotated, Any, NewType
 
 import msgspec
 
+from .keys import LAST_APPLIED_ANNOTATION
+
 ObjectKey = NewType("ObjectKey", str)
 
 #: A JSON object kept as its raw bytes (published as ``{"type": "object"}`` in the topic schemas).
@@ -67,7 +69,6 @@ def pointer_token(token: str) -> str:
     return token.replace("~", "~0").replace("/", "~1")
 
 
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 class ObjectMeta(msgspec.Struct, gc=False, omit_defaults=True, rename="camel"):
@@ -127,14 +128,25 @@ class ObjectRef(msgspec.Struct, gc=False, frozen=True, omit_defaults=True, renam
 
 
 class Condition(msgspec.Struct, gc=False, frozen=True, omit_defaults=True, rename="camel"):
-    """A ``metav1.Condition``."""
+    """A ``metav1.Condition``: what tether writes on its objects' status and reads on anyone's — the one description.
 
-    type: str
-    status: str
-    reason: str
-    message: str = ""
-    last_transition_time: str = ""
-    observed_generation: int = 0
+    ``core.api`` publishes it in tether's CRDs with these descriptions and Kubernetes' value checks (status True,
+    False or Unknown; an RFC 3339 ``lastTransitionTime``; a non-negative ``observedGeneration``). The checks are
+    schema only (``extra_json_schema``): decoding stays as tolerant as the API server that stored the object, so a
+    condition of someone else's is read as it is. Only ``type``, ``status`` and ``reason`` are required, because
+    tether omits an empty ``message``."""
+
+    type: Annotated[str, msgspec.Meta(description="What the condition is about, in CamelCase, e.g. Bound.")]
+    status: Annotated[str, msgspec.Meta(description="True, False or Unknown.",
+                                        extra_json_schema={"enum": ["False", "True", "Unknown"]})]
+    reason: Annotated[str, msgspec.Meta(
+        description="Why the condition has this status, in CamelCase, e.g. DataSourceNotFound.")]
+    message: Annotated[str, msgspec.Meta(description="The reason in words, for people.")] = ""
+    last_transition_time: Annotated[str, msgspec.Meta(description="When the status last changed (RFC 3339).",
+                                                      extra_json_schema={"format": "date-time"})] = ""
+    observed_generation: Annotated[int, msgspec.Meta(
+        description="The metadata.generation the condition was computed from.",
+        extra_json_schema={"format": "int64", "minimum": 0})] = 0
 
 
 def as_json(value: object) -> Any:
@@ -180,8 +192,8 @@ def trim(raw: dict[str, Any]) -> KubeObject:
     annotations = meta.get("annotations") or {} if isinstance(meta, dict) else {}
     if not isinstance(meta, dict) or not isinstance(annotations, dict):
         raise msgspec.ValidationError("Expected `object` for `$.metadata` and `$.metadata.annotations`")
-    if LAST_APPLIED in annotations:
-        annotations = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
+    if LAST_APPLIED_ANNOTATION in annotations:
+        annotations = {k: v for k, v in annotations.items() if k != LAST_APPLIED_ANNOTATION}
     trimmed = {
         "apiVersion": raw.get("apiVersion", ""),
         "kind": raw.get("kind", ""),

@@ -2,7 +2,7 @@
 
 A snapshot lets a restart (or ``tether replay``) fold only the tail of the log. It is stored by the log backend
 next to the position it covers (``adapters.log.Snapshot``), so the two can never disagree. The encoding is
-msgspec's msgpack of the :class:`~tether.projections.world.World` struct; a snapshot written by another schema
+msgspec's msgpack of the :class:`~tether.core.world.World` struct; a snapshot written by another schema
 version is simply ignored (the log is the source of truth — a snapshot is only a cache of a fold).
 """
 
@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import msgspec
 
-from .world import World, canonical_indexes
+from tether.core.world import World
+
+from .fold import canonical_indexes
 
 #: Bump when World changes shape; older snapshots are then discarded and the log is replayed from the start.
 SNAPSHOT_VERSION = 11  # 8: World.claims_namespace; a DataSource location another writer wrote is adopted; 9: settings

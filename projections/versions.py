@@ -2,8 +2,8 @@
 
 A write's answer and the watch's events about the same object reach the log in either order (the executor and the
 watch race), so an observation may be older than the one already folded; folding it would bring back a state the
-object has left. Shared by the control plane's world (``projections.world``) and the member clusters'
-(``projections.members``).
+object has left. Shared by the control plane's world (``projections.fold``) and the member clusters'
+(``projections.member_fold``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,20 @@
-"""The rooms of the repository and who may import whom (the layout in the README).
+"""The layers of the repository and who may import whom (the layout in the README and ``docs/design.md``).
 
-* ``core/`` and ``projections/`` are pure: they import nothing from ``adapters/``;
-* ``adapters/`` holds folders only (one per outside system or role) and its ``__init__.py``;
-* product adapters never import ``adapters/testing/``, and only the demo command imports ``adapters/sandbox/``.
+The rule, in one sentence: **a layer imports only itself and the layers below it** —
 
-Imports are read from the source (every ``import`` statement, including those inside functions), so a lazy
-import cannot slip past.
+* ``core/`` imports nothing outside ``core/``; ``projections/`` imports only ``core/``; ``adapters/`` import
+  ``core/`` and ``projections/`` (and the adapter rooms below their own);
+* inside ``core/``, the shared language (the modules at its top and ``core/world/``, the world's shape) imports no
+  capability room, and a room imports another only along admission → datadependency;
+* inside ``adapters/``, the product rooms are ordered ``log`` < ``kubernetes`` < ``daemon`` < ``cli`` (and
+  ``catalog`` < ``daemon``);
+  no product room imports ``adapters/testing/`` or ``adapters/sandbox/`` (the sandbox, which ships for ``tether
+  demo``, holds that command; the CLI declares it by name, as it declares every command), and the sandbox never
+  imports ``testing/``.
+
+Every rule is checked by folder: a module's place decides what it may import, and there is no list of files allowed
+an exception. Imports are read from the source (every ``import`` statement, including those inside functions), so a
+lazy import cannot slip past; and the checker is run on a miniature tree with an upward import, to show it fails.
 """
 
 from __future__ import annotations
@@ -16,22 +25,37 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-ADAPTERS = ROOT / "adapters"
-PRODUCT_ROOMS = ("log", "kubernetes", "catalog", "daemon", "cli")
-SANDBOX_IMPORTERS = {"adapters/cli/demo.py"}
+
+#: The top-level layers, bottom up: a module imports ``tether.<layer>`` only for its own layer or one below.
+LAYERS = ("core", "projections", "adapters")
+#: core's capability rooms; every other folder of ``core/`` (``world/``) is shared language, like its top modules.
+CAPABILITIES = ("datadependency", "admission", "placement")
+LANGUAGE_FOLDERS = ("world",)
+ALLOWED_CAPABILITY_EDGES = {("admission", "datadependency")}
+#: The product adapter rooms and the rooms each may import (the order ``log`` < ``kubernetes`` < ``daemon`` < ``cli``,
+#: and ``catalog`` < ``daemon``); ``sandbox`` and ``testing`` are not product.
+PRODUCT_ROOMS: dict[str, frozenset[str]] = {
+    "log": frozenset(),
+    "catalog": frozenset(),
+    "kubernetes": frozenset({"log"}),
+    "daemon": frozenset({"log", "catalog", "kubernetes"}),
+    "cli": frozenset({"log", "catalog", "kubernetes", "daemon"}),
+}
+NOT_PRODUCT = {"sandbox": frozenset(PRODUCT_ROOMS), "testing": frozenset({*PRODUCT_ROOMS, "sandbox"})}
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(["tether", *parts])
 
 
-def imported_modules(path: Path, *, package: str | None = None) -> set[str]:
+def imported_modules(path: Path, *, package: str | None = None, root: Path = ROOT) -> set[str]:
     """Absolute names of every module ``path`` imports (relative imports resolved against its package)."""
     if package is None:
-        package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+        name = module_name(path, root)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
@@ -51,106 +75,126 @@ def sources(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
 
 
-def violations(paths: list[Path], forbidden: str) -> list[str]:
-    return [f"{p.relative_to(ROOT)} imports {m}" for p in paths for m in sorted(imported_modules(p))
-            if m == forbidden or m.startswith(forbidden + ".")]
+def place(module: str) -> tuple[str, str]:
+    """(layer, room) of a module of the package: the room is the folder under the layer (``""`` for a module at the
+    layer's top, and for every module of the shared language of ``core/``)."""
+    parts = module.split(".")
+    layer = parts[1] if len(parts) > 1 else ""
+    room = parts[2] if len(parts) > 2 and layer != "projections" else ""
+    if layer == "core" and room not in CAPABILITIES:
+        room = ""  # the shared language: core's top modules and its language folders (world/)
+    return layer, room
 
 
-@pytest.mark.parametrize("room", ["core", "projections"])
-def test_pure_rooms_import_no_adapter(room: str) -> None:
-    assert violations(sources(ROOT / room), "tether.adapters") == []
+def may_import(importer: str, imported: str) -> bool:
+    """Whether the module ``importer`` may import ``imported`` (both ``tether.…`` names): the rule of this file."""
+    (layer, room), (to_layer, to_room) = place(importer), place(imported)
+    if to_layer not in LAYERS:
+        return True  # not tether's (or ``tether`` itself)
+    if LAYERS.index(to_layer) != LAYERS.index(layer):
+        return LAYERS.index(to_layer) < LAYERS.index(layer)
+    if layer == "core":
+        if not to_room or to_room == room:
+            return True  # the shared language, or the room's own modules
+        return bool(room) and (room, to_room) in ALLOWED_CAPABILITY_EDGES
+    if layer == "adapters" and to_room and to_room != room:
+        allowed = PRODUCT_ROOMS.get(room, NOT_PRODUCT.get(room, frozenset()))
+        return to_room in allowed
+    return True
 
 
-def test_adapters_root_holds_folders_only() -> None:
-    loose = sorted(p.name for p in ADAPTERS.iterdir() if p.is_file() and p.name != "__init__.py")
-    assert loose == []
+def upward_imports(root: Path, layer: str) -> list[str]:
+    """Every import in ``root/<layer>`` that the rule forbids, as ``path imports module``."""
+    found = []
+    for path in sources(root / layer):
+        importer = module_name(path, root)
+        found += [f"{path.relative_to(root)} imports {m}" for m in sorted(imported_modules(path, root=root))
+                  if m.startswith("tether.") and not may_import(importer, m)]
+    return found
 
 
-@pytest.mark.parametrize("room", PRODUCT_ROOMS)
-def test_product_never_imports_test_machinery(room: str) -> None:
-    assert violations(sources(ADAPTERS / room), "tether.adapters.testing") == []
+@pytest.mark.parametrize("layer", LAYERS)
+def test_every_layer_imports_only_itself_and_the_layers_below(layer: str) -> None:
+    assert upward_imports(ROOT, layer) == []
 
 
-@pytest.mark.parametrize("room", PRODUCT_ROOMS)
-def test_only_the_demo_command_imports_the_sandbox(room: str) -> None:
-    paths = [p for p in sources(ADAPTERS / room) if str(p.relative_to(ROOT)) not in SANDBOX_IMPORTERS]
-    assert violations(paths, "tether.adapters.sandbox") == []
-
-
-def test_the_sandbox_never_imports_test_machinery() -> None:
-    assert violations(sources(ADAPTERS / "sandbox"), "tether.adapters.testing") == []
+def test_the_rule_fails_on_an_upward_import(tmp_path: Path) -> None:
+    """The checker itself, on a miniature tree: each kind of upward import is caught, the downward ones are not."""
+    probes = {
+        "core/world/shape.py": "from tether.projections.fold import evolve\n",  # core → projections
+        "core/kube.py": "from tether.core.placement.decider import decide_pods\n",  # language → room
+        "core/placement/decider.py": "from tether.core.admission import decider\n",  # room → room, no edge
+        "projections/fold.py": "def f():\n    from tether.adapters.log import EventLog\n",  # lazy, → adapters
+        "adapters/catalog/executor.py": "from ..daemon.metrics import Metrics\n",  # product room → a higher one
+        "adapters/cli/run.py": "import tether.adapters.sandbox.demo\n",  # product → sandbox
+        "adapters/sandbox/demo.py": "from tether.adapters.testing import tether_stack\n",  # sandbox → testing
+        # allowed: downward, along the edge, and within a room
+        "core/admission/decider.py": "from tether.core.datadependency import decider\nfrom ..world import World\n",
+        "projections/step.py": "from tether.core.placement.decider import decide_pods\nfrom .fold import evolve\n",
+        "adapters/daemon/daemon.py": "from tether.adapters.catalog.executor import CatalogExecutor\n",
+    }
+    for name, text in probes.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    found = [line for layer in LAYERS for line in upward_imports(tmp_path, layer)]
+    assert found == [
+        "core/kube.py imports tether.core.placement.decider",
+        "core/kube.py imports tether.core.placement.decider.decide_pods",
+        "core/placement/decider.py imports tether.core.admission",
+        "core/placement/decider.py imports tether.core.admission.decider",
+        "core/world/shape.py imports tether.projections.fold",
+        "core/world/shape.py imports tether.projections.fold.evolve",
+        "projections/fold.py imports tether.adapters.log",
+        "projections/fold.py imports tether.adapters.log.EventLog",
+        "adapters/catalog/executor.py imports tether.adapters.daemon.metrics",
+        "adapters/catalog/executor.py imports tether.adapters.daemon.metrics.Metrics",
+        "adapters/cli/run.py imports tether.adapters.sandbox.demo",
+        "adapters/sandbox/demo.py imports tether.adapters.testing",
+        "adapters/sandbox/demo.py imports tether.adapters.testing.tether_stack",
+    ]
 
 
 def test_the_rule_reader_sees_lazy_and_relative_imports(tmp_path: Path) -> None:
     """The checker itself: an import inside a function and a relative import are both found."""
     probe = tmp_path / "probe.py"
-    probe.write_text("def f():\n    from ..testing import daemon\n    import tether.adapters.sandbox.demo\n")
+    probe.write_text("def f():\n    from ..testing import tether_stack\n    import tether.adapters.sandbox.demo\n")
     found = imported_modules(probe, package="tether.adapters.cli")
-    assert "tether.adapters.testing.daemon" in found
+    assert "tether.adapters.testing.tether_stack" in found
     assert "tether.adapters.sandbox.demo" in found
 
 
-# --- core/ in rooms ---------------------------------------------------------------------------------------------
-#
-# core/ top holds the shared language (events, commands, envelope, kube, quantity, identity, api, decision, lazy)
-# and the composition root (pipeline); each capability is a room. The rules:
-#
-# * the shared language imports no capability (pipeline alone composes the deciders);
-# * a capability imports the shared language and projections, and another capability only along the allowed edges
-#   (admission reads data dependency's decision pass and exclusions: where a binding's data is) — never back;
-# * only a room's deciders and webhook decisions read projections (projections read the rooms' pure types and
-#   specs, so the reverse would be a cycle);
-# * no import cycle among core/ and projections/ modules.
-
-CORE = ROOT / "core"
-CAPABILITIES = ("datadependency", "admission", "placement")
-ALLOWED_CAPABILITY_EDGES = {("admission", "datadependency")}
-COMPOSITION_ROOT = "tether.core.pipeline"
-READS_PROJECTIONS = {"decider.py", "webhook_decision.py"}
+def test_the_layers_and_rooms_are_the_folders_the_rule_names() -> None:
+    """Every folder is placed by the rule: a new room is added to it, not left to a default."""
+    assert sorted(p.name for p in ROOT.iterdir() if p.is_dir() and p.name in LAYERS) == sorted(LAYERS)
+    rooms = sorted(p.name for p in (ROOT / "core").iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert rooms == sorted((*CAPABILITIES, *LANGUAGE_FOLDERS))
+    shared = sorted(p.stem for p in (ROOT / "core").glob("*.py") if p.stem != "__init__")
+    assert shared == ["api", "commands", "decision", "envelope", "events", "identity", "integers", "keys", "kube",
+                      "lazy", "plugin_config", "quantity"]
+    adapter_rooms = sorted(p.name for p in (ROOT / "adapters").iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert adapter_rooms == sorted((*PRODUCT_ROOMS, *NOT_PRODUCT))
 
 
-def capability_of(module: str) -> str | None:
-    parts = module.split(".")
-    return parts[2] if len(parts) > 2 and parts[:2] == ["tether", "core"] and parts[2] in CAPABILITIES else None
+def test_adapters_root_holds_folders_only() -> None:
+    loose = sorted(p.name for p in (ROOT / "adapters").iterdir() if p.is_file() and p.name != "__init__.py")
+    assert loose == []
 
 
-def test_core_top_is_the_shared_language_and_the_rooms() -> None:
-    rooms = sorted(p.name for p in CORE.iterdir() if p.is_dir() and p.name != "__pycache__")
-    assert rooms == sorted(CAPABILITIES)
-    shared = sorted(p.stem for p in CORE.glob("*.py") if p.stem != "__init__")
-    assert shared == ["api", "commands", "decision", "envelope", "events", "identity", "integers", "kube", "lazy",
-                      "pipeline", "quantity"]
+def test_the_cli_declares_commands_of_the_cli_and_the_sandbox_only() -> None:
+    """Subcommands are imported by name when they run (``adapters/cli/lazy_group.py``): the declarations are the
+    CLI's only way into another room, and they point into the CLI itself or the sandbox (``tether demo``)."""
+    from tether.adapters.cli import COMMANDS, LOG_COMMANDS
+
+    declared = (*COMMANDS.values(), *LOG_COMMANDS.values())
+    rooms = {place(command.where.partition(":")[0])[1] for command in declared}
+    assert rooms <= {"cli", "sandbox"}
 
 
-def test_the_shared_language_imports_no_capability() -> None:
-    found = [f"{p.relative_to(ROOT)} imports {m}" for p in sorted(CORE.glob("*.py"))
-             if module_name(p) != COMPOSITION_ROOT for m in sorted(imported_modules(p)) if capability_of(m)]
-    assert found == []
-
-
-@pytest.mark.parametrize("room", CAPABILITIES)
-def test_a_capability_imports_another_only_along_an_allowed_edge(room: str) -> None:
-    found = [f"{p.relative_to(ROOT)} imports {m}" for p in sources(CORE / room) for m in sorted(imported_modules(p))
-             if (other := capability_of(m)) and other != room and (room, other) not in ALLOWED_CAPABILITY_EDGES]
-    found += violations(sources(CORE / room), COMPOSITION_ROOT)
-    assert found == []
-
-
-@pytest.mark.parametrize("room", CAPABILITIES)
-def test_only_deciders_and_webhook_decisions_read_projections(room: str) -> None:
-    paths = [p for p in sources(CORE / room) if p.name not in READS_PROJECTIONS]
-    assert violations(paths, "tether.projections") == []
-
-
-def test_projections_never_import_a_decider() -> None:
-    found = [f"{p.relative_to(ROOT)} imports {m}" for p in sources(ROOT / "projections")
-             for m in sorted(imported_modules(p)) if m == COMPOSITION_ROOT
-             or (capability_of(m) and m.split(".")[3:4] and m.split(".")[3] + ".py" in READS_PROJECTIONS)]
-    assert found == []
+# --- no import cycle ---------------------------------------------------------------------------------------------
 
 
 def import_graph() -> dict[str, set[str]]:
-    paths = sources(CORE) + sources(ROOT / "projections")
+    paths = sources(ROOT / "core") + sources(ROOT / "projections")
     modules = {module_name(p): p for p in paths}
     return {name: {m for m in imported_modules(path) if m in modules and m != name} for name, path in modules.items()}
 

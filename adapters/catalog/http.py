@@ -24,7 +24,7 @@ Design choices and their trade-offs:
 * **OAuth2 tokens are cached** until shortly before ``expires_in`` (10 % of the lifetime, at most 60 s,
   early) and fetched under a lock so that a burst of lookups costs one token request. A 401 on a cached token
   invalidates it and the request is repeated once with a fresh one: servers revoke tokens before expiry.
-* **Secrets by reference** (``tokenFile``, ``passwordEnv`` …, ``core/datadependency/plugin_config.py``) are read
+* **Secrets by reference** (``tokenFile``, ``passwordEnv`` …, ``core/plugin_config.py``) are read
   when a request is built: a rotated Secret is used from the next request on. A file is re-read only when its
   modification time changes. One that cannot be read, or an environment variable that is not set, fails the
   request as retryable (the mount may still be coming), naming the file or the variable — never the secret.
@@ -45,7 +45,7 @@ from typing import Any
 
 import aiohttp
 
-from tether.core.datadependency.plugin_config import AuthConfig, CircuitBreakerConfig, RetryConfig, TlsConfig
+from tether.core.plugin_config import AuthConfig, CircuitBreakerConfig, RetryConfig, TlsConfig
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]

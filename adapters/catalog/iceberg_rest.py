@@ -60,9 +60,9 @@ from tether.adapters.catalog.http import (
     parse_retry_after,
     read_capped,
 )
-from tether.core.datadependency.plugin_config import PATH_SYSTEMS, PluginConfig
 from tether.core.events import DataLocationLookupFailed, DataLocationResolved, DataSourceNotInCatalog
 from tether.core.identity import DataIdentity, identity_problem
+from tether.core.plugin_config import PATH_SYSTEMS, PluginConfig
 
 Outcome = DataLocationResolved | DataSourceNotInCatalog | DataLocationLookupFailed
 

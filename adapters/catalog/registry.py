@@ -25,8 +25,8 @@ from tether.adapters.catalog.iceberg_rest import (
     PathResolver,
     _failed,
 )
-from tether.core.datadependency.plugin_config import EMPTY_PLUGINS, PATH_SYSTEMS, PluginConfig, PluginSet
 from tether.core.identity import DataIdentity
+from tether.core.plugin_config import EMPTY_PLUGINS, PATH_SYSTEMS, PluginConfig, PluginSet
 
 
 class UnknownCatalogType(LookupError):

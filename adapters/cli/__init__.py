@@ -9,10 +9,11 @@ output is not a terminal.
 Errors a user can fix are one line on stderr with exit code 2 (:mod:`tether.adapters.cli.errors`); the group's
 help lists every environment variable tether reads (:data:`ENVIRONMENT`).
 
-Adding a command: write it (a ``click.Command``) in a module of its own, and declare it with its one-line summary
-in :data:`COMMANDS` (or :data:`LOG_COMMANDS` for a ``tether log ...`` subcommand); the command takes that summary
-as its ``short_help``. Only the subcommand invoked is imported (:mod:`tether.adapters.cli.lazy`): ``tether replay``
-does not load the daemon's Kubernetes client, and ``tether --help`` loads none.
+Adding a command: write it (a ``click.Command``) in a module of its own (in this room; ``tether demo`` lives with
+the sandbox it runs), and declare it with its one-line summary in :data:`COMMANDS` (or :data:`LOG_COMMANDS` for a
+``tether log ...`` subcommand); the command takes that summary as its ``short_help``. Only the subcommand invoked
+is imported (:mod:`tether.adapters.cli.lazy_group`): ``tether replay`` does not load the daemon's Kubernetes client, and
+``tether --help`` loads none.
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ from __future__ import annotations
 import click
 
 from tether.adapters.cli.errors import TetherGroup
-from tether.adapters.cli.lazy import Declared, LazyGroup
+from tether.adapters.cli.lazy_group import Declared, LazyGroup
 
 #: The subcommands of ``tether``: where each click command is (imported when it is used), and the line ``tether
 #: --help`` lists for it (each command takes it as its ``short_help``).
 COMMANDS: dict[str, Declared] = {
-    "demo": Declared("tether.adapters.cli.demo:demo_cmd",
+    "demo": Declared("tether.adapters.sandbox.demo_command:demo_cmd",
                      "Run tether end to end in a sandbox: claims, bindings, a table moved."),
     "replay": Declared("tether.adapters.cli.replay.command:replay_cmd",
                        "Rebuild the state from LOG: explain, diff or re-decide placements."),

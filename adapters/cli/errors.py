@@ -22,7 +22,7 @@ from typing import Any, NoReturn
 import click
 from click.utils import _detect_program_name
 
-from tether.adapters.cli.lazy import LazyGroup
+from tether.adapters.cli.lazy_group import LazyGroup
 
 #: The exit code of every user error (click's ``UsageError`` code).
 USER_ERROR = 2
@@ -61,7 +61,7 @@ def fail(message: str) -> NoReturn:
 
 class TetherGroup(LazyGroup):
     """The ``tether`` group: click in non-standalone mode, with one-line errors (module doc); its subcommands are
-    imported when used (:mod:`tether.adapters.cli.lazy`)."""
+    imported when used (:mod:`tether.adapters.cli.lazy_group`)."""
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from tether.adapters.cli import LOG_COMMANDS
 from tether.adapters.cli.errors import UserError
-from tether.adapters.cli.render import line
+from tether.adapters.cli.record_lines import line
 from tether.adapters.log import EventLog, Position, Record, Stream, aclosing_iter
 from tether.adapters.log.url import LogUnreachable, is_sqlite, open_log, sqlite_path
 from tether.core.envelope import EventRecord, encode

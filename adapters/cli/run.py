@@ -27,7 +27,7 @@ from tether.adapters.daemon.daemon import Daemon, DaemonConfig
 from tether.adapters.daemon.preflight import StartupError
 from tether.adapters.kubernetes.kubeconfig import KubeconfigError, read_kubeconfigs
 from tether.adapters.log.url import check_log_url
-from tether.core.datadependency.plugin_config import parse_duration
+from tether.core.plugin_config import parse_duration
 
 F = TypeVar("F", bound=Callable[..., object])
 

@@ -1,4 +1,4 @@
-"""``tether run``: every adapter wired around the runtime.
+"""``tether run``: every adapter wired around the decider and executor loops (``loops.py``).
 
 :class:`Daemon` builds, from a :class:`DaemonConfig`, the pieces of one tether process and runs them:
 
@@ -65,9 +65,9 @@ from tether.adapters.catalog.executor import CatalogExecutor
 from tether.adapters.catalog.registry import ResolverSet
 from tether.adapters.daemon import preflight
 from tether.adapters.daemon.endpoints import Endpoints
+from tether.adapters.daemon.loops import BOOKKEEPING_DELAY, Loops, bookkeeping
 from tether.adapters.daemon.metrics import Metrics
 from tether.adapters.daemon.reporting import StateReporter
-from tether.adapters.daemon.runtime import BOOKKEEPING_DELAY, Runtime, bookkeeping
 from tether.adapters.daemon.status import daemon_status
 from tether.adapters.daemon.timers import TimerService
 from tether.adapters.kubernetes.binding_webhook import PATH as BINDING_PATH
@@ -106,13 +106,13 @@ from tether.adapters.kubernetes.webhook_certs import (
     service_names,
 )
 from tether.adapters.log import EventLog
-from tether.core.admission.data_hold import DEFAULT_MAX_HOLD_MS
 from tether.core.commands import EmitKubernetesEvent
 from tether.core.envelope import EventRecord
 from tether.core.events import DataLocationResolved, Event, ListsStarted, SettingsApplied, event_key
 from tether.core.identity import DataIdentity
 from tether.core.kube import KubeObject, ref_of
-from tether.projections.world import Settings, World
+from tether.core.world import Settings, World
+from tether.core.world.admission_state import DEFAULT_MAX_HOLD_MS
 
 log = structlog.get_logger("tether.daemon")
 
@@ -144,7 +144,7 @@ class DaemonConfig:
     snapshot_every: int = 50_000
     executor_concurrency: int = 32
     # how long a bookkeeping write (a claim's status, a DataSource's claimRefs, an Event, a Queue's status) waits for
-    # the next one of its object, so that one write carries them (adapters/daemon/runtime.py)
+    # the next one of its object, so that one write carries them (adapters/daemon/loops.py)
     bookkeeping_delay: float = BOOKKEEPING_DELAY
     freeze_heap: bool = True  # gc.freeze() once recovered (module doc); off where the process is not the daemon's
     members: dict[str, str] = field(default_factory=dict)  # member cluster name → kubeconfig (pod placement)
@@ -222,7 +222,7 @@ class Daemon:
         self._log = log_
         self._resolver_options = resolver_options or {}
         self.metrics = Metrics(admission=cfg.admission)
-        self.runtime: Runtime | None = None
+        self.loops: Loops | None = None
         self.sources: list[WatchSource] = []
         self.resolvers: ResolverSet | None = None
         self.endpoints: Endpoints | None = None
@@ -245,8 +245,8 @@ class Daemon:
 
     @property
     def world(self) -> World:
-        assert self.runtime is not None
-        return self.runtime.world
+        assert self.loops is not None
+        return self.loops.world
 
     def ready(self) -> tuple[bool, str]:
         """``/readyz``. A standby is ready — healthy, merely not leading — unless it serves a webhook: then it is
@@ -256,7 +256,7 @@ class Daemon:
             if self.cfg.serves_webhooks and not self.cfg.leader_services:
                 return False, f"standby (not the leader): its webhooks would only answer 503{problem}"
             return True, f"standby (not the leader){problem}"
-        if self.runtime is None or not self.runtime.recovered.is_set():
+        if self.loops is None or not self.loops.recovered.is_set():
             return False, "recovering the world from the log"
         unsynced = [s.name for s in self.sources if not s.synced.is_set()]
         if unsynced:
@@ -268,15 +268,15 @@ class Daemon:
         its handler's to check (``control_plane_listed`` for bindings; the member's lists for pods)."""
         if self.leader is not None and not self.leader.is_leader.is_set():
             return False, "standby (not the leader)"
-        if self.runtime is None or not self.runtime.recovered.is_set():
+        if self.loops is None or not self.loops.recovered.is_set():
             return False, "recovering the world from the log"
         return True, "current"
 
     def control_plane_listed(self) -> tuple[bool, str]:
         """Whether every control-plane list has ended (``World.lists_pending``, and each source's first list): a
         binding decided before could miss a claim not listed yet. The binding webhook's own check."""
-        assert self.runtime is not None
-        if self.runtime.world.lists_pending or not all(s.synced.is_set() for s in self.sources):
+        assert self.loops is not None
+        if self.loops.world.lists_pending or not all(s.synced.is_set() for s in self.sources):
             return False, "lists pending: the world is not complete yet"
         return True, "current"
 
@@ -335,17 +335,21 @@ class Daemon:
                                                       key=event_key(outcome), event=outcome)])
         return outcome
 
+    def _count_lookup(self, system: str, outcome: str) -> None:
+        """The catalog executor's answers, counted (``tether_catalog_lookups_total``)."""
+        self.metrics.lookups.labels(system, outcome).inc()
+
     def _sync_resolvers(self, world: World) -> None:
         if self.resolvers is not None:
             self.resolvers.update(world.plugins)
 
     async def poll_locations(self) -> None:
         """Re-resolve the DataSources in use, forever; append only changes (module doc)."""
-        assert self.runtime is not None and self.resolvers is not None and self._log is not None
-        await self.runtime.recovered.wait()
+        assert self.loops is not None and self.resolvers is not None and self._log is not None
+        await self.loops.recovered.wait()
         next_due: dict[str, float] = {}
         while True:
-            world = self.runtime.world
+            world = self.loops.world
             now = time.monotonic()
             due: list[tuple[DataIdentity, str]] = []
             for source in list(world.sources.values()):
@@ -420,9 +424,9 @@ class Daemon:
                                       karmada=kube if self.cfg.members_from_karmada else None,
                                       clients=self._member_clients, api_groups=self.cfg.api_groups,
                                       absent_retry=self.cfg.absent_retry)
-        self.runtime = Runtime(
+        self.loops = Loops(
             self._log, executors=[executor,
-                                  CatalogExecutor(self.resolvers, metrics=self.metrics), member_executor],
+                                  CatalogExecutor(self.resolvers, on_lookup=self._count_lookup), member_executor],
             timers=timers, settings=Settings(plugin_configmap=self.cfg.plugin_configmap,
                                              admission_configmap=self.cfg.admission_configmap), metrics=self.metrics,
             snapshot_every=self.cfg.snapshot_every, concurrency=self.cfg.executor_concurrency,
@@ -468,12 +472,12 @@ class Daemon:
             def sources() -> list[WatchSource]:  # the control plane's, and each connected member's
                 return [*self.sources, *(s for m in list(members.members.values()) for s in m.sources)]
 
-            reporter = StateReporter(metrics=self.metrics, runtime=self.runtime, sources=sources,
+            reporter = StateReporter(metrics=self.metrics, loops=self.loops, sources=sources,
                                      log_=self._log, admission_configmap=self.cfg.admission_configmap)
             extra = [reporter.run_admission()] if self.cfg.admission else []
-            tasks.append(asyncio.create_task(self.runtime.run(*(s.run() for s in self.sources),
+            tasks.append(asyncio.create_task(self.loops.run(*(s.run() for s in self.sources),
                                                               self.poll_locations(), reporter.run(), *extra),
-                                             name="runtime"))
+                                             name="loops"))
             self.started.set()
             log.info("tether running", log=self.cfg.log_url, http_port=self.endpoints.port)
             waiters = [t for t in tasks if t.get_name() != "leader-endpoints"]  # (it ends once written)
@@ -496,10 +500,10 @@ class Daemon:
             await asyncio.gather(*tasks, return_exceptions=True)
             if self.members is not None:
                 await self.members.stop()
-            if (self.runtime is not None and self.runtime.recovered.is_set()
+            if (self.loops is not None and self.loops.recovered.is_set()
                     and (self.leader is None or not self.leader.lost.is_set())):
-                try:  # the position past the last batches that produced nothing (runtime doc): still the leader
-                    await self.runtime.save_position()
+                try:  # the position past the last batches that produced nothing (loops doc): still the leader
+                    await self.loops.save_position()
                 except Exception as exc:
                     log.warning("could not commit the decider's position on shutdown", error=repr(exc)[:200])
             self.metrics.leader.set(0)  # after the loops stopped: this replica no longer acts
@@ -507,11 +511,11 @@ class Daemon:
                 await self.leader_endpoints.withdraw()
             if self.leader is not None:  # nothing acts once the standby may lead
                 await self.leader.release()
-            if self.runtime is not None and self.runtime.recovered.is_set():
+            if self.loops is not None and self.loops.recovered.is_set():
                 try:
                     position = await self._log.position("events", consumer="decider")
                     if position:
-                        await self.runtime.save_snapshot(position)
+                        await self.loops.save_snapshot(position)
                 except Exception:  # a snapshot is only a cache; failing to write one on the way out is fine
                     log.warning("could not save a snapshot on shutdown")
             await self.endpoints.stop()
@@ -595,8 +599,8 @@ class Daemon:
 
     async def _freeze_heap_once_recovered(self) -> None:
         """Collect, then freeze everything alive, once the world is recovered (module doc)."""
-        assert self.runtime is not None
-        await self.runtime.recovered.wait()
+        assert self.loops is not None
+        await self.loops.recovered.wait()
         gc.collect()
         gc.freeze()
         frozen = gc.get_freeze_count()

@@ -6,12 +6,12 @@ partitions), the **command id** and the **object key** (``key``), so one object'
 stream alone (``grep ResourceBinding/ml/clicks-train-deployment``), and each line leads to its records
 (``tether replay LOG --explain KEY``, ``tether log tail``).
 
-**When.** A decision is logged when its outcome is known, by the executor loop (``Runtime._apply``): at the phrase's
+**When.** A decision is logged when its outcome is known, by the executor loop (``Loops._apply``): at the phrase's
 level (``info`` for what changes the world: a claim bound, a binding placed, data moved, a binding admitted …) when
 it changed something, at ``debug`` when the executor found it already so (a no-op) or it was superseded by a newer
 request before it ran, at ``warning`` when it failed. Logging the outcome rather than the decision is what keeps
 ``info`` free of work that changed nothing; the decider loop adds one ``debug`` line per command as it is decided.
-Nothing is logged where ``core.pipeline.step`` runs without the daemon — recovery, ``tether replay`` — so a replay
+Nothing is logged where ``projections.step.step`` runs without the daemon — recovery, ``tether replay`` — so a replay
 logs no decision twice, and ``core`` stays free of logging (the replay bench runs it).
 
 **Phrases.** :data:`PHRASES` maps every command type to a function giving its level, a short phrase (the line's
@@ -61,7 +61,7 @@ from tether.core.events import (
     DataSourceNotInCatalog,
     Event,
 )
-from tether.projections.admission import OVERRUN_ANNOTATION
+from tether.core.keys import OVERRUN_ANNOTATION
 
 DEBUG, INFO, WARNING = logging.DEBUG, logging.INFO, logging.WARNING
 

@@ -1,6 +1,6 @@
 """Prometheus metrics of the daemon (prometheus-client: the reference implementation, text format for free).
 
-One registry per runtime (not the global default), so tests and the demo can run several daemons in one
+One registry per daemon (not the global default), so tests and the demo can run several daemons in one
 process without their counters mixing.
 
 **Every number means what it says**, so that a dashboard or an alert never has to know tether's configuration:

@@ -1,10 +1,10 @@
 """The last decisions and errors of a running daemon, for ``GET /status`` (``adapters/daemon/status.py``).
 
-The log holds every decision and every outcome, but finding "the last few" there means reading backwards through
-streams that may be partitioned (Kafka) — and a status request must stay cheap and never touch the log's
-consumers. So the runtime hands each batch of decided commands, and each command's outcome, to :class:`Recent`,
-which keeps the last :data:`KEEP` of each, already in the JSON shape of the status document. Memory is bounded;
-nothing here is durable (a restart starts empty — the log is the history, this is a window on it).
+The log holds every decision and every outcome, but finding "the last few" there means reading backwards through streams
+that may be partitioned (Kafka) — and a status request must stay cheap and never touch the log's consumers. So the
+decider and executor loops hand each batch of decided commands, and each command's outcome, to :class:`Recent`, which
+keeps the last :data:`KEEP` of each, already in the JSON shape of the status document. Memory is bounded; nothing here
+is durable (a restart starts empty — the log is the history, this is a window on it).
 
 An *error* is an outcome that did not do what was decided: a command that failed (the API refused it, the
 executor raised), a catalog lookup that gave no answer, a table the catalog does not have.

@@ -21,12 +21,12 @@ from collections.abc import Callable, Iterable
 
 import structlog
 
+from tether.adapters.daemon.loops import Loops
 from tether.adapters.daemon.metrics import Metrics
-from tether.adapters.daemon.runtime import Runtime
 from tether.adapters.kubernetes.watch import WatchSource
 from tether.adapters.log import EventLog
-from tether.projections.admission import AdmissionState
-from tether.projections.world import World
+from tether.core.world import World
+from tether.core.world.admission_state import AdmissionState
 
 log = structlog.get_logger("tether.daemon")
 
@@ -72,18 +72,18 @@ def world_gauges(world: World) -> dict[str, dict[str, int]]:
 
 
 class StateReporter:
-    def __init__(self, *, metrics: Metrics, runtime: Runtime, sources: Callable[[], Iterable[WatchSource]],
+    def __init__(self, *, metrics: Metrics, loops: Loops, sources: Callable[[], Iterable[WatchSource]],
                  log_: EventLog, admission_configmap: str = "") -> None:
         """``sources``: the watch sources now (the control plane's, and those of the members connected so far)."""
         self.metrics = metrics
-        self.runtime = runtime
+        self.loops = loops
         self.sources = sources
         self.log = log_
         self.admission_configmap = admission_configmap
         self._errors_seen: dict[str, int] = {}
 
     def set_world_gauges(self) -> None:
-        for gauge, values in world_gauges(self.runtime.world).items():
+        for gauge, values in world_gauges(self.loops.world).items():
             metric = getattr(self.metrics, gauge)
             for label, count in values.items():
                 (metric.labels(label) if label else metric).set(count)
@@ -108,7 +108,7 @@ class StateReporter:
 
     async def run(self, *, interval: float = 1.0) -> None:
         """Forever, once the world is recovered: every gauge, once per ``interval``."""
-        await self.runtime.recovered.wait()
+        await self.loops.recovered.wait()
         while True:
             self.set_world_gauges()
             self.set_watch_gauges()
@@ -118,11 +118,11 @@ class StateReporter:
     async def run_admission(self, *, interval: float = 1.0) -> None:
         """Queue-managed bindings per queue and state, and whether the admission ConfigMap is accepted (with
         ``--admission``). A refused ConfigMap is logged once per distinct error, with its key."""
-        await self.runtime.recovered.wait()
+        await self.loops.recovered.wait()
         seen: set[tuple[str, str]] = set()
         reported_error = ""
         while True:
-            state = self.runtime.world.admission
+            state = self.loops.world.admission
             if state.config_error != reported_error:
                 reported_error = state.config_error
                 if reported_error:

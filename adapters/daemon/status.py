@@ -51,10 +51,10 @@ def _leader(daemon: Daemon) -> dict[str, Any]:
 
 
 def _world(daemon: Daemon) -> dict[str, Any] | None:
-    runtime = daemon.runtime
-    if runtime is None or not runtime.recovered.is_set():
+    loops = daemon.loops
+    if loops is None or not loops.recovered.is_set():
         return None
-    world = runtime.world
+    world = loops.world
     return {**world.summary(), "timers": len(world.timers), "lists_pending": sorted(world.lists_pending),
             "lookups": sorted(world.lookups_in_flight)[:LIST_LIMIT], "last_event_at_ms": world.last_at_ms}
 
@@ -62,9 +62,9 @@ def _world(daemon: Daemon) -> dict[str, Any] | None:
 def _admission(daemon: Daemon) -> dict[str, Any]:
     cfg = daemon.cfg
     section: dict[str, Any] = {"enabled": cfg.admission, "configmap": cfg.admission_configmap, "queues": []}
-    if not cfg.admission or daemon.runtime is None or not daemon.runtime.recovered.is_set():
+    if not cfg.admission or daemon.loops is None or not daemon.loops.recovered.is_set():
         return section
-    state = daemon.runtime.world.admission
+    state = daemon.loops.world.admission
     section["config_error"] = state.config_error
     queues: dict[str, dict[str, Any]] = {}
     for name, observed in sorted(state.queues.items()):
@@ -90,7 +90,7 @@ def _admission(daemon: Daemon) -> dict[str, Any]:
 
 
 def _members(daemon: Daemon) -> list[dict[str, Any]]:
-    world = daemon.runtime.world if daemon.runtime is not None and daemon.runtime.recovered.is_set() else None
+    world = daemon.loops.world if daemon.loops is not None and daemon.loops.recovered.is_set() else None
     ready = dict(world.clusters) if world is not None else {}
     states = world.members.clusters if world is not None else {}
     connected = daemon.members.members if daemon.members is not None else {}
@@ -135,19 +135,19 @@ async def _log(daemon: Daemon) -> dict[str, Any]:
 async def daemon_status(daemon: Daemon, *, started_at: float) -> dict[str, Any]:
     """The status document of ``daemon`` (module doc); ``started_at`` is its start (``time.time()``)."""
     ready, why = daemon.ready()
-    runtime = daemon.runtime
+    loops = daemon.loops
     document: dict[str, Any] = {
         "daemon": {"version": _version(), "identity": daemon.cfg.identity, "ready": ready, "ready_reason": why,
                    "started_at": started_at, "uptime_seconds": round(time.time() - started_at, 1),
-                   "events_decided": runtime.decided_events if runtime is not None else 0,
-                   "commands_applied": runtime.applied_commands if runtime is not None else 0},
+                   "events_decided": loops.decided_events if loops is not None else 0,
+                   "commands_applied": loops.applied_commands if loops is not None else 0},
         "leader": _leader(daemon),
         "world": _world(daemon),
         "admission": _admission(daemon),
         "members": _members(daemon),
         "watches": _watches(daemon),
-        "decisions": list(reversed(runtime.recent.decisions)) if runtime is not None else [],
-        "errors": list(reversed(runtime.recent.errors)) if runtime is not None else [],
+        "decisions": list(reversed(loops.recent.decisions)) if loops is not None else [],
+        "errors": list(reversed(loops.recent.errors)) if loops is not None else [],
     }
     document["log"] = await _log(daemon)  # (the one await: after the synchronous pass over the world)
     return document

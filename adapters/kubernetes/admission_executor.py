@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from tether.core.commands import CreateQueue, ResumeBinding, SetAdmissionHold, UpdateQueueStatus
+from tether.core.keys import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION
 from tether.core.kube import KubeObject, ObjectRef, trim
-from tether.projections.admission import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION
 
 from .client import QUEUES, KubeClient, KubeError, Resource
 

@@ -32,7 +32,7 @@ from tether.core.admission.webhook_decision import decide_binding_admission
 from tether.core.envelope import EventRecord
 from tether.core.events import BindingAdmissionDecided
 from tether.core.kube import KubeObject, ObjectMeta, trim
-from tether.projections.world import World
+from tether.core.world import World
 
 from .webhook import AdmissionRequest, NotServing, WebhookAnswer
 

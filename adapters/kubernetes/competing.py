@@ -40,14 +40,13 @@ from collections.abc import Awaitable, Callable
 import msgspec
 import structlog
 
-from tether.core.commands import LOCATION_ANNOTATION
+from tether.core.keys import LOCATION_ANNOTATION, TETHER_KEY_PREFIXES
 from tether.core.kube import KubeObject, ObjectKey
 from tether.projections.versions import stale
 
 log = structlog.get_logger("tether.competing")
 
 #: Annotation prefixes of what tether writes on a binding (exclusions, the gate, admission's holds).
-OWNED_ANNOTATION_PREFIXES = ("tether.dev/", "datadependency.volcano.sh/")
 EVENT_REASON = "CompetingWriter"
 EVENT_MESSAGE = ("another writer changed fields tether owns on this object; is a second tether running without "
                  "leader election, or another controller (Volcano Global's) managing it?")
@@ -73,7 +72,7 @@ def owned_fields(obj: KubeObject) -> bytes | None:
         location = obj.metadata.annotations.get(LOCATION_ANNOTATION, "").encode()
         return location + b"\0" + _canonical(obj.spec) + b"\0" + _canonical(obj.status)
     if kind == "ResourceBinding":
-        owned = sorted((k, v) for k, v in obj.metadata.annotations.items() if k.startswith(OWNED_ANNOTATION_PREFIXES))
+        owned = sorted((k, v) for k, v in obj.metadata.annotations.items() if k.startswith(TETHER_KEY_PREFIXES))
         return _encoder.encode(owned)
     return None
 
@@ -215,4 +214,4 @@ class CompetingWrites:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-__all__ = ["EVENT_MESSAGE", "EVENT_REASON", "OWNED_ANNOTATION_PREFIXES", "CompetingWrites", "owned_fields"]
+__all__ = ["EVENT_MESSAGE", "EVENT_REASON", "CompetingWrites", "owned_fields"]

@@ -43,8 +43,8 @@ from typing import Any
 import structlog
 
 from tether.adapters.kubernetes.manifests import data_source_manifest
+from tether.core import api
 from tether.core.commands import (
-    LOCATION_ANNOTATION,
     AddFinalizer,
     Command,
     CreateDataSource,
@@ -61,6 +61,7 @@ from tether.core.commands import (
 from tether.core.datadependency.exclusions import plan_placement
 from tether.core.envelope import CommandRecord
 from tether.core.events import CommandFailed, CommandSucceeded, Event
+from tether.core.keys import LOCATION_ANNOTATION
 from tether.core.kube import KubeObject, ObjectRef, as_json, object_key, trim
 from tether.projections.versions import stale
 
@@ -138,6 +139,12 @@ class _Attempt:
 
 
 _FRESH = _Attempt(None)
+
+#: The wire names of the fields the executor writes on tether's kinds (``core.api``, their one description).
+_CLAIM_STATUS = api.field_names(api.DataSourceClaimStatus)
+_SOURCE_SPEC = api.field_names(api.DataSourceSpec)
+_SOURCE_STATUS = api.field_names(api.DataSourceStatus)
+_LOCALITY = api.field_names(api.Locality)
 
 
 def keep_transition_times(wanted: list[dict[str, Any]], current: object) -> list[dict[str, Any]]:
@@ -347,11 +354,12 @@ class KubeExecutor(AdmissionCommands):
         res, obj = await self._read(c.claim, attempt)
         if obj is None:
             return None, True
-        current = (obj.get("status") or {}).get("conditions")
-        wanted = {"phase": c.phase, "boundDataSource": c.bound_data_source or None,
-                  "conditions": keep_transition_times(as_json(c.conditions), current)}
-        if wanted["boundDataSource"] is None and "boundDataSource" not in (obj.get("status") or {}):
-            del wanted["boundDataSource"]
+        status, bound = obj.get("status") or {}, _CLAIM_STATUS["bound_data_source"]
+        wanted = {_CLAIM_STATUS["phase"]: c.phase, bound: c.bound_data_source or None,
+                  _CLAIM_STATUS["conditions"]: keep_transition_times(as_json(c.conditions),
+                                                                     status.get(_CLAIM_STATUS["conditions"]))}
+        if wanted[bound] is None and bound not in status:  # (None removes it: a merge patch)
+            del wanted[bound]
         return await self._patch_status(res, c.claim, obj, wanted)
 
     async def apply_update_data_source_status(self, c: UpdateDataSourceStatus,
@@ -360,9 +368,10 @@ class KubeExecutor(AdmissionCommands):
         _, obj = await self._read(ref, attempt)
         if obj is None:
             return None, True
-        wanted: dict[str, Any] = {"claimRefs": as_json(c.claim_refs), "boundClaims": c.bound_claims}
+        wanted: dict[str, Any] = {_SOURCE_STATUS["claim_refs"]: as_json(c.claim_refs),
+                                  _SOURCE_STATUS["bound_claims"]: c.bound_claims}
         if c.conditions:
-            wanted["conditions"] = as_json(c.conditions)
+            wanted[_SOURCE_STATUS["conditions"]] = as_json(c.conditions)
         return await self._patch_status(DATASOURCES, ref, obj, wanted)
 
     async def apply_create_data_source(self, c: CreateDataSource,
@@ -376,7 +385,8 @@ class KubeExecutor(AdmissionCommands):
             if existing is None:
                 raise
             spec = existing.get("spec") or {}
-            same = (spec.get("system"), spec.get("type"), spec.get("name"), spec.get("attributes") or {}) == (
+            same = (spec.get(_SOURCE_SPEC["system"]), spec.get(_SOURCE_SPEC["type"]), spec.get(_SOURCE_SPEC["name"]),
+                    spec.get(_SOURCE_SPEC["attributes"]) or {}) == (
                 c.identity.system, c.identity.type, c.identity.name, dict(c.identity.attributes))
             if not same:
                 raise KubeError(409, "AlreadyExists", f"DataSource {c.name} exists for another data source") from exc
@@ -390,12 +400,13 @@ class KubeExecutor(AdmissionCommands):
             raise KubeError(404, "NotFound", f"DataSource {c.name} not found")
         meta = obj["metadata"]
         clusters = list(c.cluster_names)
-        if ((obj.get("spec") or {}).get("locality") or {}).get("clusterNames") == clusters and (
+        names = _LOCALITY["cluster_names"]
+        if ((obj.get("spec") or {}).get(_SOURCE_SPEC["locality"]) or {}).get(names) == clusters and (
                 meta.get("annotations") or {}).get(LOCATION_ANNOTATION) == c.location:
             return trim(obj), True
         body = {"metadata": {"resourceVersion": meta["resourceVersion"],
                              "annotations": {LOCATION_ANNOTATION: c.location}},
-                "spec": {"locality": {"clusterNames": clusters}}}
+                "spec": {_SOURCE_SPEC["locality"]: {names: clusters}}}
         return trim(await self.kube.patch(DATASOURCES, c.name, body)), False
 
     async def apply_delete_data_source(self, c: DeleteDataSource,

@@ -27,6 +27,8 @@ from typing import Any
 
 import structlog
 
+from tether.core.keys import ENDPOINTSLICE_MANAGED_BY_LABEL, SERVICE_NAME_LABEL
+
 from .client import KubeClient, KubeError, Resource
 
 log = structlog.get_logger("tether.leader")
@@ -59,8 +61,7 @@ class LeaderEndpoints:
         return {
             "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
             "metadata": {"name": slice_name(service), "namespace": self.namespace,
-                         "labels": {"kubernetes.io/service-name": service,
-                                    "endpointslice.kubernetes.io/managed-by": MANAGED_BY}},
+                         "labels": {SERVICE_NAME_LABEL: service, ENDPOINTSLICE_MANAGED_BY_LABEL: MANAGED_BY}},
             "addressType": self.address_type,
             "endpoints": [endpoint] if leading else [],
             "ports": [{"name": name, "port": port, "protocol": "TCP"} for name, port in sorted(self.ports.items())],

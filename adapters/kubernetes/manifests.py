@@ -10,7 +10,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tether.core.commands import DATA_GROUP_VERSION, DATASOURCE_FINALIZER, LOCATION_ANNOTATION, CreateDataSource
+import msgspec
+
+from tether.core import api
+from tether.core.commands import CreateDataSource
+from tether.core.keys import DATASOURCE_FINALIZER, LOCATION_ANNOTATION, PERMANENT_ID_LABEL
 
 PLUGIN_NAMESPACE = "volcano-global"
 PLUGIN_CONFIGMAP = "volcano-global-datasource-plugins"
@@ -29,17 +33,17 @@ def claim(
     workload_namespace: str | None = None,
     attributes: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    ref: dict[str, Any] = {"apiVersion": workload_api_version, "kind": workload_kind, "name": workload or name}
-    if workload_namespace:
-        ref["namespace"] = workload_namespace
-    spec: dict[str, Any] = {"system": system, "dataSourceType": type_, "dataSourceName": table, "workload": ref}
-    if attributes:
-        spec["attributes"] = attributes
+    """A DataSourceClaim on ``table`` for a workload (``workload`` or the claim's own name), written through the
+    kind's type (:class:`tether.core.api.DataSourceClaimSpec`): the fields it describes, as it names them."""
+    spec = api.DataSourceClaimSpec(
+        system=system, data_source_type=type_, data_source_name=table, attributes=attributes or {},
+        workload=api.WorkloadReference(api_version=workload_api_version, kind=workload_kind, name=workload or name,
+                                       namespace=workload_namespace or ""))
     return {
-        "apiVersion": DATA_GROUP_VERSION,
-        "kind": "DataSourceClaim",
+        "apiVersion": api.DATASOURCECLAIM.api_version,
+        "kind": api.DATASOURCECLAIM.kind,
         "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
+        "spec": msgspec.to_builtins(spec),
     }
 
 
@@ -76,7 +80,7 @@ def resource_binding(
         "metadata": {
             "name": f"{workload}-{kind.lower()}",
             "namespace": namespace,
-            "labels": {"propagationpolicy.karmada.io/permanent-id": f"pp-{namespace}-{workload}"},
+            "labels": {PERMANENT_ID_LABEL: f"pp-{namespace}-{workload}"},
         },
         "spec": spec,
     }
@@ -156,24 +160,20 @@ def deployment(name: str, *, namespace: str = "default", replicas: int = 1) -> d
 
 
 def data_source_manifest(command: CreateDataSource) -> dict[str, Any]:
-    """The DataSource object a CreateDataSource asks for (shared with the Kubernetes executor)."""
+    """The DataSource a CreateDataSource asks for (shared with the Kubernetes executor), written through the kind's
+    type (:class:`tether.core.api.DataSourceSpec`)."""
     identity = command.identity
-    spec: dict[str, Any] = {
-        "system": identity.system,
-        "type": identity.type,
-        "name": identity.name,
-        "locality": {"clusterNames": list(command.cluster_names)},
-        "reclaimPolicy": command.reclaim_policy,
-    }
-    if identity.attributes:
-        spec["attributes"] = dict(identity.attributes)
+    spec = api.DataSourceSpec(system=identity.system, type=identity.type, name=identity.name,
+                              attributes=dict(identity.attributes),
+                              locality=api.Locality(cluster_names=list(command.cluster_names)),
+                              reclaim_policy=command.reclaim_policy)
     return {
-        "apiVersion": DATA_GROUP_VERSION,
-        "kind": "DataSource",
+        "apiVersion": api.DATASOURCE.api_version,
+        "kind": api.DATASOURCE.kind,
         "metadata": {
             "name": command.name,
             "finalizers": [DATASOURCE_FINALIZER],
             "annotations": {LOCATION_ANNOTATION: command.location},
         },
-        "spec": spec,
+        "spec": msgspec.to_builtins(spec),
     }

@@ -15,7 +15,7 @@ run time.
 
 **Isolation.** Each member has its own ``ApiClient``, its own watch sources and its own tasks; a member that is
 unreachable backs off in its own watch loops (``WatchSource.run``) and holds back only its own pod placement (its
-lists are pending, ``projections/members.py``). Nothing that one member does blocks another, or the control plane.
+lists are pending, ``projections/member_fold.py``). Nothing that one member does blocks another, or the control plane.
 
 **Optional APIs.** Nodes, Pods and batch Jobs are served by every member. Godel's PodGroups and each of Fluid's
 operations are CRDs that most members lack, that may be installed later or deleted while tether runs: they are
@@ -56,8 +56,8 @@ from tether.adapters.log import EventLog
 from tether.core.commands import Command, EmitMemberEvent, ReleasePod, SetMemberCondition, command_name
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import CommandFailed, Event, ListsStarted, MemberDisconnected, event_key, member_key
+from tether.core.keys import PLACEMENT_ANNOTATION
 from tether.core.kube import KubeObject, as_json, parse_conditions, pointer_token, set_condition, trim
-from tether.core.placement.decider import PLACEMENT_ANNOTATION
 from tether.core.placement.node_affinity import InvalidAffinity, tighten_node_affinity
 from tether.core.placement.operation_status import accepts_conditions
 

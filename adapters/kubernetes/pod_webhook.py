@@ -30,7 +30,7 @@ import structlog
 from tether.core.envelope import EventRecord
 from tether.core.events import PodGateDecided, event_key
 from tether.core.placement.webhook_decision import decide_pod_gate
-from tether.projections.world import World
+from tether.core.world import World
 
 from .webhook import AdmissionRequest, NotServing, WebhookAnswer
 

@@ -157,8 +157,8 @@ async def scan(
 
     ``undecoded`` (events only): a record that carries an object's version may come undecoded, as a
     :class:`~tether.core.envelope.StoredEvent` (a replay's fold keeps the latest version of most objects:
-    ``projections.bulk``). Only a backend that stores those columns does so; others decode every record, which the
-    same fold takes too."""
+    ``projections.replay_fold``). Only a backend that stores those columns does so; others decode every record,
+    which the same fold takes too."""
     if heads and stream != "commands":
         raise ValueError("heads are read of the commands stream only")
     native: Scannable | None = log if hasattr(log, "scan") else None  # type: ignore[assignment]

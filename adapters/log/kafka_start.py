@@ -5,7 +5,7 @@ connection was cut — it raises ``KafkaConnectionError("Unable to bootstrap …
 running ride such an outage out (they reconnect and retry until their own timeouts), but ``KafkaLog`` starts
 short-lived clients all the time (a probe for the high-water mark, a reader, a consumer's own committed offsets, a
 group member when a daemon starts or takes over), and one started during a three-second cut failed its caller;
-in the Kafka chaos test that was a replica restarting while the broker was cut, whose runtime then stopped the
+in the Kafka chaos test that was a replica restarting while the broker was cut, whose loops then stopped the
 daemon ("component failed").
 
 So once a log has reached its broker, a client's start is retried, with a growing pause, for as long as the log

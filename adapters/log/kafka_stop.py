@@ -11,7 +11,7 @@ the consumer's client (its connections and metadata task would stay open).
 and so did every ``except Exception`` above it. That is how a broker cut killed the Kafka chaos test's leader:
 the metrics reporter's lag reading (``KafkaLog.end`` → a probe consumer, stopped right after its answer) met a
 probe whose other fetch was in its backoff; the ``CancelledError`` went through ``set_lag``'s ``except Exception``,
-ended the runtime's ``gather`` and the daemon's ``run`` (``Task.exception()`` of a cancelled task raises), and the
+ended the loops' ``gather`` and the daemon's ``run`` (``Task.exception()`` of a cancelled task raises), and the
 process exited with a traceback — the leader gone because a lag gauge could not be read.
 
 **What this does.** A ``CancelledError`` out of ``stop()`` is passed on only when the calling task is itself

@@ -696,7 +696,8 @@ class SqliteLog:
         Corrupt records are handled as by ``read`` (dead-lettered once the chunk was iterated, or raised).
         ``decode`` replaces the stream's decoder (``adapters.log.scan``'s command heads). ``undecoded`` (events
         only): each record that carries an object's version comes undecoded, as a
-        :class:`~tether.core.envelope.StoredEvent` (``projections.bulk``: versions most of which are superseded)."""
+        :class:`~tether.core.envelope.StoredEvent` (``projections.replay_fold``: versions most of which are
+        superseded)."""
         stream = _check_stream(stream)
         if undecoded and stream != "events":
             raise ValueError("only events come undecoded")

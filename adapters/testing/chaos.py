@@ -55,8 +55,8 @@ from tether.adapters.kubernetes.members import NODES, POD_GROUPS, PODS
 from tether.adapters.kubernetes.webhook_certs import MUTATING_WEBHOOKS, ensure_self_signed
 from tether.adapters.sandbox.catalog import SandboxCatalog
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv, kube_environment
-from tether.adapters.testing.kafka import TcpProxy, free_port
-from tether.core.placement.decider import GATE
+from tether.adapters.testing.kafka_broker import TcpProxy, free_port
+from tether.core.keys import HOSTNAME_LABEL, NAMESPACE_NAME_LABEL, PLACEMENT_GATE, POD_GROUP_ANNOTATION
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTROL_PLANE_CRDS = ("datadependency.volcano.sh_datasourceclaims", "datadependency.volcano.sh_datasources",
@@ -335,8 +335,8 @@ class World:
         for i in range(size):
             pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {
                 "name": f"{name}-{i}", "namespace": MEMBER_NAMESPACE,
-                "annotations": {"godel.bytedance.com/pod-group-name": name}},
-                "spec": {"schedulingGates": [{"name": GATE}], "containers": [{
+                "annotations": {POD_GROUP_ANNOTATION: name}},
+                "spec": {"schedulingGates": [{"name": PLACEMENT_GATE}], "containers": [{
                     "name": "c", "image": "registry.k8s.io/pause:3.9",
                     "resources": {"requests": {"cpu": str(POD_CPU)}}}]}}
             await _retrying(lambda pod=pod: self.member.create(PODS, pod, namespace=MEMBER_NAMESPACE))
@@ -349,7 +349,7 @@ class World:
         pods, _ = await self.member.list(PODS, namespace=MEMBER_NAMESPACE)
         racks: dict[str, set[str]] = {}
         for pod in pods:
-            group = (pod["metadata"].get("annotations") or {}).get("godel.bytedance.com/pod-group-name")
+            group = (pod["metadata"].get("annotations") or {}).get(POD_GROUP_ANNOTATION)
             node = (pod.get("spec") or {}).get("nodeName")
             if group and node:
                 racks.setdefault(group, set()).add(rack[node])
@@ -443,7 +443,7 @@ async def _seed_member(member: KubeClient, racks: int, per_rack: int) -> None:
         for n in range(per_rack):
             name = f"m1-r{r}-n{n}"
             await member.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {
-                "name": name, "labels": {"kubernetes.io/hostname": name, "rack": f"rack{r}", "zone": "z1"}}})
+                "name": name, "labels": {HOSTNAME_LABEL: name, "rack": f"rack{r}", "zone": "z1"}}})
             await member.patch(NODES, name, {"status": {
                 "allocatable": {"cpu": str(NODE_CPU), "memory": "32Gi", "pods": "110"},
                 "conditions": [{"type": "Ready", "status": "True"}]}}, subresource="status")
@@ -487,9 +487,9 @@ async def _seed_control_plane(env: KubeEnv, kube: KubeClient, member: KubeClient
                       "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": ["work.karmada.io"],
                                  "apiVersions": ["v1alpha2"], "resources": ["resourcebindings"],
                                  "scope": "Namespaced"}],
-                      "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}]})
+                      "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: ns}}}]})
     if kafka_bootstrap:
-        from tether.adapters.testing.kafka import kafka_test_url
+        from tether.adapters.testing.kafka_broker import kafka_test_url
 
         log_url = kafka_test_url(kafka_bootstrap, f"chaos-{suffix}")
     else:

@@ -41,8 +41,8 @@ from tether.adapters.kubernetes.client import BINDINGS, CLAIMS
 from tether.adapters.log.url import UNREACHABLE, open_log
 from tether.adapters.testing.chaos import LOST_LEADERSHIP, REGIONS, World, chaos_world, racks_for
 from tether.adapters.testing.chaos_checks import History, duplicate_data_sources, unconstrained_versions
-from tether.adapters.testing.kafka import ProxiedBroker
 from tether.adapters.testing.kafka_audit import LogContents, audit, read_log
+from tether.adapters.testing.kafka_broker import ProxiedBroker
 from tether.adapters.testing.kafka_durable import DurableBroker
 
 #: How ``tether run`` says it found no broker at start-up (``adapters.log.url.LogUnreachable``): it exits 2.
@@ -68,7 +68,7 @@ async def crash_restart(*, claims: int, kills: int, tables: int, groups: int, se
     (the script prints them to stderr). ``broker`` (a :class:`ProxiedBroker` whose proxy ``kafka_bootstrap`` is) and
     ``broker_cuts``: that many times, at points drawn like the kills, every connection to the broker is cut for
     ``cut_seconds`` and then let through again — the daemon's producer and consumer lose the broker and come back
-    (module doc of adapters/testing/kafka.py: tansu keeps its data in memory, so a restarted broker would have
+    (module doc of adapters/testing/kafka_broker.py: tansu keeps its data in memory, so a restarted broker would have
     lost the log; a cut is the restart as the clients see it, with the data kept). ``broker_restarts`` (with a
     :class:`DurableBroker`): that many times, the broker is killed, left down ``cut_seconds`` and started again,
     the log read just before each kill and audited at the end (module doc)."""

@@ -15,7 +15,7 @@ recorded. A member command about an object it does not hold is answered as done,
 tests that feed member events by hand keep that answer.
 
 :class:`Harness` drives the loop: user actions become observation events, each event goes through
-``core.pipeline.step``, each command is applied to the fake cluster, each outcome becomes an event again,
+``projections.step.step``, each command is applied to the fake cluster, each outcome becomes an event again,
 until nothing is left to do. Time advances one millisecond per event; timers fire when :meth:`Harness.advance`
 moves the clock past them.
 """
@@ -29,8 +29,8 @@ from typing import Any
 
 from tether.adapters.kubernetes.executor import reschedule_needed
 from tether.adapters.kubernetes.manifests import data_source_manifest
+from tether.core import api
 from tether.core.commands import (
-    LOCATION_ANNOTATION,
     AddFinalizer,
     Command,
     CreateDataSource,
@@ -68,14 +68,23 @@ from tether.core.events import (
     member_key,
 )
 from tether.core.identity import DataIdentity
+from tether.core.keys import (
+    ADMISSION_ANNOTATION,
+    ADMITTED_REQUEST_ANNOTATION,
+    LOCATION_ANNOTATION,
+    PLACEMENT_ANNOTATION,
+)
 from tether.core.kube import KubeObject, ObjectKey, as_json, object_key, trim
-from tether.core.pipeline import step
-from tether.core.placement.decider import PLACEMENT_ANNOTATION
 from tether.core.placement.node_affinity import InvalidAffinity, tighten_node_affinity
-from tether.projections.admission import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION
-from tether.projections.world import World, initial_world
+from tether.core.world import World, initial_world
+from tether.projections.step import step
 
 _STATUS_KINDS = {"DataSourceClaim", "DataSource", "ResourceBinding", "Queue"}
+#: The wire names of the fields tether's commands write on its kinds (``core.api``, their one description).
+_CLAIM_STATUS = api.field_names(api.DataSourceClaimStatus)
+_SOURCE_SPEC = api.field_names(api.DataSourceSpec)
+_SOURCE_STATUS = api.field_names(api.DataSourceStatus)
+_LOCALITY = api.field_names(api.Locality)
 
 
 class FakeCluster:
@@ -216,21 +225,23 @@ class FakeCluster:
                 meta["finalizers"].remove(f)
                 return ok(self._bump(raw))
             case UpdateClaimStatus():
-                status = {"phase": command.phase, "conditions": as_json(command.conditions)}
+                status = {_CLAIM_STATUS["phase"]: command.phase,
+                          _CLAIM_STATUS["conditions"]: as_json(command.conditions)}
                 if command.bound_data_source:
-                    status["boundDataSource"] = command.bound_data_source
+                    status[_CLAIM_STATUS["bound_data_source"]] = command.bound_data_source
                 return self._set_status(raw, status, ok)
             case UpdateDataSourceStatus():
                 status = dict(raw.get("status", {}))
-                status["claimRefs"] = as_json(command.claim_refs)
-                status["boundClaims"] = command.bound_claims
+                status[_SOURCE_STATUS["claim_refs"]] = as_json(command.claim_refs)
+                status[_SOURCE_STATUS["bound_claims"]] = command.bound_claims
                 return self._set_status(raw, status, ok)
             case UpdateDataSourceLocality():
                 spec = raw["spec"]
-                if spec.get("locality", {}).get("clusterNames") == list(command.cluster_names) and meta.get(
+                locality, names = _SOURCE_SPEC["locality"], _LOCALITY["cluster_names"]
+                if spec.get(locality, {}).get(names) == list(command.cluster_names) and meta.get(
                         "annotations", {}).get(LOCATION_ANNOTATION) == command.location:
                     return ok(trim(raw), noop=True)
-                spec["locality"] = {"clusterNames": list(command.cluster_names)}
+                spec[locality] = {names: list(command.cluster_names)}
                 meta.setdefault("annotations", {})[LOCATION_ANNOTATION] = command.location
                 meta["generation"] = meta.get("generation", 1) + 1
                 return ok(self._bump(raw))

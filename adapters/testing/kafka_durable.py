@@ -9,7 +9,7 @@ metadata) and lists fast (every fetch lists the partition's batch objects within
 :mod:`.s3_server` is that service, in a process of its own, from this package alone: CI needs nothing installed.
 A broker killed with SIGKILL and started again on the same port and bucket finds every acknowledged record at its
 offset, the topics and the committed offsets: a real broker restart, not a cut of its connections
-(:class:`~tether.adapters.testing.kafka.TcpProxy` plays that one).
+(:class:`~tether.adapters.testing.kafka_broker.TcpProxy` plays that one).
 
 What it is not: a durable *S3* (the stand-in keeps objects in memory; killing it is no part of any test), nor
 fast — every produce and fetch is a few HTTP requests to a Python server.
@@ -30,7 +30,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from tether.adapters.testing.kafka import TansuBroker, free_port, tansu_binary, wait_for_port
+from tether.adapters.testing.kafka_broker import TansuBroker, free_port, tansu_binary, wait_for_port
 
 # Fixed, fake credentials: the stand-in does not check signatures, but tansu's S3 client signs every request and
 # would otherwise look for credentials in the instance metadata service (slow, and absent here).

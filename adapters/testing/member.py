@@ -49,14 +49,18 @@ from tether.adapters.kubernetes.webhook_certs import MUTATING_WEBHOOKS
 from tether.adapters.sandbox.kube_emulator import KubeEmulator
 from tether.adapters.sandbox.kube_emulator.testing import KUBECONFIG_ENV, KubeEnv, create_test_node
 from tether.adapters.testing.reference import reference_path
-from tether.core.placement.decider import GATE
+from tether.core.keys import (
+    NAMESPACE_NAME_LABEL,
+    PLACEMENT_GATE,
+    POD_GROUP_ANNOTATION,
+    POD_PLACEMENT_LABEL,
+    TEST_RACK_LABEL_PREFIX,
+)
 
 GODEL_CRDS = ("scheduling.godel.kubewharf.io_podgroups",)
 FLUID_CRDS = ("data.fluid.io_dataloads", "data.fluid.io_dataprocesses", "data.fluid.io_datamigrates",
               "data.fluid.io_databackups")
 CRDS = GODEL_CRDS + FLUID_CRDS
-HOST = "kubernetes.io/hostname"
-POD_PLACEMENT_LABEL = "tether.dev/pod-placement"  # a namespace opts in to the pod webhook with it
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", True)
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)
 _REFERENCE_DIRS = {"scheduling.godel.kubewharf.io": "godel", "data.fluid.io": "fluid"}
@@ -109,7 +113,7 @@ class TestMember:
             "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9",
                             "resources": {"requests": {"cpu": cpu}}}]}
         if gated:
-            spec["schedulingGates"] = [{"name": GATE}]
+            spec["schedulingGates"] = [{"name": PLACEMENT_GATE}]
         return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
     def racks_of(self, placed: dict[str, str]) -> set[str]:
@@ -131,19 +135,19 @@ class TestMember:
         for hook in body["webhooks"]:
             selector = hook.setdefault("namespaceSelector", {})
             selector.setdefault("matchExpressions", []).append(
-                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [self.namespace]})
+                {"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": [self.namespace]})
         await self.kube.patch(NAMESPACES, self.namespace, {"metadata": {"labels": {POD_PLACEMENT_LABEL: "enabled"}}})
         if not self.is_emulated:  # (an emulated member goes with its configurations)
             name = body["metadata"]["name"]
             self.env.defer(lambda: self.kube.delete(MUTATING_WEBHOOKS, name))
         await self.kube.create(MUTATING_WEBHOOKS, body)
         probe = self.pod(generate_name="webhook-probe-", gated=False,
-                         annotations={"godel.bytedance.com/pod-group-name": "webhook-probe"})
+                         annotations={POD_GROUP_ANNOTATION: "webhook-probe"})
         core = client.CoreV1Api(self.kube.api)
         deadline = time.monotonic() + within
         while True:
             answer = await core.create_namespaced_pod(self.namespace, probe, dry_run="All")
-            if any(g.name == GATE for g in answer.spec.scheduling_gates or []):
+            if any(g.name == PLACEMENT_GATE for g in answer.spec.scheduling_gates or []):
                 return
             if time.monotonic() > deadline:
                 raise AssertionError(f"the pod webhook not called by {self.name}'s API server after {within}s")
@@ -199,7 +203,7 @@ async def member(env: KubeEnv, name: str, tmp: str | Path, *, racks: int = 4, pe
     absent = {g: f"{g.split('.')[0]}-{secrets.token_hex(4)}.absent.tether.test" for g in map(_group, CRDS)
               if g not in wanted}
     found = TestMember(name=name, kube=kube, kubeconfig=os.environ[KUBECONFIG_ENV], namespace=namespace,
-                       rack_key=f"test.tether.io/rack-{secrets.token_hex(4)}", racks={}, env=env, api_groups=absent)
+                       rack_key=f"{TEST_RACK_LABEL_PREFIX}{secrets.token_hex(4)}", racks={}, env=env, api_groups=absent)
     for r in range(racks):
         for n in range(per_rack):
             node = await env.create_node(f"{name}-r{r}-n{n}", labels={found.rack_key: f"rack{r}", "zone": "z1"})

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 
 from tether.adapters.sandbox.kube_emulator.patch import json_patch
 from tether.core.admission.config import DEFAULT_ADMISSION_CONFIG_YAML
-from tether.core.admission.data_hold import DEFAULT_MAX_HOLD_MS
 from tether.core.commands import ReleasePod, ResumeBinding
 from tether.core.envelope import CommandRecord, rfc3339
 from tether.core.events import (
@@ -46,11 +45,20 @@ from tether.core.events import (
     list_source,
     member_key,
 )
+from tether.core.keys import (
+    HOSTNAME_LABEL,
+    INSTANCE_TYPE_LABEL,
+    POD_GROUP_ANNOTATION,
+    RACK_LABEL,
+    VOLCANO_JOB_NAME_LABEL,
+    VOLCANO_TASK_SPEC_LABEL,
+    ZONE_LABEL,
+)
 from tether.core.placement.node_affinity import selector_matches
 from tether.core.placement.pod_group_spec import API_VERSION as POD_GROUP_API_VERSION
-from tether.core.placement.pod_group_spec import POD_GROUP_ANNOTATION
 from tether.core.placement.webhook_decision import decide_pod_gate
-from tether.projections.members import MemberState
+from tether.core.world.admission_state import DEFAULT_MAX_HOLD_MS
+from tether.core.world.member_state import MemberState
 
 if TYPE_CHECKING:
     from .synthetic_log import Simulation
@@ -68,8 +76,6 @@ QUEUES: dict[str, tuple[int, dict[str, str]]] = {
 PRIORITY_CLASSES = (("batch-high", 1000, False), ("batch-normal", 100, True))
 #: The member clusters tether watches pods in (the rest run their jobs out of its sight).
 WATCHED = ("member1", "member2")
-RACK_KEY = "topology.tether.dev/rack"
-ZONE_KEY = "topology.kubernetes.io/zone"
 RACKS, NODES_PER_RACK, NODE_CPU = 4, 8, 32
 #: The kinds the daemon lists in a member (``adapters/kubernetes/members.py``); Fluid's are empty here.
 MEMBER_LISTS = ("Node", "Pod", "Job", "PodGroup", "DataLoad", "DataProcess", "DataMigrate", "DataBackup")
@@ -160,8 +166,8 @@ class Workloads:
         for rack in range(RACKS):
             for index in range(NODES_PER_RACK):
                 node = f"{cluster}-r{rack}-n{index}"
-                labels = {"kubernetes.io/hostname": node, RACK_KEY: f"rack{rack}",
-                          ZONE_KEY: f"zone-{'ab'[rack * 2 // RACKS]}", "node.kubernetes.io/instance-type": "c6.8xl"}
+                labels = {HOSTNAME_LABEL: node, RACK_LABEL: f"rack{rack}",
+                          ZONE_LABEL: f"zone-{'ab'[rack * 2 // RACKS]}", INSTANCE_TYPE_LABEL: "c6.8xl"}
                 nodes[node] = labels
                 self.free[(cluster, node)] = NODE_CPU
                 sim.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": labels},
@@ -234,10 +240,10 @@ class Workloads:
     def gang(self, job: Job) -> None:
         """The job's PodGroup, then its pods through tether's pod webhook (gated)."""
         sim, cluster, rnd = self.sim, job.cluster, self.sim.random
-        affinity: dict[str, Any] = {"required": [{"topologyKey": RACK_KEY}],
+        affinity: dict[str, Any] = {"required": [{"topologyKey": RACK_LABEL}],
                                     "sortRules": [{"resource": "CPU", "dimension": "Available",
                                                    "order": "Descending"}]} if rnd.random() < 0.6 else \
-            {"required": [{"topologyKey": ZONE_KEY}], "preferred": [{"topologyKey": RACK_KEY}]}
+            {"required": [{"topologyKey": ZONE_LABEL}], "preferred": [{"topologyKey": RACK_LABEL}]}
         sim.put({"apiVersion": POD_GROUP_API_VERSION, "kind": "PodGroup",
                  "metadata": {"name": job.name, "namespace": job.namespace, "creationTimestamp": rfc3339(sim.clock)},
                  "spec": {"minMember": job.replicas, "scheduleTimeoutSeconds": 300,
@@ -246,7 +252,7 @@ class Workloads:
             name = f"{job.name}-worker-{index}"
             pod = {"apiVersion": "v1", "kind": "Pod",
                    "metadata": {"name": name, "namespace": job.namespace, "creationTimestamp": rfc3339(sim.clock),
-                                "labels": {"volcano.sh/job-name": job.name, "volcano.sh/task-spec": "worker"},
+                                "labels": {VOLCANO_JOB_NAME_LABEL: job.name, VOLCANO_TASK_SPEC_LABEL: "worker"},
                                 "annotations": {POD_GROUP_ANNOTATION: job.name},
                                 "ownerReferences": [{"apiVersion": VOLCANO_JOB_API, "kind": "Job", "name": job.name,
                                                      "uid": f"job-{job.namespace}-{job.name}", "controller": True}]},
@@ -321,4 +327,4 @@ class Workloads:
             self.finish_due()
 
 
-__all__ = ["ADMISSION_CONFIGMAP", "QUEUES", "RACK_KEY", "WATCHED", "ZONE_KEY", "Job", "Workloads"]
+__all__ = ["ADMISSION_CONFIGMAP", "QUEUES", "WATCHED", "Job", "Workloads"]

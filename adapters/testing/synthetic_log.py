@@ -4,7 +4,7 @@
 resourceVersions, the watch echoing every write), Karmada (Clusters with status heartbeats, a scheduler that
 places each ResourceBinding on a cluster its placement allows), the catalog (answering lookups, announcing
 migrations) and tether's executors (applying each command and appending its outcome). Every event goes
-through :func:`tether.core.pipeline.step`, exactly as in the daemon, so the commands stream is the one the
+through :func:`tether.projections.step.step`, exactly as in the daemon, so the commands stream is the one the
 decider would have written and ``tether replay --diff`` finds no difference on an untouched log.
 
 What each command does to the objects is
@@ -60,9 +60,10 @@ from tether.core.events import (
     split_member_key,
 )
 from tether.core.identity import DataIdentity, make_identity
+from tether.core.keys import KARMADA_REGION_LABEL, POLICY_NAME_LABEL
 from tether.core.kube import KubeObject, object_key, trim
-from tether.core.pipeline import step
-from tether.projections.world import World, initial_world
+from tether.core.world import World, initial_world
+from tether.projections.step import step
 
 #: Called with each command applied and its (successful, not no-op) outcome: how the actors of
 #: ``synthetic_jobs`` (kube-scheduler in the members, the jobs' lifecycle) follow tether's writes.
@@ -207,7 +208,7 @@ class Simulation:
     def cluster(self, name: str, *, ready: bool = True) -> None:
         obj = self.api.get(f"Cluster//{name}") or {
             "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
-            "metadata": {"name": name, "labels": {"topology.karmada.io/region": f"region-{name[-1]}"}},
+            "metadata": {"name": name, "labels": {KARMADA_REGION_LABEL: f"region-{name[-1]}"}},
             "spec": {"syncMode": "Push", "apiEndpoint": f"https://{name}.example:6443",
                      "secretRef": {"namespace": "karmada-cluster", "name": name}},
         }
@@ -251,7 +252,7 @@ class Simulation:
         raw: dict[str, Any] = {
             "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
             "metadata": {"name": f"{job}-job", "namespace": namespace,
-                         "labels": {"propagationpolicy.karmada.io/name": f"{namespace}-jobs"}},
+                         "labels": {POLICY_NAME_LABEL: f"{namespace}-jobs"}},
             "spec": {"resource": {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "namespace": namespace,
                                   "name": job, "uid": f"job-{namespace}-{job}"},
                      "placement": {"clusterAffinity": {"clusterNames": list(self.clusters)},

@@ -21,7 +21,7 @@ import reprlib
 
 import yaml
 
-from .model import AdmissionConfig, PluginOption, Tier
+from ..world.admission_state import AdmissionConfig, PluginOption, Tier
 from .plugins import PLUGINS
 
 _MAX_ERROR = 400
@@ -101,6 +101,7 @@ NODE_LEVEL_PLUGINS = frozenset({
 _SWITCHES = {"enableQueueOrder": "enable_queue_order", "enableJobOrder": "enable_binding_order",
              "enablePredicate": "enable_predicate"}
 
+#: The default ``volcano-scheduler.conf``: it parses to ``core.world.admission_state.DEFAULT_ADMISSION_CONFIG``.
 DEFAULT_ADMISSION_CONFIG_YAML = """\
 actions: "enqueue, allocate, backfill"
 tiers:
@@ -188,10 +189,7 @@ def parse_admission_config(text: str) -> AdmissionConfig:
     return AdmissionConfig(actions=actions, tiers=tuple(tiers), ignored=tuple(ignored))
 
 
-DEFAULT_ADMISSION_CONFIG = parse_admission_config(DEFAULT_ADMISSION_CONFIG_YAML)
-
-
 __all__ = [
-    "DEFAULT_ADMISSION_CONFIG", "DEFAULT_ADMISSION_CONFIG_YAML", "AdmissionConfigError", "load_yaml",
+    "DEFAULT_ADMISSION_CONFIG_YAML", "AdmissionConfigError", "load_yaml",
     "parse_admission_config",
 ]

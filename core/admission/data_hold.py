@@ -9,10 +9,10 @@ workload would start in the wrong cluster. A **permanent** failure (a table not 
 location no cluster maps, an invalid claim, a refused authentication) holds nothing: the claim's condition says
 what is wrong, and waiting would not fix it.
 
-**The bound** (``--max-hold``, :data:`DEFAULT_MAX_HOLD_MS`): no binding is held for its data longer than
-``max_hold_ms`` after its creation. Past it, it is released *without* the data constraint — a Warning Event and the
-annotation :data:`~tether.projections.admission.RELEASED_ANNOTATION` saying ``released without the data constraint
-after 10m0s: <the last failure>`` — and the data-dependency decider moves it to its data
+**The bound** (``--max-hold``, :data:`~tether.core.world.admission_state.DEFAULT_MAX_HOLD_MS`): no binding is held
+for its data longer than ``max_hold_ms`` after its creation. Past it, it is released *without* the data constraint —
+a Warning Event and the annotation :data:`~tether.core.world.admission_state.RELEASED_ANNOTATION` saying ``released
+without the data constraint after 10m0s: <the last failure>`` — and the data-dependency decider moves it to its data
 (``rescheduleTriggeredAt``) once the catalog answers, as for any scheduled binding. An outage longer than that
 costs a move; an unbounded hold would cost a workload that never starts. The default, ten minutes, covers the
 lookup's retries while the catalog's circuit breaker resets (the decider's lookup backoff is 5 s doubling to
@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import msgspec
 
-#: How long a binding may be held for its data, by default (module doc): ten minutes.
-DEFAULT_MAX_HOLD_MS = 10 * 60 * 1000
 #: The purpose of the timer that ends a binding's hold at its bound.
 HOLD_PURPOSE = "admission-max-hold"
 
@@ -84,4 +82,4 @@ def release_text(waiting: list[Waiting], *, max_hold_ms: int) -> str:
     return f"released without the data constraint after {format_duration(max_hold_ms)}: {why}"
 
 
-__all__ = ["DEFAULT_MAX_HOLD_MS", "HOLD_PURPOSE", "Waiting", "format_duration", "hold_text", "release_text"]
+__all__ = ["HOLD_PURPOSE", "Waiting", "format_duration", "hold_text", "release_text"]

@@ -1,6 +1,6 @@
 """The admission decider: which suspended ResourceBindings may go, decided from the world on a timer.
 
-A sibling of the data-dependency decider in ``core.pipeline.step``. Two kinds of held bindings:
+A sibling of the data-dependency decider in ``projections.step.step``. Two kinds of held bindings:
 
 * **held for their data** (the webhook suspended them because the data of a claim of the workload was on its way —
   a lookup or creation under way, or a lookup failing transiently — and their kind is not queue-managed): resumed
@@ -16,7 +16,7 @@ A sibling of the data-dependency decider in ``core.pipeline.step``. Two kinds of
   waiting, whenever one is waiting and none is armed. Time therefore comes only from events, and a replay
   re-derives every admission.
 
-Per cycle the session's inputs are built from the world alone (``projections.admission``): Queues, PriorityClasses,
+Per cycle the session's inputs are built from the world alone (``core.world.admission_state``): Queues, PriorityClasses,
 the ready Karmada Clusters' ``resourceSummary``, each binding's request (``resourceRequest`` x replicas x copies —
 copies is 1 for a Divided placement, the number of clusters it runs on, or may run on, for a Duplicated one), its
 priority (``schedulePriority``, else the workload's PriorityClass, else the global default), its queue (from the
@@ -33,24 +33,12 @@ workload, resolved as Volcano Global does, at the workload's observation). Its o
   workload keeps running, and its queue, charged the grown request, admits nothing new until it fits again.
 
 It also hosts the world-reading half of the Events on bindings (``core.admission.binding_events``, the pure half):
-:func:`binding_observed` takes a binding's views before ``core.pipeline.step`` folds its observation, and
+:func:`binding_observed` takes a binding's views before ``projections.step.step`` folds its observation, and
 :func:`decide_binding_events` compares them with the views after — admission is the room that reads both data
 dependency's view of a binding (its exclusions) and its own (its suspension).
 """
 
 from __future__ import annotations
-
-from tether.projections.admission import (
-    ADMISSION_ANNOTATION,
-    CYCLE_PURPOSE,
-    OVERRUN_ANNOTATION,
-    RELEASED_ANNOTATION,
-    AdmissionBinding,
-    AdmissionState,
-    cluster_capacities,
-)
-from tether.projections.views import Binding as BindingView
-from tether.projections.world import Touched, World
 
 from ..commands import (
     Command,
@@ -68,10 +56,15 @@ from ..datadependency.decider import DecisionPass
 from ..decision import Decision
 from ..envelope import EventRecord, rfc3339
 from ..events import CommandSucceeded, ObjectObserved, TimerFired
+from ..keys import ADMISSION_ANNOTATION, OVERRUN_ANNOTATION, RELEASED_ANNOTATION
 from ..quantity import ResourceList, format_milli, scale
+from ..world import Touched, World
+from ..world.admission_state import CYCLE_PURPOSE, AdmissionBinding, AdmissionState
+from ..world.views import Binding as BindingView
 from .binding_events import UNSEEN, BindingMark, binding_events
 from .data_hold import HOLD_PURPOSE, Waiting, hold_text, release_text
 from .model import DEFAULT_QUEUE, Binding, ClusterCapacity, QueueStatus
+from .objects import cluster_capacities
 from .session import admission_cycle, recheck_admitted
 from .webhook_decision import waiting_for_data
 
@@ -96,7 +89,7 @@ class _Pass:
 
     @property
     def capacities(self) -> dict[str, ClusterCapacity]:
-        """The Clusters' capacities, parsed once per pass (``projections.admission.cluster_capacities``)."""
+        """The Clusters' capacities, parsed once per pass (``objects.cluster_capacities``)."""
         if self._capacities is None:
             self._capacities = cluster_capacities(self.world.admission)
         return self._capacities

@@ -1,5 +1,6 @@
-"""The types admission's session and its plugins share: queues and bindings as admission sees them, their state
-within one session, what a cycle decides, and the parsed configuration.
+"""The types admission's session and its plugins share: bindings as admission sees them, the queues' state within
+one session, and what a cycle decides. (A Volcano Queue and the parsed configuration are held by the world, so their
+types are ``core.world.admission_state``'s.)
 
 They live apart from :mod:`.session` (the cycle) and :mod:`.plugins` (the contributions) so that both import
 them and neither imports the other for its types: the session opens the plugins, the plugins read the session's
@@ -14,6 +15,7 @@ from typing import Any, NewType
 import msgspec
 
 from ..quantity import ResourceList, scale
+from ..world.admission_state import Queue
 
 QueueName = NewType("QueueName", str)
 BindingKey = NewType("BindingKey", str)
@@ -23,23 +25,6 @@ DEFAULT_QUEUE = QueueName("default")
 #: Volcano's implicit root of the queue hierarchy: ``spec.parent: root`` means top-level unless a Queue of that
 #: name exists (then its capability caps the whole tree).
 ROOT_QUEUE = "root"
-QUEUE_NAME_KEY = "volcano.sh/queue-name"
-SCHEDULING_QUEUE_NAME_KEY = "scheduling.volcano.sh/queue-name"
-
-
-class Queue(msgspec.Struct, frozen=True, gc=False, kw_only=True):
-    """A Volcano Queue (``scheduling.volcano.sh/v1beta1``), amounts in milli-units."""
-
-    name: str
-    parent: str = ""
-    priority: int = 0
-    weight: int = 1
-    capability: ResourceList = {}
-    deserved: ResourceList = {}
-    guarantee: ResourceList = {}
-    open: bool = True  # status.state Open (a Closed or Closing queue admits nothing)
-    creation_ms: int = 0
-    uid: str = ""
 
 
 class Binding(msgspec.Struct, frozen=True, gc=False, kw_only=True):
@@ -104,29 +89,6 @@ class AdmissionOutcome(msgspec.Struct, frozen=True, gc=False):
     resume: tuple[str, ...]
     held: tuple[Hold, ...]
     queues: tuple[QueueStatus, ...]
-
-
-class PluginOption(msgspec.Struct, frozen=True, kw_only=True):
-    """One plugin of a tier, with Volcano's switches for what it contributes."""
-
-    name: str
-    enable_queue_order: bool = True
-    enable_binding_order: bool = True  # Volcano's ``enableJobOrder``
-    enable_predicate: bool = True  # predicates and validity checks
-    arguments: dict[str, Any] = {}
-
-
-class Tier(msgspec.Struct, frozen=True):
-    plugins: tuple[PluginOption, ...]
-
-
-class AdmissionConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """A parsed ``volcano-scheduler.conf``. ``ignored``: Volcano plugins that act on pods and nodes (the member
-    clusters' own schedulers do that), accepted so a Volcano configuration can be used as it is."""
-
-    actions: tuple[str, ...]
-    tiers: tuple[Tier, ...]
-    ignored: tuple[str, ...] = ()
 
 
 # --- within one session -----------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from ..quantity import format_milli
-from .model import AdmissionConfig, Binding, PluginOption, QueueState, Session
+from ..world.admission_state import AdmissionConfig, PluginOption
+from .model import Binding, QueueState, Session
 
 QueueKey = Callable[["QueueState"], Any]
 BindingKeyFn = Callable[["Binding"], Any]

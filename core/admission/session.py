@@ -63,16 +63,14 @@ from operator import itemgetter
 from typing import Any
 
 from ..quantity import ResourceList
-from .config import DEFAULT_ADMISSION_CONFIG
+from ..world.admission_state import DEFAULT_ADMISSION_CONFIG, AdmissionConfig, Queue
 from .model import (
     DEFAULT_QUEUE,
     ROOT_QUEUE,
-    AdmissionConfig,
     AdmissionOutcome,
     Binding,
     ClusterCapacity,
     Hold,
-    Queue,
     QueueState,
     QueueStatus,
     Session,

@@ -39,14 +39,13 @@ from typing import Any, cast
 
 import msgspec
 
-from tether.projections.admission import ADMISSION_ANNOTATION
-from tether.projections.views import parse_binding
-from tether.projections.world import World
-
 from ..datadependency.decider import DecisionPass
 from ..datadependency.exclusions import plan_placement
 from ..envelope import EventRecord
+from ..keys import ADMISSION_ANNOTATION
 from ..kube import as_mapping, pointer_token, trim
+from ..world import World
+from ..world.views import parse_binding
 from .data_hold import Waiting, hold_text
 
 #: Pending reasons of a claim that will settle by themselves soon: its binding is held until they do.

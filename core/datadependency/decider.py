@@ -41,6 +41,10 @@ The rules, per object:
   (its lookup resolved to a mapped location, the creation not refused for good) counts with the clusters that
   DataSource will have, so a cache miss places the binding in the decision that creates the DataSource rather
   than one trip later; the claim itself stays ``Pending``/``CreatingDataSource`` until the DataSource exists.
+
+Where each rule is: the claims, the lookups and the DataSources here (:class:`DecisionPass`, the pass :func:`decide`
+runs); the bindings in ``binding_placement`` (:class:`~.binding_placement.BindingPlacement`, which the pass
+extends); what both read — the world, the decisions emitted, which DataSource serves a claim — in ``decision_pass``.
 """
 
 from __future__ import annotations
@@ -49,45 +53,34 @@ from operator import attrgetter
 
 import msgspec
 
-from tether.projections.world import Binding, Claim, Lookup, Source, Touched, World, slot
-
 from ..commands import (
-    CLAIM_FINALIZER,
     DATA_GROUP_VERSION,
-    DATASOURCE_FINALIZER,
     AddFinalizer,
-    Command,
-    CreateDataSource,
     DeleteDataSource,
     EmitKubernetesEvent,
     LookupDataLocation,
     RemoveFinalizer,
-    SetBindingPlacement,
     StartTimer,
     UpdateClaimStatus,
     UpdateDataSourceLocality,
     UpdateDataSourceStatus,
     command_id,
-    command_name,
-    command_target,
     status_transition,
 )
 from ..decision import Decision, backoff_ms
 from ..envelope import EventRecord, rfc3339
 from ..identity import DataIdentity, data_source_name
+from ..keys import CLAIM_FINALIZER, DATASOURCE_FINALIZER
 from ..kube import Condition, ObjectRef, set_condition
-from .exclusions import PlacementPlan, plan_placement
-from .plugin_config import PluginConfig, map_location
-
-DECIDER = "data-dependency"
-
-_SET_BINDING_PLACEMENT = command_name(SetBindingPlacement)  # the slot prefix of the command the decider slots
+from ..plugin_config import map_location
+from ..world import Touched, World, slot
+from ..world.views import Claim, Source
+from .binding_placement import COND_PLACEMENT, INJECTING, SET_BINDING_PLACEMENT, BindingPlacement
+from .decision_pass import DECIDER, creation
 
 BOUND = "Bound"
 PENDING = "Pending"
 COND_BOUND = "Bound"
-COND_PLACEMENT = "PlacementInjected"
-_INJECTING = "Injecting"  # the PlacementInjected reason while a binding's placement is being changed
 
 #: Bound-condition reasons that need someone's attention: the only ones a claim gets a Kubernetes Event (a Warning)
 #: for.
@@ -107,92 +100,20 @@ class _Missing(msgspec.Struct, frozen=True):
     transient: bool = False
 
 
-def _creation(name: str, identity: DataIdentity, lookup: Lookup, plugin: PluginConfig,
-              clusters: tuple[str, ...]) -> CreateDataSource:
-    """The DataSource a resolved lookup creates (``resolve`` issues it; ``anticipated`` checks it was not refused)."""
-    return CreateDataSource(name=name, identity=identity, cluster_names=clusters, location=lookup.location,
-                            reclaim_policy=plugin.reclaim_policy)
-
-
 #: claimRefs are sorted by (namespace, name) on every decision of a DataSource; attrgetter makes that tuple in C
 _by_namespace_name = attrgetter("namespace", "name")
 
 
-class DecisionPass:
-    """One decision pass; caches per-identity, per-claim and per-binding results so each is computed once.
-
-    Every cache lives on this object, which lives for one call of :func:`decide`: the world does not change
-    while a decision runs (commands are only noted as issued afterwards, by ``core.pipeline.step``), so a
-    value computed from it cannot go stale within the pass."""
-
-    #: Whether to take the shortcuts whose plain computation the tests compare them with
-    #: (``tests/decider/test_memos.py``): the commands memoised on a view and dropping, before its reason is
-    #: built, a decision whose very command is in flight (``step`` would drop it).
-    shortcuts = True
+class DecisionPass(BindingPlacement):
+    """One decision pass: the claim and DataSource rules and the catalog side (this class), over the binding rules
+    (:class:`~.binding_placement.BindingPlacement`) and the pass's shared state (:class:`~.decision_pass.PassBase`).
+    Caches per identity, per claim and per binding make each result computed once in the pass."""
 
     def __init__(self, world: World, record: EventRecord) -> None:
-        self.world = world
-        self.at_ms = record.at_ms
-        self.out: list[Decision] = []
+        super().__init__(world, record)
         self.missing: dict[str, _Missing] = {}
-        self.plans: dict[str, tuple[PlacementPlan, frozenset[str] | None]] = {}
-        self.live: dict[str, list[str]] = {}
-        self.chosen: dict[str, Source | None] = {}  # claim key → its data source (source_for)
-        self.anticipate: dict[str, tuple[str, ...] | None] = {}  # identity key → clusters (anticipated)
-        self._now = ""
-
-    @property
-    def now(self) -> str:
-        """The event's time as RFC 3339 (formatted only when a decision needs it)."""
-        now = self._now
-        if not now:
-            now = self._now = rfc3339(self.at_ms)
-        return now
-
-    def emit(self, command: Command, reason: str, cid: str = "", target: str = "", at: str = "") -> None:
-        """Decide ``command``; its id, target and slot are computed here once (or given, when the caller has
-        them) and carried to ``step`` in the :class:`Decision`."""
-        if not cid:
-            cid = command_id(command)
-            target = command_target(command)
-            at = f"{command_name(command)}:{target}"  # slot(), inlined
-        world = self.world
-        if world.rejected and cid in world.rejected:
-            return  # the API refused exactly this request for good; a different request may still go
-        if world.retry_wait and at in world.retry_wait:
-            return  # the last attempt failed; the retry timer will bring this object back
-        self.out.append(Decision(command=command, reason=reason, decider=DECIDER, id=cid, key=target, slot=at))
 
     # --- claims -------------------------------------------------------------------------------------------
-
-    def live_sources(self, identity_key: str) -> list[str]:
-        """The non-deleting DataSources caching an identity, sorted (computed once per decision)."""
-        live = self.live.get(identity_key)
-        if live is None:
-            names = self.world.sources_by_identity.get(identity_key)
-            sources = self.world.sources
-            if not names:
-                live = []
-            elif len(names) == 1:  # the common case: one DataSource per identity
-                live = [n for n in names if not sources[n].deleting]
-            else:
-                live = sorted(n for n in names if not sources[n].deleting)
-            self.live[identity_key] = live
-        return live
-
-    def source_for(self, key: str, claim: Claim) -> Source | None:
-        """The DataSource the claim stored under ``key`` is bound to (computed once per claim per decision)."""
-        chosen = self.chosen
-        if key in chosen:
-            return chosen[key]
-        source = None
-        if not claim.deleting and claim.identity is not None:
-            live = self.live_sources(claim.identity.key)
-            if live:
-                name = claim.bound_data_source if len(live) > 1 and claim.bound_data_source in live else live[0]
-                source = self.world.sources[name]
-        chosen[key] = source
-        return source
 
     def claim(self, key: str) -> None:
         claim = self.world.claims.get(key)
@@ -210,7 +131,7 @@ class DecisionPass:
         inflight = self.world.inflight
         if inflight:
             for binding in self.world.bindings_by_workload.get(claim.workload, ()):
-                if f"{_SET_BINDING_PLACEMENT}:{binding}" in inflight:
+                if f"{SET_BINDING_PLACEMENT}:{binding}" in inflight:
                     # the workload's placement is being written: the status waits for that outcome (which touches
                     # the workload's claims), so that Bound and PlacementInjected go out in one write
                     return
@@ -232,7 +153,7 @@ class DecisionPass:
         conditions = set_condition(claim.conditions, cond)
         placement = self.placement_condition(claim, source)
         if placement is not None:
-            if placement.reason == _INJECTING and self.placement_underway(claim):
+            if placement.reason == INJECTING and self.placement_underway(claim):
                 return  # one status write per transition: Bound and Injected go together when the placement is in
             conditions = set_condition(conditions, placement)
         else:
@@ -257,49 +178,6 @@ class DecisionPass:
                                     message=cond.message),
                 f"claim {key} changed to {cond.reason}",
             )
-
-    def placement_condition(self, claim: Claim, source: Source | None) -> Condition | None:
-        if source is None:
-            return None
-        names = self.world.bindings_by_workload.get(claim.workload)
-        if not names:
-            return Condition(type=COND_PLACEMENT, status="False", reason="WaitingForResourceBinding",
-                             message=f"no ResourceBinding binds workload {claim.workload} yet",
-                             last_transition_time=self.now, observed_generation=claim.generation)
-        bindings = sorted(names)
-        all_bindings = self.world.bindings
-        pending = [b for b in bindings if self.plan(b, all_bindings[b])[0].changed]
-        if pending:
-            return Condition(type=COND_PLACEMENT, status="False", reason=_INJECTING,
-                             message=f"updating the placement of {', '.join(pending)}",
-                             last_transition_time=self.now, observed_generation=claim.generation)
-        # The data's clusters, not the exclusions: those name every other Karmada cluster, and a cluster joining or
-        # leaving the federation would rewrite every bound claim's status (the binding's annotation lists them).
-        where = ",".join(source.cluster_names) or "<none>"
-        return Condition(type=COND_PLACEMENT, status="True", reason="Injected",
-                         message=f"{', '.join(bindings)} placed where the data is (clusters: {where})",
-                         last_transition_time=self.now, observed_generation=claim.generation)
-
-    def placement_underway(self, claim: Claim) -> bool:
-        """Whether every binding of the claim's workload whose placement must change is being written: its
-        write in flight, or decided in this very pass (a decided claim's bindings are decided after it, and
-        nothing stops their write: no retry is waiting, the API did not refuse it).
-
-        Then the claim's status waits for the outcome, which brings the claim back (a binding's outcome touches
-        its workload's claims), and Bound goes out with PlacementInjected in one write instead of two. A
-        binding whose write failed is not under way: the claim then says so at once (``Injecting``)."""
-        world = self.world
-        for key in sorted(world.bindings_by_workload.get(claim.workload, ())):
-            binding = world.bindings[key]
-            plan, desired = self.plan(key, binding)
-            if not plan.changed:
-                continue
-            _, cid, _, at = self.placing(binding, desired)
-            if world.retry_wait and at in world.retry_wait:
-                return False
-            if world.rejected and cid in world.rejected:
-                return False
-        return True
 
     def why_pending(self, claim: Claim) -> _Missing:
         if claim.identity is None:
@@ -344,7 +222,7 @@ class DecisionPass:
             if clusters is None:
                 return _Missing("LocationUnmapped", f"no clusters found for location {lookup.location!r}: no prefix "
                                 f"of plugin {plugin.key!r} locationMapping matches")
-            command = _creation(name, identity, lookup, plugin, clusters)
+            command = creation(name, identity, lookup, plugin, clusters)
             refused = world.rejected.get(command_id(command)) if world.rejected else None
             if refused is not None:
                 return _Missing("DataSourceCreateFailed", f"creating DataSource {name} failed: {refused}")
@@ -447,126 +325,6 @@ class DecisionPass:
                   f"{source.identity.key} now lives at {lookup.location} → clusters {','.join(clusters)} "
                   f"(was {','.join(source.cluster_names) or '<none>'})")
 
-    # --- bindings -----------------------------------------------------------------------------------------
-
-    def desired_exclusions(self, binding: Binding) -> frozenset[str] | None:
-        """Every known cluster that does not hold the data of all the workload's bound claims (None: no bound
-        claim). Set algebra only, so the order the claims are visited in does not matter."""
-        keys = self.world.claims_by_workload.get(binding.workload)
-        if not keys:
-            return None
-        claims = self.world.claims
-        allowed: set[str] | None = None
-        known: set[str] = set()
-        for key in keys:
-            claim = claims[key]
-            chosen = self.source_for(key, claim)
-            if chosen is not None:
-                names = chosen.cluster_names
-            else:
-                anticipated = self.anticipated(claim)
-                if anticipated is None:
-                    continue
-                names = anticipated
-            if allowed is None:
-                allowed = set(names)
-            else:
-                allowed.intersection_update(names)
-            known.update(names)
-        if allowed is None:
-            return None
-        known.update(self.world.clusters)
-        return frozenset(known - allowed)
-
-    def anticipated(self, claim: Claim) -> tuple[str, ...] | None:
-        """The clusters of the DataSource a claim without one is about to get (None: none is on its way).
-
-        A claim with no DataSource whose identity's lookup resolved to a mapped location gets a DataSource created
-        with exactly the clusters the plugin's locationMapping gives for that location (``resolve``). Its
-        workload's binding can be placed from the same answer at once, in the decision that creates the DataSource,
-        instead of one trip later when the DataSource exists and the claim is Bound: when it does, the exclusions
-        are the same and the binding is not written again. Decided from the world alone, like ``resolve``'s
-        CreateDataSource: no DataSource of that name (a deleting one or one caching another identity blocks the
-        creation), a resolved lookup (the last one, also while a re-lookup is in flight, so a re-lookup does not
-        strip and re-inject), a location the mapping knows, and a creation the API has not rejected for good (a
-        rejection touches the identity's claims, and the anticipation, hence the exclusions, go away)."""
-        identity = claim.identity
-        if identity is None or claim.deleting:
-            return None
-        key = identity.key
-        cache = self.anticipate
-        if key in cache:
-            return cache[key]
-        clusters: tuple[str, ...] | None = None
-        world = self.world
-        lookup = world.lookups.get(key)
-        plugin = world.plugins.plugins.get(identity.system)
-        if lookup is not None and lookup.kind == "resolved" and plugin is not None:
-            name = data_source_name(identity)
-            if name not in world.sources:
-                clusters = map_location(plugin.location_mapping, lookup.location)
-                if clusters is not None and world.rejected and \
-                        command_id(_creation(name, identity, lookup, plugin, clusters)) in world.rejected:
-                    clusters = None
-        cache[key] = clusters
-        return clusters
-
-    def plan(self, key: str, binding: Binding) -> tuple[PlacementPlan, frozenset[str] | None]:
-        """The placement plan of the binding stored under ``key`` (once per binding per decision)."""
-        cached = self.plans.get(key)
-        if cached is None:
-            desired = self.desired_exclusions(binding)
-            memo = binding.__dict__.get("plan")  # (desired, plan) of an earlier decision on this very observation
-            if memo is not None and memo[0] == desired:
-                plan = memo[1]
-            else:
-                plan = plan_placement(placement=binding.placement, annotations=binding.annotations, desired=desired)
-                binding.__dict__["plan"] = (desired, plan)  # plan_placement is pure: same inputs, same plan
-            cached = self.plans[key] = (plan, desired)
-        return cached
-
-    def placing(self, binding: Binding,
-                desired: frozenset[str] | None) -> tuple[SetBindingPlacement, str, str, str]:
-        """The binding's SetBindingPlacement for ``desired``, with its id, target and slot — memoised on this
-        observation of the binding (the view's __dict__, as the plan) for the last (desired, reschedule) it was
-        decided with."""
-        scheduled = binding.scheduled_clusters
-        reschedule = self.now if desired and scheduled and not desired.isdisjoint(scheduled) else ""
-        placing = binding.__dict__.get("placing") if self.shortcuts else None
-        if placing is None or placing[0] != desired or placing[1] != reschedule:
-            if desired is None:
-                command = SetBindingPlacement(binding=binding.ref, excluded_clusters=(), injected=False)
-            else:
-                command = SetBindingPlacement(binding=binding.ref, excluded_clusters=tuple(sorted(desired)),
-                                              injected=True, reschedule_at=reschedule)
-            target = command_target(command)
-            placing = binding.__dict__["placing"] = (desired, reschedule, command, command_id(command), target,
-                                                     f"{_SET_BINDING_PLACEMENT}:{target}")
-        return placing[2], placing[3], placing[4], placing[5]
-
-    def binding(self, key: str) -> None:
-        binding = self.world.bindings.get(key)
-        if binding is None:
-            return
-        plan, desired = self.plan(key, binding)
-        if not plan.changed:
-            return
-        scheduled = binding.scheduled_clusters
-        command, cid, target, at = self.placing(binding, desired)
-        if self.shortcuts and self.world.inflight.get(at) == cid:
-            return  # the same request is in flight: step would drop it (one decision per binding in a pass)
-        if desired is None:
-            self.emit(command, f"no bound claim for workload {binding.workload}: removing tether's exclusions from "
-                      f"{key}", cid, target, at)
-            return
-        misplaced = sorted(desired.intersection(scheduled))
-        self.emit(
-            command,
-            f"workload {binding.workload} must run where its data is: excluding "
-            f"{','.join(command.excluded_clusters) or '<none>'}"
-            + (f"; rescheduling away from {','.join(misplaced)}" if misplaced else ""),
-            cid, target, at,
-        )
 
 
 def decide(world: World, record: EventRecord, touched: Touched) -> list[Decision]:
@@ -606,6 +364,8 @@ def decide(world: World, record: EventRecord, touched: Touched) -> list[Decision
         for key in sorted(bindings):
             d.binding(key)
     return d.out
+
+
 
 
 __all__ = ["DECIDER", "DecisionPass", "decide"]

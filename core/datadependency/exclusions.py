@@ -32,10 +32,8 @@ from typing import Any
 
 import msgspec
 
-from ..commands import EXCLUDED_CLUSTERS_ANNOTATION, PLACEMENT_INJECTED_ANNOTATION
-
-#: Per-term record of tether's additions (only written when the placement has ``clusterAffinities``).
-ADDED_BY_TERM_ANNOTATION = "tether.dev/added-exclusions"
+from ..keys import ADDED_BY_TERM_ANNOTATION, EXCLUDED_CLUSTERS_ANNOTATION, PLACEMENT_INJECTED_ANNOTATION
+from ..world.views import added_exclusions
 
 
 class PlacementPlan(msgspec.Struct, frozen=True):
@@ -45,11 +43,6 @@ class PlacementPlan(msgspec.Struct, frozen=True):
     annotations: dict[str, str | None]  # a merge-patch of annotations: None removes a key
     added: tuple[str, ...]
     changed: bool
-
-
-def added_exclusions(annotations: dict[str, str]) -> frozenset[str]:
-    raw = annotations.get(EXCLUDED_CLUSTERS_ANNOTATION, "")
-    return frozenset(c for c in (p.strip() for p in raw.split(",")) if c)
 
 
 def _added_by_term(annotations: dict[str, str]) -> dict[str, frozenset[str]] | None:

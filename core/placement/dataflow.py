@@ -45,29 +45,29 @@ from typing import Any, TypeVar
 import msgspec
 
 from ..integers import parse_int64
-from ..kube import (
-    NodeAffinity,
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
-    ObjectKey,
-    PreferredSchedulingTerm,
-    object_key,
+from ..keys import FLUID_LABELS_ANNOTATION, HOSTNAME_LABEL, REGION_LABEL, ZONE_LABEL
+from ..kube import NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm, PreferredSchedulingTerm
+from ..world.data_operation import (
+    FLUID_GROUP,
+    FLUID_GROUP_VERSION,
+    OPERATION_KINDS,
+    POLICY_DEFAULT,
+    POLICY_PREFER,
+    POLICY_REQUIRE,
+    AffinityStrategy,
+    DataOperation,
+    OperationRef,
+    Prefer,
+    RecordedPlacement,
+    RunAfter,
 )
 from .node_affinity import InvalidAffinity, tighten_node_affinity
 from .node_affinity import parse_node_affinity as _parse_node_affinity
 from .operation_status import REASON_INHERITED
 
-FLUID_GROUP = "data.fluid.io"
-FLUID_GROUP_VERSION = "data.fluid.io/v1alpha1"
-OPERATION_KINDS = ("DataLoad", "DataMigrate", "DataProcess", "DataBackup")
-LABELS_ANNOTATION = "affinity.dataflow.fluid.io/labels"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
-REGION_LABEL = "topology.kubernetes.io/region"
-ZONE_LABEL = "topology.kubernetes.io/zone"
 RECORDED_LABELS = (HOSTNAME_LABEL, REGION_LABEL, ZONE_LABEL)
 PHASE_COMPLETE = "Complete"
 PHASE_FAILED = "Failed"
-POLICY_DEFAULT, POLICY_REQUIRE, POLICY_PREFER = "", "Require", "Prefer"
 DEFAULT_PREFER_WEIGHT = 100
 DEFAULT_WAIT_TIMEOUT_MS = 10 * 60 * 1000
 
@@ -186,66 +186,6 @@ def _admits(term: NodeSelectorTerm, expression: MatchExpression) -> bool:
 # --- Fluid operations ------------------------------------------------------------------------------------
 
 
-class OperationRef(msgspec.Struct, frozen=True):
-    """A reference to a Fluid data operation; the namespace is always filled in (defaulted by the parser)."""
-
-    kind: str
-    name: str
-    namespace: str
-    api_version: str = FLUID_GROUP_VERSION
-
-    @property
-    def key(self) -> ObjectKey:
-        return object_key(self.kind, self.namespace, self.name)
-
-
-class Prefer(msgspec.Struct, frozen=True):
-    name: str
-    weight: int
-
-
-class AffinityStrategy(msgspec.Struct, frozen=True):
-    policy: str = POLICY_DEFAULT
-    requires: tuple[str, ...] = ()
-    prefers: tuple[Prefer, ...] = ()
-    depend_on: OperationRef | None = None
-
-
-class RunAfter(msgspec.Struct, frozen=True):
-    ref: OperationRef
-    strategy: AffinityStrategy = AffinityStrategy()
-
-
-class RecordedPlacement(msgspec.Struct, frozen=True):
-    """Where a completed operation ran: node labels (single-pod), or only that it ran on many nodes."""
-
-    labels: dict[str, str] = {}
-    distributed: bool = False
-
-    def as_node_affinity(self) -> NodeAffinity:
-        """As Fluid records it in ``status.nodeAffinity``: one required term, one ``In`` per label (sorted)."""
-        if self.distributed or not self.labels:
-            return NodeAffinity()
-        return NodeAffinity(required=(NodeSelectorTerm(match_expressions=tuple(
-            MatchExpression(key=k, operator="In", values=(self.labels[k],)) for k in sorted(self.labels))),))
-
-
-class DataOperation(msgspec.Struct, frozen=True):
-    """What tether reads of a Fluid data operation."""
-
-    ref: OperationRef
-    run_after: RunAfter | None
-    node_affinity: NodeAffinity  # its own (spec.affinity, or the DataProcess job's pod spec; none for DataBackup)
-    phase: str
-    distributed: bool  # parallelism > 1
-    cron: bool  # policy Cron or a schedule
-    recorded: RecordedPlacement | None  # read from status.nodeAffinity, where Fluid recorded one
-
-    @property
-    def key(self) -> ObjectKey:
-        return self.ref.key
-
-
 #: Where each kind keeps its pods' affinity (DataBackup has none; a DataProcess script processor has none).
 _AFFINITY_PATH: dict[str, tuple[str, ...]] = {
     "DataLoad": ("affinity",), "DataMigrate": ("affinity",), "DataProcess": ("processor", "job", "podSpec", "affinity"),
@@ -346,7 +286,7 @@ def record_placement(*, operation: DataOperation, pod_annotations: Mapping[str, 
     """The placement of a completed operation, from its succeeded pod's annotations and its node's labels."""
     if operation.distributed or operation.cron:
         return RecordedPlacement(distributed=True)
-    keys = _unique((*RECORDED_LABELS, *label_keys(pod_annotations.get(LABELS_ANNOTATION))))
+    keys = _unique((*RECORDED_LABELS, *label_keys(pod_annotations.get(FLUID_LABELS_ANNOTATION))))
     return RecordedPlacement(labels={k: node_labels[k] for k in keys if k in node_labels})
 
 
@@ -516,10 +456,8 @@ def gate_decision(*, result: InheritanceResult, gated_since_ms: int, now_ms: int
 
 
 __all__ = [
-    "DEFAULT_WAIT_TIMEOUT_MS", "FLUID_GROUP_VERSION", "LABELS_ANNOTATION", "OPERATION_KINDS", "AffinityStrategy",
-    "DataFlowSpecError", "DataOperation", "Hold", "InheritanceResult", "Inject", "MatchExpression", "NodeAffinity",
-    "NodeSelectorTerm", "OperationRef", "Prefer", "PreferredTerm", "RecordedPlacement", "Reject", "Release",
-    "RunAfter", "Unchanged", "Wait", "decide_inheritance", "gate_decision", "inheritance_source", "invalid_spec",
-    "label_keys", "merge_node_affinity", "parse_node_affinity", "parse_operation", "placement_from_status",
-    "record_placement", "succeeded_pod",
+    "DEFAULT_WAIT_TIMEOUT_MS", "DataFlowSpecError", "Hold", "InheritanceResult", "Inject",
+    "MatchExpression", "PreferredTerm", "Reject", "Release", "Unchanged", "Wait", "decide_inheritance",
+    "gate_decision", "inheritance_source", "invalid_spec", "label_keys", "merge_node_affinity", "parse_node_affinity",
+    "parse_operation", "placement_from_status", "record_placement", "succeeded_pod",
 ]

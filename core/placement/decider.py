@@ -1,8 +1,8 @@
 """Pod placement in the member clusters: the decider behind tether's scheduling gate.
 
-Pods that need a placement decision are created with the scheduling gate :data:`GATE` (the pod webhook adds it,
-``adapters/kubernetes/pod_webhook.py``). This decider reads the member clusters from the world
-(``projections/members.py``) and, for each PodGroup or Fluid operation an event touched, decides what happens to
+Pods that need a placement decision are created with the scheduling gate ``core.keys.PLACEMENT_GATE`` (the pod
+webhook adds it, ``adapters/kubernetes/pod_webhook.py``). This decider reads the member clusters from the world
+(``core/world/member_state.py``) and, for each PodGroup or Fluid operation an event touched, decides what happens to
 its gated pods:
 
 * **Godel PodGroups** (``core.placement.topology_planner``): nothing until ``minMember`` pods exist; then
@@ -66,17 +66,17 @@ Karmada's relists.
 
 from __future__ import annotations
 
-from tether.projections.members import POD, POD_GROUP, MemberOperation, MemberPod, MemberState
-from tether.projections.world import Touched, World
-
 from ..commands import Command, EmitMemberEvent, ReleasePod, SetMemberCondition, StartTimer
 from ..decision import Decision
 from ..envelope import EventRecord, parse_rfc3339_ms, rfc3339
 from ..events import split_member_key
+from ..keys import PLACEMENT_ANNOTATION, PLACEMENT_GATE
 from ..kube import Condition, NodeSelectorTerm, ObjectRef, PreferredSchedulingTerm
 from ..quantity import ResourceList
+from ..world import Touched, World
+from ..world.data_operation import OPERATION_KINDS
+from ..world.member_state import POD, POD_GROUP, MemberOperation, MemberPod, MemberState
 from .dataflow import (
-    OPERATION_KINDS,
     DataFlowSpecError,
     Hold,
     InheritanceResult,
@@ -93,10 +93,6 @@ from .operation_status import outcome_condition, same_outcome
 from .pod_group_spec import API_VERSION as POD_GROUP_API_VERSION
 from .topology_planner import GroupPod, Node, plan_group
 
-#: The scheduling gate tether's pod webhook adds and this decider removes.
-GATE = "tether.dev/placement"
-#: Set on a released pod: what decided its placement (read back by ``--explain`` and by the decider).
-PLACEMENT_ANNOTATION = "tether.dev/placement"
 DECIDER = "podplacement"
 WAIT_PURPOSE = "dataflow-wait"
 GROUP_WAIT_PURPOSE = "podgroup-wait"
@@ -120,7 +116,7 @@ def _on_its_way(state: MemberState, pod: MemberPod) -> tuple[NodeSelectorTerm, .
     """The required terms of a live, unbound pod kube-scheduler is about to place — released by tether (its affinity
     as written on it), or its ReleasePod in flight (the command's terms) — or ``()`` when it is none of these
     (module doc, "Pods on their way")."""
-    if GATE in pod.gates:
+    if PLACEMENT_GATE in pod.gates:
         held = state.releasing.get(pod.key)
         return held[1] if held is not None and len(pod.gates) == 1 else ()  # (another gate: not schedulable yet)
     if pod.gates or PLACEMENT_ANNOTATION not in pod.annotations:
@@ -196,7 +192,7 @@ def _group_missing(cluster: str, key: str, gated: list[MemberPod], record: Event
                "released without a topology placement")
     out: list[Decision] = []
     for pod in gated:
-        out.append(_decision(ReleasePod(cluster=cluster, pod=_ref(pod), gate=GATE, note=f"{key}: not found"),
+        out.append(_decision(ReleasePod(cluster=cluster, pod=_ref(pod), gate=PLACEMENT_GATE, note=f"{key}: not found"),
                              f"{subject}: {message}"))
         out.append(_decision(EmitMemberEvent(cluster=cluster, involved=_ref(pod), event_type="Warning",
                                              reason="PodGroupNotFound", message=message), f"{subject}: {message}"))
@@ -216,7 +212,7 @@ def _decide_group(state: MemberState, cluster: str, key: str, record: EventRecor
                   rooms: dict[str, _Room]) -> list[Decision]:
     pods = [state.pods[k] for k in sorted(state.pods_by_group.get(key, ()))]
     pods = [p for p in pods if _live(p)]
-    gated = {p.name: p for p in pods if GATE in p.gates}
+    gated = {p.name: p for p in pods if PLACEMENT_GATE in p.gates}
     if not gated:
         return []
     group = state.groups.get(key)
@@ -256,7 +252,7 @@ def _decide_group(state: MemberState, cluster: str, key: str, record: EventRecor
         circle = f", circle {placement.circle}" if placement.circle else ", waiting for room in the domain"
         room.assume(pod.request, placement.required)  # on its way from now: the next group's plan counts it
         out.append(_decision(
-            ReleasePod(cluster=cluster, pod=_ref(pod), gate=GATE, required=placement.required,
+            ReleasePod(cluster=cluster, pod=_ref(pod), gate=PLACEMENT_GATE, required=placement.required,
                        preferred=placement.preferred, note=f"PodGroup {group.name}: {domain}"),
             f"{cluster}: PodGroup {group.namespace}/{group.name}: {plan.reason}{counted}; pod {pod.name} → "
             f"{domain}{circle}"))
@@ -271,13 +267,14 @@ def _decide_stray(state: MemberState, cluster: str, key: str) -> list[Decision]:
     """A gated pod of no PodGroup and no operation (gated in doubt by the webhook): released unchanged once its
     Job is known to be no operation's; while the Job is not known, it waits for it (module doc)."""
     pod = state.pods.get(key)
-    if pod is None or not _live(pod) or GATE not in pod.gates or pod.group:
+    if pod is None or not _live(pod) or PLACEMENT_GATE not in pod.gates or pod.group:
         return []
     job_key = f"Job/{pod.namespace}/{pod.job}" if pod.job else ""
     if job_key and (job_key in state.job_owner or job_key not in state.jobs):
         return []  # an operation's pod (decided with it), or its Job is not known yet
     why = (f"Job {pod.job} belongs to no Fluid operation" if pod.job else "names no PodGroup and has no Job")
-    return [_decision(ReleasePod(cluster=cluster, pod=_ref(pod), gate=GATE, note=f"not placed by tether: {why}"),
+    return [_decision(ReleasePod(cluster=cluster, pod=_ref(pod), gate=PLACEMENT_GATE,
+                                 note=f"not placed by tether: {why}"),
                       f"{cluster}:{key}: gated by tether, but {why}: released unchanged")]
 
 
@@ -347,7 +344,7 @@ def _settle_condition(state: MemberState, cluster: str, key: str) -> list[Decisi
 
 
 def _decide_operation(state: MemberState, cluster: str, key: str, record: EventRecord) -> list[Decision]:
-    gated = [p for p in _operation_pods(state, key) if GATE in p.gates]
+    gated = [p for p in _operation_pods(state, key) if PLACEMENT_GATE in p.gates]
     if not gated:
         return _settle_condition(state, cluster, key)
     held = state.operations.get(key)
@@ -368,8 +365,8 @@ def _decide_operation(state: MemberState, cluster: str, key: str, record: EventR
     if isinstance(result, Inject) and outcome.node_affinity is not None:
         required = (NodeSelectorTerm(match_expressions=result.required),) if result.required else ()
         preferred = result.preferred
-    out = [_decision(ReleasePod(cluster=cluster, pod=_ref(pod), gate=GATE, required=required, preferred=preferred,
-                                note=f"{key}: {outcome.reason}"), f"{subject}: {outcome.message}")
+    out = [_decision(ReleasePod(cluster=cluster, pod=_ref(pod), gate=PLACEMENT_GATE, required=required,
+                                preferred=preferred, note=f"{key}: {outcome.reason}"), f"{subject}: {outcome.message}")
            for pod in gated]
     out += _report(cluster, state, key, held, reason=outcome.reason, message=outcome.message, warning=outcome.warning,
                    at_ms=record.at_ms)
@@ -397,5 +394,5 @@ def decide_pods(world: World, record: EventRecord, touched: Touched) -> list[Dec
     return out
 
 
-__all__ = ["DECIDER", "GATE", "GROUP_WAIT_PURPOSE", "GROUP_WAIT_TIMEOUT_MS", "PLACEMENT_ANNOTATION", "WAIT_PURPOSE",
+__all__ = ["DECIDER", "GROUP_WAIT_PURPOSE", "GROUP_WAIT_TIMEOUT_MS", "WAIT_PURPOSE",
            "decide_pods"]

@@ -19,7 +19,6 @@ import msgspec
 from ..kube import PREFERRED, REQUIRED, NodeSelectorRequirement, NodeSelectorTerm, PreferredSchedulingTerm, as_json
 from .node_affinity import (
     FIELD_OPERATORS,
-    HOSTNAME_LABEL,
     NODE_NAME_FIELD,
     OPERATORS,
     InvalidAffinity,
@@ -74,7 +73,7 @@ def merge_node_affinity(affinity: Mapping[str, Any] | None, placement: PodPlacem
 
 
 __all__ = [
-    "FIELD_OPERATORS", "HOSTNAME_LABEL", "NODE_NAME_FIELD", "OPERATORS", "InvalidAffinity", "MergedAffinity",
+    "FIELD_OPERATORS", "NODE_NAME_FIELD", "OPERATORS", "InvalidAffinity", "MergedAffinity",
     "NodeSelectorRequirement", "NodeSelectorTerm", "PodPlacement", "PreferredSchedulingTerm", "domain_requirements",
     "merge_node_affinity", "selector_matches", "term_matches",
 ]

@@ -46,7 +46,6 @@ from ..kube import (
     as_json,
 )
 
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 FIELD_OPERATORS = frozenset({"In", "NotIn"})
 NODE_NAME_FIELD = "metadata.name"
@@ -283,7 +282,7 @@ def tighten_node_affinity(node_affinity: Mapping[str, Any] | None, *, required: 
 
 
 __all__ = [
-    "FIELD_OPERATORS", "HOSTNAME_LABEL", "NODE_NAME_FIELD", "OPERATORS", "InvalidAffinity", "Tightened",
+    "FIELD_OPERATORS", "NODE_NAME_FIELD", "OPERATORS", "InvalidAffinity", "Tightened",
     "domain_requirements", "node_affinity_score", "parse_node_affinity", "parse_term", "requirement_matches",
     "selector_matches", "term_matches", "tighten_node_affinity",
 ]

@@ -1,7 +1,8 @@
 """A Godel PodGroup's job-level affinity as typed, validated data (``scheduling.godel.kubewharf.io/v1alpha1``).
 
-``parse_pod_group`` reads the object dict a watch delivers and either returns a :class:`GroupSpec` or raises
-:class:`InvalidPodGroup` naming the field and what is wrong with it. Validation is strict where a lenient reading
+``parse_pod_group`` reads the object dict a watch delivers and either returns a
+:class:`~tether.core.world.pod_group.GroupSpec` (the type the world keeps) or raises :class:`InvalidPodGroup`
+naming the field and what is wrong with it. Validation is strict where a lenient reading
 would place pods against the owner's intent: an empty ``topologyKey`` (Godel's API forbids it), a key listed twice,
 an unknown sort resource, order or dimension, a node selector Kubernetes itself would reject, and
 ``podGroupAntiAffinity`` (Godel's, which tether does not implement — ignoring it would silently co-locate what the
@@ -14,57 +15,23 @@ Defaults follow Godel: a missing ``minMember`` (or 0) means a group of one; an e
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
 from ..integers import parse_int64
+from ..world.pod_group import GroupAffinity, GroupSpec, SortRule
 from .group_affinity import FIELD_OPERATORS, NODE_NAME_FIELD, OPERATORS, NodeSelectorRequirement, NodeSelectorTerm
 
 GROUP = "scheduling.godel.kubewharf.io"
 API_VERSION = f"{GROUP}/v1alpha1"
 KIND = "PodGroup"
-#: The pod annotation that makes a pod a member of a PodGroup (in the pod's namespace).
-POD_GROUP_ANNOTATION = "godel.bytedance.com/pod-group-name"
 
-SortResource = Literal["CPU", "Memory", "GPU"]
-#: The Kubernetes resource each sort resource reads.
-RESOURCE_NAMES: dict[str, str] = {"CPU": "cpu", "Memory": "memory", "GPU": "nvidia.com/gpu"}
 _INT32_MAX = 2**31 - 1
 
 
 class InvalidPodGroup(ValueError):
     """A PodGroup whose spec cannot be planned; the message names the field."""
-
-
-class SortRule(msgspec.Struct, frozen=True, gc=False):
-    resource: SortResource = "CPU"
-    dimension: Literal["Capacity", "Available"] = "Capacity"
-    order: Literal["Ascending", "Descending"] = "Ascending"
-
-    @property
-    def resource_name(self) -> str:
-        return RESOURCE_NAMES[self.resource]
-
-
-DEFAULT_SORT_RULES = (SortRule(),)
-
-
-class GroupAffinity(msgspec.Struct, frozen=True):
-    """``podGroupAffinity``: required topology keys, preferred keys (largest domain first), sort rules, and the
-    node selector (None: every node)."""
-
-    required: tuple[str, ...] = ()
-    preferred: tuple[str, ...] = ()
-    sort_rules: tuple[SortRule, ...] = ()
-    node_selector: tuple[NodeSelectorTerm, ...] | None = None
-
-
-class GroupSpec(msgspec.Struct, frozen=True):
-    min_member: int = 1
-    affinity: GroupAffinity = GroupAffinity()
-    name: str = ""
-    namespace: str = ""
 
 
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:

@@ -61,6 +61,7 @@ from typing import Literal
 import msgspec
 
 from ..quantity import ResourceList
+from ..world.pod_group import DEFAULT_SORT_RULES, GroupSpec, SortRule
 from .group_affinity import (
     NodeSelectorTerm,
     PodPlacement,
@@ -68,7 +69,6 @@ from .group_affinity import (
     domain_requirements,
     selector_matches,
 )
-from .pod_group_spec import DEFAULT_SORT_RULES, GroupSpec, SortRule
 
 #: Weights of the preferred terms, the pod's own circle first (Kubernetes allows 1 to 100).
 PREFERRED_WEIGHTS = (100, 90, 80, 70, 60, 50, 40, 30, 20, 10)

@@ -3,11 +3,11 @@
 A pod is placed by tether (``core.placement.decider``) only if it is created gated: Kubernetes lets a scheduling gate be
 removed after creation, never added. So the member's MutatingWebhookConfiguration sends pod CREATEs to tether,
 and this function decides, from the member as the world holds it — in memory, no call out, on the API server's
-write path — whether to add :data:`~tether.core.placement.decider.GATE`:
+write path — whether to add :data:`~tether.core.keys.PLACEMENT_GATE`:
 
 * a pod naming a Godel PodGroup (annotation ``godel.bytedance.com/pod-group-name``) is gated, whether or not the
   PodGroup is known yet: the decider waits for it (and releases the pods, with an Event, if it never comes);
-* a pod of a Fluid data operation — through the Job that owns it, as ``projections.members`` links them — is
+* a pod of a Fluid data operation — through the Job that owns it, as ``projections.member_fold`` links them — is
   gated when the operation has a ``runAfter`` affinity strategy (one that inherits a placement: Require/Prefer,
   or a policy tether does not know, which the decider reports); an operation without one places nothing;
 * a pod whose Job tether has **not seen yet** is gated *in doubt* when an operation of its namespace with a runAfter
@@ -19,9 +19,9 @@ write path — whether to add :data:`~tether.core.placement.decider.GATE`:
   created bound (``spec.nodeName``: a bound pod cannot be gated), a pod already gated (a reinvocation), and any
   operation other than CREATE (gates cannot be added later).
 
-The patch adds the gate and the annotation :data:`ADMISSION_ANNOTATION` (the AdmissionReview's uid): a CREATE
-rarely has a name yet (``generateName``), so the annotation is how ``tether replay --explain`` finds, from the pod,
-the :class:`~tether.core.events.PodGateDecided` this decision is recorded as.
+The patch adds the gate and the annotation :data:`~tether.core.keys.ADMISSION_ANNOTATION` (the AdmissionReview's uid): a
+CREATE rarely has a name yet (``generateName``), so the annotation is how ``tether replay --explain`` finds, from the
+pod, the :class:`~tether.core.events.PodGateDecided` this decision is recorded as.
 
 Malformed input never raises: a request that is not shaped like a pod is admitted unchanged with a reason saying
 what was wrong (the API server validates the pod; tether has nothing to place).
@@ -34,15 +34,10 @@ from typing import Any
 
 import msgspec
 
-from tether.projections.members import JOB, MemberState
-
+from ..keys import ADMISSION_ANNOTATION, PLACEMENT_GATE, POD_GROUP_ANNOTATION
 from ..kube import pointer_token
+from ..world.member_state import JOB, MemberState
 from .dataflow import PHASE_COMPLETE, PHASE_FAILED, inheritance_source
-from .decider import GATE
-from .pod_group_spec import POD_GROUP_ANNOTATION
-
-#: On a gated pod: the uid of the AdmissionReview that gated it (the key of its ``PodGateDecided``).
-ADMISSION_ANNOTATION = "tether.dev/admission"
 
 
 class PodGate(msgspec.Struct, frozen=True):
@@ -57,9 +52,9 @@ def _gate_patch(pod: Mapping[str, Any], request_uid: str) -> tuple[dict[str, Any
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     ops: list[dict[str, Any]] = []
     if isinstance(spec.get("schedulingGates"), list) and spec["schedulingGates"]:
-        ops.append({"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": GATE}})
+        ops.append({"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": PLACEMENT_GATE}})
     else:
-        ops.append({"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]})
+        ops.append({"op": "add", "path": "/spec/schedulingGates", "value": [{"name": PLACEMENT_GATE}]})
     if isinstance(meta.get("annotations"), dict) and meta["annotations"]:
         ops.append({"op": "add", "path": f"/metadata/annotations/{pointer_token(ADMISSION_ANNOTATION)}",
                     "value": request_uid})
@@ -113,8 +108,8 @@ def decide_pod_gate(*, state: MemberState, operation: str, namespace: str, pod: 
         return PodGate(gated=False, reason="the request's object is not shaped like a pod; admitted unchanged")
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     gates = spec.get("schedulingGates")
-    if isinstance(gates, list) and any(isinstance(g, dict) and g.get("name") == GATE for g in gates):
-        return PodGate(gated=False, reason=f"already carries the gate {GATE}")
+    if isinstance(gates, list) and any(isinstance(g, dict) and g.get("name") == PLACEMENT_GATE for g in gates):
+        return PodGate(gated=False, reason=f"already carries the gate {PLACEMENT_GATE}")
     if spec.get("nodeName"):
         return PodGate(gated=False, reason=f"created bound to {spec['nodeName']}: a bound pod cannot be gated")
     annotations = meta.get("annotations")
@@ -143,4 +138,4 @@ def decide_pod_gate(*, state: MemberState, operation: str, namespace: str, pod: 
                                        "placement waits for a Job")
 
 
-__all__ = ["ADMISSION_ANNOTATION", "PodGate", "decide_pod_gate"]
+__all__ = ["PodGate", "decide_pod_gate"]

@@ -38,8 +38,9 @@ import sys
 import time
 from collections.abc import Callable
 
-from tether.core.admission.model import Binding, ClusterCapacity, Queue
+from tether.core.admission.model import Binding, ClusterCapacity
 from tether.core.admission.session import admission_cycle
+from tether.core.world.admission_state import Queue
 
 TARGET_MS = 100
 GIB = 2**30 * 1000  # milli-units

@@ -104,11 +104,12 @@ from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.catalog import SandboxCatalog
 from tether.adapters.sandbox.kube_emulator import CALIBRATED
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv, kube_environment
-from tether.adapters.testing.daemon import EXCLUDED_ANNOTATION, INJECTED_ANNOTATION, Stack, tether_stack
 from tether.adapters.testing.fake_cluster import Harness
 from tether.adapters.testing.request_metrics import client_writes, request_totals, writes
+from tether.adapters.testing.tether_stack import Stack, tether_stack
 from tether.core.commands import LookupDataLocation, command_name
 from tether.core.events import CommandSucceeded, ObjectObserved
+from tether.core.keys import EXCLUDED_CLUSTERS_ANNOTATION, PLACEMENT_INJECTED_ANNOTATION
 
 TABLES = 10
 BARE_PATCHES = 300
@@ -248,7 +249,7 @@ async def watch_bindings(kube: KubeClient, namespace: str, rv: str, run: Run, wa
         obj = item.get("object") or {}
         meta = obj.get("metadata") or {}
         if item.get("type") not in ("ADDED", "MODIFIED") or not (meta.get("annotations") or {}).get(
-                INJECTED_ANNOTATION):
+                PLACEMENT_INJECTED_ANNOTATION):
             continue
         now, name = time.perf_counter(), meta["name"]
         if name not in run.seen:
@@ -264,7 +265,8 @@ async def watch_bindings(kube: KubeClient, namespace: str, rv: str, run: Run, wa
 def placement_patch(exclude: list[str]) -> dict[str, Any]:
     """The write that places a bench binding on the data: what tether's ``SetBindingPlacement`` writes on a binding
     with no exclusions of its own (the gate annotation, the record of what it added, the exclusions)."""
-    return {"metadata": {"annotations": {INJECTED_ANNOTATION: "true", EXCLUDED_ANNOTATION: ",".join(exclude)}},
+    return {"metadata": {"annotations": {PLACEMENT_INJECTED_ANNOTATION: "true",
+                                         EXCLUDED_CLUSTERS_ANNOTATION: ",".join(exclude)}},
             "spec": {"placement": {"clusterAffinity": {"exclude": exclude}}}}
 
 

@@ -1,7 +1,7 @@
 """Kafka benchmark: events/s through tether's full path vs raw aiokafka, on a tansu broker started here.
 
 Full path (tether): append the events with ``KafkaLog.append`` → the decider consumes them (group consumer,
-decode, ``tether.core.pipeline.step`` on a world) and commits each batch with its commands produced to the commands
+decode, ``tether.projections.step.step`` on a world) and commits each batch with its commands produced to the commands
 topic (produce acks=all, then commit) → an executor consumes the commands (decode, commit). The three run
 concurrently, as in ``tether run``; the clock stops when the executor has consumed every command.
 
@@ -51,7 +51,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.partitioner import DefaultPartitioner
 
 from tether.adapters.log.kafka import KafkaLog
-from tether.adapters.testing.kafka import TansuBroker
+from tether.adapters.testing.kafka_broker import TansuBroker
 from tether.adapters.testing.synthetic_log import Simulation, scenario
 from tether.core.commands import StartTimer, command_id, command_target
 from tether.core.envelope import CommandRecord, EventRecord, encode
@@ -85,8 +85,8 @@ def identity_decider() -> Callable[[EventRecord], list[CommandRecord]]:
 
 
 def real_decider() -> Callable[[EventRecord], list[CommandRecord]]:
-    from tether.core.pipeline import step
-    from tether.projections.world import initial_world
+    from tether.core.world import initial_world
+    from tether.projections.step import step
 
     world = initial_world()
     return lambda record: step(world, record)
@@ -284,7 +284,7 @@ async def main() -> None:
     parser.add_argument("--repeat", type=int, default=3,
                         help="runs of each path (raw, full, raw, full, …, fresh topics each); medians reported")
     parser.add_argument("--decider", choices=["real", "identity"], default="real",
-                        help="real: tether.core.pipeline.step; identity: one command per event (placeholder)")
+                        help="real: tether.projections.step.step; identity: one command per event (placeholder)")
     defaults = Tuning()
     parser.add_argument("--linger-ms", type=int, default=defaults.linger_ms, help="both paths' producers")
     parser.add_argument("--max-batch-bytes", type=int, default=defaults.max_batch_bytes,

@@ -1,8 +1,8 @@
 """Memory benchmark: bytes the daemon's world holds per tracked object, at 10k and 100k objects, and under churn.
 
-tether keeps its whole world in memory (``projections/world.py``): every claim, DataSource, ResourceBinding and
-Karmada Cluster it tracks, as typed views whose spec and status stay raw JSON until read. This script measures what
-that costs, the way the daemon pays it:
+tether keeps its whole world in memory (``core/world/``, filled by ``projections/fold.py``): every claim, DataSource,
+ResourceBinding and Karmada Cluster it tracks, as typed views whose spec and status stay raw JSON until read. This
+script measures what that costs, the way the daemon pays it:
 
 1. a realistic log is generated with :mod:`tether.adapters.testing.synthetic_log` (every event through ``step``),
    encoded to bytes, and the records dropped;
@@ -38,7 +38,8 @@ from tether.adapters.testing.synthetic_log import Simulation, scenario
 from tether.core.envelope import EventRecord, decode_event, encode
 from tether.core.events import ObjectObserved
 from tether.core.kube import KubeObject
-from tether.projections.world import World, evolve, initial_world
+from tether.core.world import World, initial_world
+from tether.projections.fold import evolve
 
 TARGET_BYTES = 2048
 FLAT = 0.10  # at most 10 % apart: per object between sizes, and between churn rounds

@@ -34,10 +34,11 @@ import sys
 import time
 from collections.abc import Callable
 
-from tether.adapters.cli.replay.fold import gc_paused  # (the collector paused as `tether replay` pauses it)
+from tether.adapters.cli.replay.rebuild import gc_paused  # (the collector paused as `tether replay` pauses it)
+from tether.core.keys import HOSTNAME_LABEL
 from tether.core.placement.group_affinity import NodeSelectorRequirement, NodeSelectorTerm
-from tether.core.placement.pod_group_spec import GroupAffinity, GroupSpec, SortRule
 from tether.core.placement.topology_planner import GroupPod, Node, candidate_order, plan_group
+from tether.core.world.pod_group import GroupAffinity, GroupSpec, SortRule
 
 TARGET_MS = 50
 ZONES, RACK_GROUPS, TORS, NODES_PER_TOR = 4, 5, 25, 10  # 4 x 5 x 25 x 10 = 5000 nodes
@@ -57,7 +58,7 @@ def cluster(seed: int = 2026) -> list[Node]:
                     nodes.append(Node(
                         name=name,
                         labels={"zone": f"zone-{zone}", "rack-group": f"rg-{zone}-{rack_group}",
-                                "tor": f"tor-{zone}-{rack_group}-{tor:02d}", "kubernetes.io/hostname": name,
+                                "tor": f"tor-{zone}-{rack_group}-{tor:02d}", HOSTNAME_LABEL: name,
                                 "node-pool": "batch" if rng.random() < 0.9 else "system"},
                         allocatable={"cpu": 64_000, "memory": 256 * GI, "pods": 110_000, **gpu},
                         requested={"cpu": rng.randrange(0, 40) * 1000, "memory": rng.randrange(0, 160) * GI},

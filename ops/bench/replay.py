@@ -18,11 +18,11 @@ taking turns so that both see the machine's drift alike), both through the reade
 (``SqliteLog.scan``: small chunks of rows, each record decoded when the loop reaches it):
 
 * ``baseline`` — read + msgspec-decode every record of the events stream, and drop it: nothing else;
-* ``value``    — read + fold as ``tether replay`` reads and folds (``BulkFold``: each object parsed once, for its
+* ``value``    — read + fold as ``tether replay`` reads and folds (``ReplayFold``: each object parsed once, for its
   last version, without collecting what each event touched; the versions of claims, bindings and member pods read
   undecoded — ``scan(undecoded=True)``, the log's ``version`` column — and only the one kept decoded), the world
   complete at the end: the replay rate of the events;
-* every pass runs with the cyclic GC paused, as ``tether replay`` does (``adapters.cli.replay.fold.gc_paused``);
+* every pass runs with the cyclic GC paused, as ``tether replay`` does (``adapters.cli.replay.rebuild.gc_paused``);
 * extras: ``faithful`` (median of three passes of ``tether replay`` itself: the same fold, plus reading and
   decoding the commands stream to note each recorded command as issued after its event),
   ``step`` (evolve + deciders, over the first ``--step-events`` events: informative only),
@@ -55,14 +55,14 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from tether.adapters.cli.replay.fold import gc_paused, replay
+from tether.adapters.cli.replay.rebuild import gc_paused, replay
 from tether.adapters.log import Snapshot
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.testing.synthetic_log import Simulation, scenario
 from tether.core.envelope import EventRecord, decode_event
-from tether.core.pipeline import step
-from tether.projections.bulk import BulkFold, fold_batch
-from tether.projections.world import initial_world
+from tether.core.world import initial_world
+from tether.projections.replay_fold import ReplayFold, fold_batch
+from tether.projections.step import step
 
 LAYOUT = 5  # bump when the generated scenario changes, to rebuild cached logs
 JOBS_PER_NAMESPACE = 100
@@ -117,7 +117,7 @@ BUILT: list[object] = []
 
 async def rate(run: Callable[[], Awaitable[int]]) -> tuple[float, int]:
     """Events/s of one pass, and the event count."""
-    with gc_paused():  # as `tether replay` runs (adapters.cli.replay.fold.gc_paused); the same for every pass
+    with gc_paused():  # as `tether replay` runs (adapters.cli.replay.rebuild.gc_paused); the same for every pass
         began = time.perf_counter()
         count = await run()
         seconds = time.perf_counter() - began
@@ -172,7 +172,7 @@ async def main() -> None:
             return n
 
         async def fold_pass() -> int:
-            bulk = BulkFold(initial_world())
+            bulk = ReplayFold(initial_world())
             n = 0
             async for chunk in log.scan("events", undecoded=True):
                 bulk.fold(chunk)  # type: ignore[arg-type]

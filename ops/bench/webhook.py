@@ -41,6 +41,7 @@ from tether.adapters.kubernetes.webhook import AdmissionRequest, WebhookAnswer, 
 from tether.adapters.kubernetes.webhook_certs import ensure_self_signed
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.testing.fake_cluster import Harness
+from tether.core.keys import PERMANENT_ID_LABEL
 
 TARGET_MS = 5.0
 
@@ -61,7 +62,7 @@ def build_world(claims: int) -> Harness:
 def review(i: int) -> bytes:
     rb = {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
           "metadata": {"name": f"w{i}-deployment", "namespace": "default",
-                       "labels": {"propagationpolicy.karmada.io/permanent-id": "p"}},
+                       "labels": {PERMANENT_ID_LABEL: "p"}},
           "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": f"w{i}",
                                 "namespace": "default"}, "replicas": 2,
                    "replicaRequirements": {"resourceRequest": {"cpu": "500m", "memory": "1Gi"}},

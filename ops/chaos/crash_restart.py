@@ -74,7 +74,7 @@ async def main() -> int:
             report = await crash_restart(kafka_bootstrap=durable.bootstrap, broker=durable,
                                          broker_restarts=args.broker_restarts, **options)
     elif args.kafka:
-        from tether.adapters.testing.kafka import running_broker
+        from tether.adapters.testing.kafka_broker import running_broker
 
         with running_broker(proxied=False) as broker:
             report = await crash_restart(kafka_bootstrap=broker.bootstrap, **options)

@@ -1,11 +1,11 @@
 """Soak: the demo world under continuous churn for ``--minutes``, watching the daemon's memory, lag and latency.
 
 What runs (all on loopback): the Kubernetes API emulator with its Karmada scheduler stand-in and an emulated member
-cluster (racks of nodes, its pod binder, Godel's PodGroup CRD), both on this process's event loop; the sandbox
-Iceberg REST catalog; and the tether daemon **as its own process** (``adapters/testing/daemon.py``: ``Daemon(cfg)``
-as ``tether run`` runs it, on a SQLite log), with every capability on — data-dependency scheduling, queue admission
-(the ResourceBinding webhook registered on the emulator's admission chain, Queues, the admission ConfigMap) and pod
-placement in the member.
+cluster (racks of nodes, its pod binder, Godel's PodGroup CRD), both on this process's event loop; the sandbox Iceberg
+REST catalog; and the tether daemon **as its own process** (``adapters/testing/tether_stack.py``: ``Daemon(cfg)`` as
+``tether run`` runs it, on a SQLite log), with every capability on — data-dependency scheduling, queue admission (the
+ResourceBinding webhook registered on the emulator's admission chain, Queues, the admission ConfigMap) and pod placement
+in the member.
 
 The churn, all at once, for the whole run:
 
@@ -72,8 +72,16 @@ from tether.adapters.kubernetes.members import POD_GROUPS, PODS
 from tether.adapters.kubernetes.webhook_certs import MUTATING_WEBHOOKS
 from tether.adapters.sandbox.kube_emulator import KubeEmulator
 from tether.adapters.sandbox.kube_emulator.testing import kube_environment
-from tether.adapters.testing.daemon import EXCLUDED_ANNOTATION, INJECTED_ANNOTATION, Stack, tether_stack
-from tether.core.placement.decider import GATE
+from tether.adapters.testing.tether_stack import Stack, tether_stack
+from tether.core.keys import (
+    EXCLUDED_CLUSTERS_ANNOTATION,
+    HOSTNAME_LABEL,
+    NAMESPACE_NAME_LABEL,
+    PLACEMENT_GATE,
+    PLACEMENT_INJECTED_ANNOTATION,
+    POD_GROUP_ANNOTATION,
+    SCHEDULING_QUEUE_NAME_KEY,
+)
 
 QUEUE_COUNT = 4
 CAPABILITIES = ("2", "4")  # CPUs a Queue may run (its bindings request 100m each): some held, then all admitted
@@ -199,12 +207,12 @@ class Soak:
         if workload is None:
             return
         annotations = obj["metadata"].get("annotations") or {}
-        if not workload.injected and annotations.get(INJECTED_ANNOTATION):
+        if not workload.injected and annotations.get(PLACEMENT_INJECTED_ANNOTATION):
             workload.injected = True
             self.world.done("claim", workload.created)
         move = self.world.moves.get(name)
         if move is not None:
-            excluded = frozenset(c for c in annotations.get(EXCLUDED_ANNOTATION, "").split(",") if c)
+            excluded = frozenset(c for c in annotations.get(EXCLUDED_CLUSTERS_ANNOTATION, "").split(",") if c)
             if excluded == move[1]:
                 del self.world.moves[name]
                 self.world.done("move", move[0])
@@ -215,7 +223,7 @@ class Soak:
             self.world.done("reschedule", pending[0])
 
     def on_pod(self, obj: dict[str, Any]) -> None:
-        group = ((obj["metadata"].get("annotations") or {}).get("godel.bytedance.com/pod-group-name") or "")
+        group = ((obj["metadata"].get("annotations") or {}).get(POD_GROUP_ANNOTATION) or "")
         if group in self.world.groups and (obj.get("spec") or {}).get("nodeName"):
             self.bound.setdefault(group, set()).add(obj["metadata"]["name"])
             created, size = self.world.groups[group]
@@ -249,7 +257,7 @@ class Soak:
         name, table = f"w{i}", i % self.opts.tables
         deployment = manifests.deployment(name, namespace=self.ns, replicas=0)
         deployment["spec"]["template"]["metadata"]["annotations"] = {
-            "scheduling.volcano.sh/queue-name": self.queues[i % QUEUE_COUNT]}
+            SCHEDULING_QUEUE_NAME_KEY: self.queues[i % QUEUE_COUNT]}
         await self._api(self.kube.create(DEPLOYMENTS, deployment, namespace=self.ns))
         binding = f"{name}-deployment"
         if await self._api(self.stack.apply(self.stack.binding(name))) is None:
@@ -303,8 +311,8 @@ class Soak:
         for i in range(size):
             await self._api(self.member.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
                 "name": f"{name}-{i}", "namespace": MEMBER_NS,
-                "annotations": {"godel.bytedance.com/pod-group-name": name}}, "spec": {
-                "schedulingGates": [{"name": GATE}],
+                "annotations": {POD_GROUP_ANNOTATION: name}}, "spec": {
+                "schedulingGates": [{"name": PLACEMENT_GATE}],
                 "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9",
                                 "resources": {"requests": {"cpu": "1"}}}]}}, namespace=MEMBER_NS))
         await asyncio.sleep(self.opts.group_lifetime)
@@ -382,7 +390,7 @@ async def member_cluster(tmp: Path) -> AsyncIterator[tuple[KubeClient, str]]:
             for n in range(NODES_PER_RACK):
                 node = f"m1-r{r}-n{n}"
                 await emulator.apply({"apiVersion": "v1", "kind": "Node", "metadata": {
-                    "name": node, "labels": {"kubernetes.io/hostname": node, "rack": f"rack{r}"}},
+                    "name": node, "labels": {HOSTNAME_LABEL: node, "rack": f"rack{r}"}},
                     "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
                                "conditions": [{"type": "Ready", "status": "True"}]}})
         await emulator.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MEMBER_NS}})
@@ -419,7 +427,7 @@ async def soak(opts: Options) -> dict[str, Any]:
                     "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": ["work.karmada.io"],
                                "apiVersions": ["v1alpha2"], "resources": ["resourcebindings"],
                                "scope": "Namespaced"}],
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": env.namespace}}}]})
+                    "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: env.namespace}}}]})
             options = {"http_port": http_port, "admission": True,
                        "admission_configmap": f"{env.namespace}/tether-admission",
                        "binding_webhook": True, "webhook_port": webhook_port, "webhook_host": "127.0.0.1",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tether.core.admission.config import DEFAULT_ADMISSION_CONFIG, AdmissionConfigError, parse_admission_config
-from tether.core.admission.model import PluginOption
+from tether.core.admission.config import DEFAULT_ADMISSION_CONFIG_YAML, AdmissionConfigError, parse_admission_config
+from tether.core.world.admission_state import DEFAULT_ADMISSION_CONFIG, PluginOption
 
 
 def test_default_config() -> None:
@@ -13,6 +13,12 @@ def test_default_config() -> None:
     assert config.actions == ("enqueue", "allocate", "backfill")
     assert [[p.name for p in tier.plugins] for tier in config.tiers] == [
         ["priority", "gang", "datadependency"], ["drf", "capacity", "proportion"]]
+
+
+def test_the_default_config_is_what_its_yaml_parses_to() -> None:
+    """The world's default (a literal in ``core.world.admission_state``, below the parser) and the documented YAML
+    are one configuration."""
+    assert parse_admission_config(DEFAULT_ADMISSION_CONFIG_YAML) == DEFAULT_ADMISSION_CONFIG
 
 
 def test_volcano_config_with_switches_arguments_and_node_level_plugins() -> None:

@@ -13,7 +13,7 @@ from tether.adapters.kubernetes import manifests as m
 from tether.adapters.testing.fake_cluster import Harness
 from tether.core.commands import CreateQueue, ResumeBinding, UpdateQueueStatus
 from tether.core.events import ListsStarted, ObjectObserved, ObjectsListed, list_source
-from tether.projections.admission import ADMISSION_ANNOTATION, OVERRUN_ANNOTATION
+from tether.core.keys import ADMISSION_ANNOTATION, OVERRUN_ANNOTATION
 
 MANAGED = "kinds: [apps/Deployment]\n"
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tether.core.admission.config import DEFAULT_ADMISSION_CONFIG, parse_admission_config
-from tether.core.admission.model import AdmissionConfig, Binding, ClusterCapacity, Queue
+from tether.core.admission.config import parse_admission_config
+from tether.core.admission.model import Binding, ClusterCapacity
 from tether.core.admission.session import admission_cycle
 from tether.core.quantity import resource_list
+from tether.core.world.admission_state import DEFAULT_ADMISSION_CONFIG, AdmissionConfig, Queue
 
 #: Volcano Global's own dispatcher: priority order and the capacity limit, nothing else
 DISPATCHER_LIKE = parse_admission_config("""

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from tether.core.admission.config import parse_admission_config
-from tether.core.admission.model import AdmissionConfig, Binding, ClusterCapacity, Queue
+from tether.core.admission.model import Binding, ClusterCapacity
 from tether.core.admission.session import admission_cycle
+from tether.core.world.admission_state import AdmissionConfig, Queue
 
 CPU = 1000  # milli-units per core
 

@@ -10,10 +10,10 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tether.core.admission.config import DEFAULT_ADMISSION_CONFIG
-from tether.core.admission.model import Binding, ClusterCapacity, Queue
+from tether.core.admission.model import Binding, ClusterCapacity
 from tether.core.admission.session import admission_cycle
 from tether.core.quantity import fits
+from tether.core.world.admission_state import DEFAULT_ADMISSION_CONFIG, Queue
 
 CPU = 1000
 

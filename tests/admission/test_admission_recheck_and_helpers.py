@@ -9,10 +9,11 @@ import pytest
 import yaml
 
 from tether.core.admission.config import parse_admission_config
-from tether.core.admission.model import Binding, Queue
+from tether.core.admission.model import Binding
 from tether.core.admission.objects import binding_priority, queue_from_object, workload_queue_name
 from tether.core.admission.session import recheck_admitted
 from tether.core.quantity import resource_list
+from tether.core.world.admission_state import Queue
 
 CPU = 1000
 

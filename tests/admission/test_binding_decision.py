@@ -19,10 +19,9 @@ from tether.adapters.kubernetes.webhook import AdmissionRequest, NotServing
 from tether.adapters.sandbox.kube_emulator.patch import json_patch
 from tether.adapters.testing.fake_cluster import Harness
 from tether.core.admission.webhook_decision import decide_binding_admission
-from tether.core.datadependency.exclusions import ADDED_BY_TERM_ANNOTATION
 from tether.core.envelope import EventRecord
 from tether.core.events import BindingAdmissionDecided, ObjectObserved
-from tether.projections.admission import ADMISSION_ANNOTATION
+from tether.core.keys import ADDED_BY_TERM_ANNOTATION, ADMISSION_ANNOTATION
 
 MAPPING = {"s3://east/": ["c1", "c2"], "s3://west/": ["c3"]}
 

@@ -22,8 +22,8 @@ from tether.core.admission.binding_events import (
 from tether.core.commands import EmitKubernetesEvent
 from tether.core.events import DataLocationResolved, ListsStarted, ObjectObserved, ObjectsListed, list_source
 from tether.core.identity import make_identity
+from tether.core.keys import ADMISSION_ANNOTATION
 from tether.core.kube import ObjectRef
-from tether.projections.admission import ADMISSION_ANNOTATION
 
 MAPPING = {"s3://east/": ["c1", "c2"], "s3://west/": ["c3"]}
 RB = "ResourceBinding"

@@ -22,10 +22,10 @@ from tether.core.admission.data_hold import format_duration
 from tether.core.admission.webhook_decision import decide_binding_admission
 from tether.core.commands import ResumeBinding
 from tether.core.events import ObjectObserved, SettingsApplied
+from tether.core.keys import ADMISSION_ANNOTATION, RELEASED_ANNOTATION
 from tether.core.kube import trim
-from tether.core.pipeline import step
-from tether.projections.admission import ADMISSION_ANNOTATION, RELEASED_ANNOTATION
-from tether.projections.world import Settings, initial_world
+from tether.core.world import Settings, initial_world
+from tether.projections.step import step
 
 TABLE = "amoro/table/db.east1"
 CIRCUIT_OPEN = "circuit open for http://amoro.invalid:1630 after 5 consecutive failures; retry in 30s"
@@ -225,12 +225,12 @@ def test_durations_read_as_go_prints_them() -> None:
 
 
 def test_a_replay_reads_the_configmaps_and_the_bound_the_settings_name() -> None:
-    """Both folds — the daemon's (``evolve``) and a replay's (``BulkFold``) — configure the world from the ConfigMaps
+    """Both folds — the daemon's (``evolve``) and a replay's (``ReplayFold``) — configure the world from the ConfigMaps
     a ``SettingsApplied`` names, not from the replaying machine's defaults."""
     from tether.core.envelope import EventRecord
     from tether.core.events import event_key
-    from tether.projections.bulk import fold_batch
-    from tether.projections.world import evolve
+    from tether.projections.fold import evolve
+    from tether.projections.replay_fold import fold_batch
 
     plugins = m.plugin_configmap({"amoro": m.plugin_entry(mapping={"s3://east/": ["c1"]})}, namespace="ops",
                                  name="plugins")

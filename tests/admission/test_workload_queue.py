@@ -1,6 +1,6 @@
 """What admission reads of a workload — its queue and PriorityClass name — and of a binding's workload kind, from a
 typed decode of the few fields they come from, against reading the whole spec as dictionaries: the same answer for
-any Deployment, Volcano Job or binding, however bent (``projections.admission``)."""
+any Deployment, Volcano Job or binding, however bent (``projections.admission_fold``)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ from hypothesis import strategies as st
 from tether.adapters.kubernetes import manifests
 from tether.adapters.testing.hostile import bent, fuzz_settings
 from tether.core.kube import trim
-from tether.projections.admission import (
-    AdmissionState,
-    QueueManaged,
+from tether.core.world.admission_state import AdmissionState, QueueManaged
+from tether.projections.admission_fold import (
     _workload_queue_tolerant,
     binding_workload_kind,
     fold_admission_binding,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tether.adapters.sandbox.catalog import SandboxCatalog
-from tether.core.datadependency.plugin_config import PluginConfig, parse_plugin
+from tether.core.plugin_config import PluginConfig, parse_plugin
 
 
 class FakeTime:

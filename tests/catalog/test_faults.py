@@ -9,10 +9,10 @@ import pytest
 
 from tether.adapters.catalog.http import CircuitBreaker, CircuitOpenError, backoff_delay, parse_retry_after
 from tether.adapters.catalog.iceberg_rest import AmoroResolver
-from tether.adapters.testing.daemon import eventually
-from tether.core.datadependency.plugin_config import CircuitBreakerConfig, RetryConfig
+from tether.adapters.testing.tether_stack import eventually
 from tether.core.events import DataLocationLookupFailed, DataLocationResolved
 from tether.core.identity import make_identity
+from tether.core.plugin_config import CircuitBreakerConfig, RetryConfig
 
 ORDERS = make_identity("amoro", "table", "prod.sales.orders", None)
 

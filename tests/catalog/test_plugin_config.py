@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tether.core.datadependency.plugin_config import parse_plugin
+from tether.core.plugin_config import parse_plugin
 
 
 def test_quoted_false_does_not_disable_tls_verification():
@@ -20,7 +20,7 @@ def test_breaker_threshold_must_be_a_positive_integer(value):
 
 
 def test_a_broken_entry_is_reported_under_its_system_too() -> None:
-    from tether.core.datadependency.plugin_config import parse_plugin_configmap
+    from tether.core.plugin_config import parse_plugin_configmap
 
     plugins = parse_plugin_configmap({"hive-plugin": '{"system": "hive", "retryConfig": {"maxRetries": -1}}'})
     assert "hive" not in plugins.plugins

@@ -9,9 +9,9 @@ import pytest
 
 from tether.adapters.catalog.iceberg_rest import AmoroResolver, CatalogResolver, IcebergRestResolver, PathResolver
 from tether.adapters.catalog.registry import ResolverSet, UnknownCatalogType, load_resolver
-from tether.core.datadependency.plugin_config import parse_plugin, parse_plugin_configmap
 from tether.core.events import DataLocationLookupFailed, DataLocationResolved
 from tether.core.identity import make_identity
+from tether.core.plugin_config import parse_plugin, parse_plugin_configmap
 
 FAKE_PLUGIN = '''
 from tether.core.events import DataLocationResolved

@@ -7,9 +7,9 @@ import pytest
 
 from tether.adapters.catalog.iceberg_rest import AmoroResolver, IcebergRestResolver, PathResolver
 from tether.adapters.catalog.registry import ResolverSet
-from tether.core.datadependency.plugin_config import parse_plugin_configmap
 from tether.core.events import DataLocationLookupFailed, DataLocationResolved, DataSourceNotInCatalog
 from tether.core.identity import make_identity
+from tether.core.plugin_config import parse_plugin_configmap
 
 
 def ident(name: str, system: str = "amoro"):

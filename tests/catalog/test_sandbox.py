@@ -11,9 +11,9 @@ import aiohttp
 
 from tether.adapters.catalog.registry import ResolverSet
 from tether.adapters.sandbox.catalog import SandboxCatalog
-from tether.core.datadependency.plugin_config import parse_plugin_configmap
 from tether.core.events import DataLocationResolved
 from tether.core.identity import make_identity
+from tether.core.plugin_config import parse_plugin_configmap
 
 TABLE = "/api/iceberg/rest/v1/catalogs/prod/namespaces/sales/tables/orders"
 

@@ -1,17 +1,17 @@
-"""What an ``--explain`` argument means (``adapters/cli/replay/keys.py``), and the chain's mapping prefix agreeing
+"""What an ``--explain`` argument means (``adapters/cli/replay/targets.py``), and the chain's mapping prefix agreeing
 with the decider's own choice of clusters."""
 
 from __future__ import annotations
 
 import pytest
 
-from tether.adapters.cli.render import summary
-from tether.adapters.cli.replay.keys import canonical_kind, resolve, suggest
+from tether.adapters.cli.record_lines import summary
+from tether.adapters.cli.replay.targets import canonical_kind, resolve, suggest
 from tether.adapters.cli.replay.why import matching_prefix
-from tether.core.datadependency.plugin_config import map_location
 from tether.core.envelope import EventRecord
 from tether.core.events import BindingAdmissionDecided
 from tether.core.kube import KubeObject, ObjectMeta, raw_object
+from tether.core.plugin_config import map_location
 
 LOG_KINDS = {"DataSourceClaim", "DataSource", "ResourceBinding", "Cluster", "Data", "ConfigMap", "Queue", "DataLoad"}
 

@@ -1,4 +1,4 @@
-"""Subcommands are imported only when used (adapters/cli/lazy.py): ``tether replay`` and ``tether log`` start
+"""Subcommands are imported only when used (adapters/cli/lazy_group.py): ``tether replay`` and ``tether log`` start
 without the daemon's Kubernetes client or the sandbox, and every declared subcommand still loads, runs and is
 listed by the help."""
 
@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from tether.adapters.cli import COMMANDS, LOG_COMMANDS, main
-from tether.adapters.cli.lazy import Declared, LazyGroup, load_command
+from tether.adapters.cli.lazy_group import Declared, LazyGroup, load_command
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.testing.synthetic_log import Simulation, scenario
 
@@ -56,7 +56,7 @@ def test_the_help_imports_no_subcommand() -> None:
 
 
 def test_a_declaration_that_is_not_a_command_fails_at_its_first_use() -> None:
-    group = LazyGroup(name="g", lazy={"broken": "tether.adapters.cli.lazy:LazyGroup"})
+    group = LazyGroup(name="g", lazy={"broken": "tether.adapters.cli.lazy_group:LazyGroup"})
     with pytest.raises(TypeError, match="not a click command"):
         group.get_command(click.Context(group), "broken")
     assert group.get_command(click.Context(group), "absent") is None

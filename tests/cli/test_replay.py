@@ -15,16 +15,16 @@ from click.testing import CliRunner, Result
 from rich.console import Console
 
 from tether.adapters.cli import main
-from tether.adapters.cli.render import type_name
+from tether.adapters.cli.record_lines import type_name
 from tether.adapters.cli.replay.command import explain_command
 from tether.adapters.cli.replay.diff import diff
-from tether.adapters.cli.replay.fold import replay
+from tether.adapters.cli.replay.rebuild import replay
 from tether.adapters.cli.replay.trail import Bounds, ScanningIndex, explain, index_of
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.testing.synthetic_log import Simulation, scenario
 from tether.core.commands import UpdateClaimStatus
 from tether.core.envelope import rfc3339
-from tether.projections.world import evolve
+from tether.projections.fold import evolve
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from tether.adapters.cli.replay.diff import diff
-from tether.adapters.cli.replay.fold import replay
+from tether.adapters.cli.replay.rebuild import replay
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.testing.synthetic_log import Simulation, scenario
 from tether.core.commands import StartTimer

@@ -22,7 +22,7 @@ from tether.adapters.cli.status import SHOWN_DECISIONS, fetch_status, render_sta
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import BINDINGS, CONFIGMAPS, DEPLOYMENTS, QUEUES, KubeError
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import Stack, tether_stack
+from tether.adapters.testing.tether_stack import Stack, tether_stack
 
 pytestmark = pytest.mark.cluster
 
@@ -149,7 +149,7 @@ async def test_status_of_a_standby(kube: KubeEnv) -> None:
         assert doc["leader"]["election"] is True and doc["leader"]["holder"] == doc["leader"]["identity"]
         assert doc["leader"]["lease"] == f"{stack.namespace}/tether-status-test"
         leader_identity = doc["leader"]["identity"]
-        from tether.adapters.testing.daemon import spawn_daemon
+        from tether.adapters.testing.tether_stack import spawn_daemon
 
         assert stack.log is not None
         standby_cfg = type(stack.cfg)(**{**stack.cfg.__dict__, "identity": "standby-replica"})

@@ -1,4 +1,4 @@
-"""A catalog lookup is applied only once this process's decider has folded the event that caused it (runtime.py,
+"""A catalog lookup is applied only once this process's decider has folded the event that caused it (loops.py,
 "Executor loop", ``follows_world``).
 
 The situation of a Kafka takeover, played on a SQLite log: the commands stream holds a lookup whose cause lies past
@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from tether.adapters.daemon.runtime import Runtime
+from tether.adapters.daemon.loops import Loops
 from tether.adapters.log import Batch
 from tether.adapters.log.sqlite import SqliteLog
 from tether.core.commands import Command, LookupDataLocation, command_id, command_target
@@ -49,7 +49,7 @@ class Lookups:
     """Applies lookups, noting how far the decider had folded when each was applied."""
 
     def __init__(self) -> None:
-        self.runtime: Runtime | None = None
+        self.loops: Loops | None = None
         self.folded_at_apply: list[int] = []
         self.applied = asyncio.Event()
 
@@ -57,8 +57,8 @@ class Lookups:
         return isinstance(command, LookupDataLocation)
 
     async def apply(self, record: CommandRecord) -> list[Event]:
-        assert self.runtime is not None
-        self.folded_at_apply.append(self.runtime.folded.get(0, 0))
+        assert self.loops is not None
+        self.folded_at_apply.append(self.loops.folded.get(0, 0))
         self.applied.set()
         return []
 
@@ -74,20 +74,20 @@ async def test_a_lookup_decided_past_the_committed_position_waits_for_the_decide
                                                     command=lookup, causation=f"0:{EVENTS}")])  # the last event
         held = HeldDecider(log)
         lookups = Lookups()
-        runtime = lookups.runtime = Runtime(held, executors=[lookups])  # type: ignore[arg-type]
-        running = asyncio.create_task(runtime.run())
+        loops = lookups.loops = Loops(held, executors=[lookups])  # type: ignore[arg-type]
+        running = asyncio.create_task(loops.run())
         try:
-            either = [asyncio.ensure_future(runtime.executor_waited.wait()),
+            either = [asyncio.ensure_future(loops.executor_waited.wait()),
                       asyncio.ensure_future(lookups.applied.wait())]
             await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED, timeout=30)
             for waiter in either:
                 waiter.cancel()
             assert not lookups.applied.is_set(), "the lookup was applied before the decider folded its cause"
-            assert runtime.executor_waited.is_set() and runtime.waiting_for_decider == 1
+            assert loops.executor_waited.is_set() and loops.waiting_for_decider == 1
 
             held.release.set()  # the decider folds the events: the lookup goes
             await asyncio.wait_for(lookups.applied.wait(), 30)
-            assert lookups.folded_at_apply == [EVENTS] and runtime.waiting_for_decider == 0
+            assert lookups.folded_at_apply == [EVENTS] and loops.waiting_for_decider == 0
         finally:
             running.cancel()
             await asyncio.gather(running, return_exceptions=True)
@@ -96,24 +96,24 @@ async def test_a_lookup_decided_past_the_committed_position_waits_for_the_decide
 
 
 async def test_coroutines_handed_to_a_run_stopped_during_recovery_are_closed(tmp_path: Path) -> None:
-    """The daemon hands its watches and reporters to ``Runtime.run`` as coroutines; stopped while it recovers,
+    """The daemon hands its watches and reporters to ``Loops.run`` as coroutines; stopped while it recovers,
     the run closes them (no "coroutine ... was never awaited" on shutdown)."""
     log = await SqliteLog.open(tmp_path / "tether.db")
     try:
-        runtime = Runtime(log, executors=[])
+        loops = Loops(log, executors=[])
         recovering = asyncio.Event()
 
         async def slow_recover(**_: Any) -> None:
             recovering.set()
             await asyncio.sleep(3600)
 
-        runtime.recover = slow_recover  # type: ignore[method-assign]
+        loops.recover = slow_recover  # type: ignore[method-assign]
 
         async def watch() -> None:
             raise AssertionError("never started")
 
         handed = watch()
-        running = asyncio.create_task(runtime.run(handed))
+        running = asyncio.create_task(loops.run(handed))
         await asyncio.wait_for(recovering.wait(), 10)
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)

@@ -14,13 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tether.adapters.kubernetes import manifests
-from tether.core.commands import EXCLUDED_CLUSTERS_ANNOTATION, PLACEMENT_INJECTED_ANNOTATION
 from tether.core.envelope import EventRecord, decode_event, encode
 from tether.core.events import ObjectObserved
+from tether.core.keys import EXCLUDED_CLUSTERS_ANNOTATION, PLACEMENT_INJECTED_ANNOTATION
 from tether.core.kube import trim
-from tether.projections import views
+from tether.core.world import SMALL_INDEX, initial_world, views
+from tether.projections.fold import _index_add, _index_remove, evolve
 from tether.projections.snapshot import decode_world, encode_world
-from tether.projections.world import SMALL_INDEX, _index_add, _index_remove, evolve, initial_world
 
 MEMBERS = [f"m{i:02d}" for i in range(SMALL_INDEX + 4)]
 

@@ -14,12 +14,13 @@ from typing import Any
 
 from tether.adapters.kubernetes import manifests as m
 from tether.adapters.testing.fake_cluster import Harness
-from tether.core.commands import EXCLUDED_CLUSTERS_ANNOTATION, SetBindingPlacement, UpdateClaimStatus
+from tether.core.commands import SetBindingPlacement, UpdateClaimStatus
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import Event, ListsStarted, ObjectObserved, ObjectsListed, event_key, list_source
+from tether.core.keys import EXCLUDED_CLUSTERS_ANNOTATION
 from tether.core.kube import trim
-from tether.core.pipeline import step
-from tether.projections.world import World, initial_world
+from tether.core.world import World, initial_world
+from tether.projections.step import step
 
 ORDER = ("ConfigMap", "Cluster", "DataSource", "ResourceBinding", "DataSourceClaim")
 PLUGIN_NAMESPACE = "volcano-global"

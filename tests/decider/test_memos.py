@@ -15,7 +15,6 @@ from tether.adapters.kubernetes import manifests as m
 from tether.adapters.testing.fake_cluster import Harness
 from tether.core import commands as c
 from tether.core import identity as ident
-from tether.core import pipeline
 from tether.core.admission.decider import binding_observed, decide_binding_events
 from tether.core.commands import CreateDataSource
 from tether.core.datadependency.decider import DecisionPass, decide
@@ -24,9 +23,11 @@ from tether.core.envelope import CommandRecord, EventRecord, encode, parse_rfc33
 from tether.core.events import CommandFailed, DataLocationResolved, ObjectObserved
 from tether.core.identity import make_identity
 from tether.core.kube import Condition, ObjectRef, object_key
-from tether.core.pipeline import _retry_failed, step
+from tether.core.world import Touched, World, initial_world, slot
+from tether.projections import step as step_module
+from tether.projections.fold import evolve, note_issued
 from tether.projections.snapshot import encode_world
-from tether.projections.world import Touched, World, evolve, initial_world, note_issued, slot
+from tether.projections.step import _retry_failed, step
 
 REF = ObjectRef(api_version="datadependency.volcano.sh/v1alpha1", kind="DataSourceClaim", name="a", namespace="n",
                 uid="u")
@@ -187,7 +188,7 @@ def test_step_with_shortcuts_issues_what_the_plain_computation_issues(monkeypatc
 
     fast = initial_world()
     with monkeypatch.context() as patch:
-        patch.setattr(pipeline, "decide", checking_decide)
+        patch.setattr(step_module, "decide", checking_decide)
         issued = [encode(r) for e in events for r in step(fast, e)]
     assert max(checked) == 2  # (both paths of bound_claims were compared)
 

@@ -23,11 +23,7 @@ from hypothesis import strategies as st
 
 from tether.adapters.kubernetes import manifests as m
 from tether.adapters.testing.fake_cluster import Harness
-from tether.core.commands import (
-    EXCLUDED_CLUSTERS_ANNOTATION,
-    PLACEMENT_INJECTED_ANNOTATION,
-    LookupDataLocation,
-)
+from tether.core.commands import LookupDataLocation
 from tether.core.decision import RETRY_MAX_MS
 from tether.core.envelope import CommandRecord
 from tether.core.events import (
@@ -38,10 +34,11 @@ from tether.core.events import (
     ObjectObserved,
 )
 from tether.core.identity import make_identity
+from tether.core.keys import EXCLUDED_CLUSTERS_ANNOTATION, PLACEMENT_INJECTED_ANNOTATION
 from tether.core.kube import trim
-from tether.core.pipeline import step
+from tether.core.world import initial_world
 from tether.projections.snapshot import decode_world, encode_world
-from tether.projections.world import initial_world
+from tether.projections.step import step
 
 LOCATIONS = {"east": ["c1", "c2"], "west": ["c3"], "central": ["c2", "c3"]}
 TABLES = {"t0": "east", "t1": "east", "t2": "west", "t3": "central"}

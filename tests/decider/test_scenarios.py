@@ -3,7 +3,7 @@
 Each scenario is a function registered in :data:`SCENARIOS` and run by :func:`test_scenario`, whose test id is
 the scenario's name. Most drive the whole loop through :class:`~tether.adapters.testing.fake_cluster.Harness` (the
 pipeline against an in-memory cluster until settled); where a single decision is the point, the scenario calls
-``core.pipeline.step`` on a hand-built World. The mapping and placement arithmetic have their own unit tables at
+``projections.step.step`` on a hand-built World. The mapping and placement arithmetic have their own unit tables at
 the end.
 
 The universe: Karmada clusters c1..c3; the amoro plugin maps ``s3://east/`` → {c1, c2}, ``s3://west/`` → {c3},
@@ -24,11 +24,6 @@ import pytest
 from tether.adapters.kubernetes import manifests as m
 from tether.adapters.testing.fake_cluster import Harness
 from tether.core.commands import (
-    CLAIM_FINALIZER,
-    DATASOURCE_FINALIZER,
-    EXCLUDED_CLUSTERS_ANNOTATION,
-    LOCATION_ANNOTATION,
-    PLACEMENT_INJECTED_ANNOTATION,
     AddFinalizer,
     Command,
     CreateDataSource,
@@ -44,7 +39,6 @@ from tether.core.commands import (
     command_target,
 )
 from tether.core.datadependency.exclusions import plan_placement
-from tether.core.datadependency.plugin_config import map_location
 from tether.core.decision import RETRY_BASE_MS, RETRY_MAX_MS, backoff_ms
 from tether.core.envelope import CommandRecord, EventRecord, rfc3339
 from tether.core.events import (
@@ -58,10 +52,18 @@ from tether.core.events import (
     list_source,
 )
 from tether.core.identity import is_valid_object_name, make_identity
+from tether.core.keys import (
+    CLAIM_FINALIZER,
+    DATASOURCE_FINALIZER,
+    EXCLUDED_CLUSTERS_ANNOTATION,
+    LOCATION_ANNOTATION,
+    PLACEMENT_INJECTED_ANNOTATION,
+)
 from tether.core.kube import trim
-from tether.core.pipeline import step
+from tether.core.plugin_config import map_location
+from tether.core.world import World, initial_world
 from tether.projections.snapshot import decode_world, encode_world
-from tether.projections.world import World, initial_world
+from tether.projections.step import step
 
 CLUSTERS = ("c1", "c2", "c3")
 MAPPING = {"s3://east/": ["c1", "c2"], "s3://west/": ["c3"], "s3://central/": ["c2", "c3"]}

@@ -15,11 +15,12 @@ from tether.core.commands import CreateDataSource
 from tether.core.envelope import EventRecord
 from tether.core.events import CommandSucceeded, ObjectDeleted, ObjectObserved
 from tether.core.identity import DataIdentity, identity_problem, make_identity
-from tether.core.kube import LAST_APPLIED, Condition, set_condition, trim
-from tether.projections import views
-from tether.projections.bulk import fold_batch
+from tether.core.keys import LAST_APPLIED_ANNOTATION
+from tether.core.kube import Condition, set_condition, trim
+from tether.core.world import initial_world, views
+from tether.projections.fold import _stale, evolve
+from tether.projections.replay_fold import fold_batch
 from tether.projections.snapshot import decode_world, encode_world
-from tether.projections.world import _stale, evolve, initial_world
 
 
 def _claim(**overrides: Any) -> dict[str, Any]:
@@ -50,10 +51,11 @@ def test_trim_drops_kubectls_copy_of_the_object_and_keeps_the_other_annotations(
     what every object costs in the world and in the log."""
     raw = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"},
            "metadata": {"name": "a", "namespace": "n", "managedFields": [{"manager": "kubectl"}],
-                        "annotations": {LAST_APPLIED: '{"apiVersion": "v1", "kind": "ConfigMap"}', "team": "ml"}}}
+                        "annotations": {LAST_APPLIED_ANNOTATION: '{"apiVersion": "v1", "kind": "ConfigMap"}',
+                                        "team": "ml"}}}
     obj = trim(raw)
     assert obj.metadata.annotations == {"team": "ml"} and obj.data == {"k": "v"}
-    raw["metadata"]["annotations"] = {LAST_APPLIED: "{}"}
+    raw["metadata"]["annotations"] = {LAST_APPLIED_ANNOTATION: "{}"}
     assert trim(raw).metadata.annotations == {}
 
 
@@ -198,7 +200,7 @@ def test_the_claim_index_after_a_claim_refs_write_is_the_index_of_the_new_refs(b
     raw = _source({"boundClaims": len(after), "claimRefs": _refs(*after)})
     raw["metadata"]["resourceVersion"] = "10"
     touched = evolve(world, _observed(raw))
-    # (an index entry is a tuple or a set, projections.world.Index: its members are compared)
+    # (an index entry is a tuple or a set, core.world.Index: its members are compared)
     assert {k: set(v) for k, v in world.sources_listing_claim.items()} == \
         {f"DataSourceClaim/ns1/{n}": {"ds1"} for n in after}
     assert touched.claims == {f"DataSourceClaim/ns1/{n}" for n in set(before) ^ set(after)}
@@ -378,7 +380,7 @@ def test_a_late_write_result_does_not_resurrect_a_deleted_object() -> None:
 
 
 def test_tombstones_are_bounded_oldest_first() -> None:
-    from tether.projections import world as world_module
+    from tether.projections import fold as world_module
 
     world = initial_world()
     for i in range(world_module.TOMBSTONES + 5):

@@ -12,7 +12,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tether.adapters.sandbox.kube_emulator.crds import load_crd_documents
-from tether.adapters.sandbox.kube_emulator.testing import TEST_FINALIZER
+from tether.core.keys import TEST_FINALIZER
 
 GROUP, VERSION, DSC, DS = "datadependency.volcano.sh", "v1alpha1", "datasourceclaims", "datasources"
 MERGE = "application/merge-patch+json"

@@ -8,7 +8,7 @@ import pytest
 from kubernetes_asyncio import watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tether.adapters.sandbox.kube_emulator.testing import TEST_FINALIZER
+from tether.core.keys import TEST_FINALIZER
 
 MERGE = "application/merge-patch+json"
 OTHER_HOLD = TEST_FINALIZER + "-2"

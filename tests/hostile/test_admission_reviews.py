@@ -35,8 +35,8 @@ from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.testing.hostile import bent, fuzz_settings, json_values, nested
 from tether.core.envelope import EventRecord
 from tether.core.events import BindingAdmissionDecided, PodGateDecided
-from tether.core.pipeline import step
-from tether.projections.world import World
+from tether.core.world import World
+from tether.projections.step import step
 
 from .worlds import GROUP_ANNOTATION, MEMBER, NS, world
 

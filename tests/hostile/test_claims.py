@@ -21,7 +21,7 @@ from tether.adapters.testing.fake_cluster import Harness
 from tether.adapters.testing.hostile import bent, fuzz_settings, json_values
 from tether.core.envelope import decode_command, decode_event, encode
 from tether.core.kube import trim
-from tether.projections.views import parse_claim
+from tether.core.world.views import parse_claim
 
 MAPPING = {"s3://east/": ["c1", "c2"], "s3://west/": ["c3"]}
 VALID = m.claim("k", namespace="n", table="db.t", workload="w", attributes={"region": "eu"})

@@ -18,14 +18,10 @@ from hypothesis import strategies as st
 from tether.adapters.kubernetes import manifests as m
 from tether.adapters.testing.fake_cluster import Harness
 from tether.adapters.testing.hostile import ODD_STRINGS, bent, fuzz_settings, json_values
-from tether.core.admission.config import (
-    DEFAULT_ADMISSION_CONFIG,
-    DEFAULT_ADMISSION_CONFIG_YAML,
-    AdmissionConfigError,
-    parse_admission_config,
-)
-from tether.core.datadependency.plugin_config import parse_plugin_configmap
-from tether.projections.admission import CONFIG_KEY, MANAGED_KEY
+from tether.core.admission.config import DEFAULT_ADMISSION_CONFIG_YAML, AdmissionConfigError, parse_admission_config
+from tether.core.plugin_config import parse_plugin_configmap
+from tether.core.world.admission_state import DEFAULT_ADMISSION_CONFIG
+from tether.projections.admission_fold import CONFIG_KEY, MANAGED_KEY
 
 PLUGIN = json.loads(m.plugin_entry(
     mapping={"s3://east/": ["c1"]}, reclaimPolicy="Delete", refreshInterval="5m",

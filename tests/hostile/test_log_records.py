@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.testing.hostile import bent, fuzz_settings, json_values, nested
 from tether.core.envelope import CommandRecord, EventRecord, decode_command, decode_event, encode
-from tether.core.pipeline import step
+from tether.projections.step import step
 
 from .worlds import world
 

@@ -1,5 +1,5 @@
 """Hostile member objects: Godel PodGroups, Fluid data operations, their Jobs, pods and nodes, folded through
-``projections/members.py`` and decided by the placement decider (``core.pipeline.step``).
+``projections/member_fold.py`` and decided by the placement decider (``projections.step.step``).
 
 A PodGroup that does not parse keeps its pods gated and says why (``InvalidPodGroup``); a Fluid operation that
 does not parse releases its pods unchanged with a warning — never an exception, whatever the object. Commands
@@ -20,7 +20,7 @@ from tether.core.commands import EmitMemberEvent, ReleasePod
 from tether.core.envelope import CommandRecord, decode_command, encode
 from tether.core.events import ObjectDeleted, ObjectObserved
 from tether.core.kube import trim
-from tether.projections.member_views import _parse_pod_tolerant, parse_pod
+from tether.core.world.member_state import _parse_pod_tolerant, parse_pod
 
 from .worlds import DATA_LOAD, DATA_PROCESS, JOB, MEMBER, POD_GROUP, member_objects, pod, world
 

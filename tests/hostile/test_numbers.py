@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.adapters.cli.replay.fold import cause_offset, replay
+from tether.adapters.cli.replay.rebuild import cause_offset, replay
 from tether.adapters.daemon.decision_log import _position
 from tether.adapters.kubernetes.executor import ObjectCache
 from tether.adapters.log.kafka_config import parse_kafka_url
@@ -29,7 +29,7 @@ from tether.core.envelope import CommandRecord, cause_position
 from tether.core.integers import decimal_digits, parse_int64
 from tether.core.kube import KubeObject, ObjectMeta, ObjectRef, trim
 from tether.core.quantity import InvalidQuantity, milli_value
-from tether.projections.member_views import parse_node
+from tether.core.world.member_state import parse_node
 from tether.projections.versions import stale
 
 from .worlds import world

@@ -9,8 +9,8 @@ import pytest
 
 from tether.adapters.kubernetes.client import CONFIGMAPS
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import Stack, tether_stack
-from tether.core.admission.config import DEFAULT_ADMISSION_CONFIG
+from tether.adapters.testing.tether_stack import Stack, tether_stack
+from tether.core.world.admission_state import DEFAULT_ADMISSION_CONFIG
 
 pytestmark = pytest.mark.cluster
 

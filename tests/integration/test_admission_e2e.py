@@ -47,11 +47,11 @@ from tether.adapters.kubernetes.client import (
 from tether.adapters.kubernetes.webhook_certs import CA_FILE, MUTATING_WEBHOOKS, inject_ca_bundle
 from tether.adapters.sandbox.kube_emulator.karmada_scheduler import detector_rewrite
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import Stack, delete_cluster_scoped, excluded, tether_stack
+from tether.adapters.testing.tether_stack import Stack, delete_cluster_scoped, excluded, tether_stack
 from tether.core.commands import ResumeBinding
 from tether.core.decision import RETRY_MAX_MS
 from tether.core.events import BindingAdmissionDecided, ObjectObserved
-from tether.projections.admission import ADMISSION_ANNOTATION, RELEASED_ANNOTATION
+from tether.core.keys import ADMISSION_ANNOTATION, RELEASED_ANNOTATION
 
 pytestmark = pytest.mark.cluster
 

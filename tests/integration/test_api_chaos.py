@@ -26,7 +26,7 @@ import pytest
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import DATASOURCES
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import Stack, tether_stack
+from tether.adapters.testing.tether_stack import Stack, tether_stack
 from tether.core.events import CommandFailed, ObjectsListed
 
 EXECUTOR_BUDGET = 1 + 5  # requests of one command at most: a first try and 5 re-reads on conflict (3 on errors)

@@ -19,7 +19,7 @@ import pytest
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import DATASOURCES
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import Stack, claim_condition, tether_stack
+from tether.adapters.testing.tether_stack import Stack, claim_condition, tether_stack
 
 
 async def _workload(stack: Stack, name: str, table: str) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tether.adapters.testing.chaos import LOST_LEADERSHIP, Daemons, Replica, exit_reason
-from tether.adapters.testing.kafka import TcpProxy
+from tether.adapters.testing.kafka_broker import TcpProxy
 
 CRASH = ('{"component": "runtime", "error": "CancelledError() raised inside the component", '
          '"event": "component failed", "level": "error"}')

@@ -21,8 +21,8 @@ import pytest
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import CLAIMS
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import EXCLUDED_ANNOTATION, Stack, tether_stack
-from tether.core.commands import CLAIM_FINALIZER
+from tether.adapters.testing.tether_stack import Stack, tether_stack
+from tether.core.keys import CLAIM_FINALIZER, EXCLUDED_CLUSTERS_ANNOTATION
 
 pytestmark = pytest.mark.cluster
 
@@ -74,7 +74,7 @@ async def test_a_claim_deleted_while_tether_is_down_is_forgotten_at_the_next_sta
     ds = await stack.eventually(lambda: _refs_are(stack, source, ["kept"]), what="the deleted claim unlisted")
     assert ds["status"].get("boundClaims") == 1
     stripped = await stack.wait_excluded(binding, [])
-    assert EXCLUDED_ANNOTATION not in (stripped["metadata"].get("annotations") or {})
+    assert EXCLUDED_CLUSTERS_ANNOTATION not in (stripped["metadata"].get("annotations") or {})
 
 
 async def test_a_claim_with_volcano_globals_finalizer_deleted_while_tether_is_down_is_released_at_start(

@@ -23,8 +23,9 @@ from tether.adapters.kubernetes.client import BINDINGS, CLAIMS
 from tether.adapters.log import aclosing_iter
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import EXCLUDED_ANNOTATION, INJECTED_ANNOTATION, Stack, tether_stack
+from tether.adapters.testing.tether_stack import Stack, tether_stack
 from tether.core.envelope import CommandRecord
+from tether.core.keys import EXCLUDED_CLUSTERS_ANNOTATION, PLACEMENT_INJECTED_ANNOTATION
 
 pytestmark = pytest.mark.cluster
 
@@ -63,7 +64,7 @@ async def observed(stack: Stack) -> dict[str, Any]:
         # spec.clusters (a new generation) on its own schedule; anything tether writes is elsewhere in the spec
         spec = {k: v for k, v in b["spec"].items() if k != "clusters"}
         seen[f"binding/{b['metadata']['name']}"] = (
-            annotations.get(INJECTED_ANNOTATION), annotations.get(EXCLUDED_ANNOTATION), spec)
+            annotations.get(PLACEMENT_INJECTED_ANNOTATION), annotations.get(EXCLUDED_CLUSTERS_ANNOTATION), spec)
     return seen
 
 

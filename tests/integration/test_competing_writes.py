@@ -11,7 +11,7 @@ from typing import Any
 
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.competing import CompetingWrites, owned_fields
-from tether.core.commands import EXCLUDED_CLUSTERS_ANNOTATION
+from tether.core.keys import EXCLUDED_CLUSTERS_ANNOTATION
 from tether.core.kube import KubeObject, trim
 
 

@@ -20,7 +20,7 @@ from tether.adapters.kubernetes.leader import LeaderElector, _micro_time, _parse
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.clock import ManualClock, next_attempt
-from tether.adapters.testing.daemon import Stack, spawn_daemon, tether_stack
+from tether.adapters.testing.tether_stack import Stack, spawn_daemon, tether_stack
 from tether.core.commands import CreateDataSource, LookupDataLocation
 
 from .test_migration import push
@@ -187,12 +187,12 @@ async def test_restart_resumes_without_reapplying(kube: KubeEnv) -> None:
         for i in range(3):
             await stack.wait_claim(f"r{i}", phase="Bound")
             await stack.wait_excluded(f"r{i}-app-deployment", [stack.clusters["west1"]])
-        await stack.daemon.runtime.wait_idle()  # type: ignore[union-attr]
+        await stack.daemon.loops.wait_idle()  # type: ignore[union-attr]
         # a crash: no snapshot on the way out, so recovery folds the tail after the last periodic snapshot
-        stack.daemon.runtime.save_snapshot = _no_snapshot  # type: ignore[union-attr,method-assign]
+        stack.daemon.loops.save_snapshot = _no_snapshot  # type: ignore[union-attr,method-assign]
         # make sure a tail follows the last periodic snapshot, wherever that one happened to land
         await stack.kube.patch(CLAIMS, "r0", {"metadata": {"labels": {"touched": "yes"}}}, namespace=stack.namespace)
-        await stack.daemon.runtime.wait_idle()  # type: ignore[union-attr]
+        await stack.daemon.loops.wait_idle()  # type: ignore[union-attr]
         await stack.stop_daemon()
         position = (await stack.log.position("events", consumer="decider")).get(0, 0)
         commands = (await stack.log.end("commands")).get(0, 0)
@@ -212,7 +212,7 @@ async def test_restart_resumes_without_reapplying(kube: KubeEnv) -> None:
 
         await stack.eventually(r2_gone, what="r2 finalizer released after the restart")
         await stack.wait_excluded("r2-app-deployment", [])
-        await stack.daemon.runtime.wait_idle()  # type: ignore[union-attr]
+        await stack.daemon.loops.wait_idle()  # type: ignore[union-attr]
 
         assert (await stack.log.position("events", consumer="decider")).get(0, 0) > position  # continued
         new_commands = []

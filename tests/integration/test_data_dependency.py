@@ -8,7 +8,7 @@ import pytest
 
 from tether.adapters.kubernetes import manifests
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import Stack, tether_stack
+from tether.adapters.testing.tether_stack import Stack, tether_stack
 
 
 @pytest.fixture

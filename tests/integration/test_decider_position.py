@@ -1,4 +1,4 @@
-"""The decider loop's position (``adapters/daemon/runtime.py``, "Decider loop") on a real SQLite log.
+"""The decider loop's position (``adapters/daemon/loops.py``, "Decider loop") on a real SQLite log.
 
 Batches that produce no command do not commit their position on their own at once: the next batch that produces
 commands commits it with them, or it is committed by itself a moment later (``position_delay``), or on the way
@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from tether.adapters.daemon.runtime import Runtime
+from tether.adapters.daemon.loops import Loops
 from tether.adapters.kubernetes import manifests
 from tether.adapters.log import Batch
 from tether.adapters.log.sqlite import SqliteLog
-from tether.adapters.testing.daemon import eventually
+from tether.adapters.testing.tether_stack import eventually
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import Event, ObjectObserved, event_key
 from tether.core.kube import trim
@@ -46,16 +46,16 @@ def _record(event: Event) -> EventRecord:
 
 
 class Decider:
-    """A runtime's decider loop in a task, over one log."""
+    """A loops's decider loop in a task, over one log."""
 
     def __init__(self, log: SqliteLog, **options: Any) -> None:
         self.log = log
-        self.runtime = Runtime(log, executors=[], **options)
+        self.loops = Loops(log, executors=[], **options)
         self.task: asyncio.Task[None] | None = None
 
     async def start(self) -> Decider:
-        await self.runtime.recover()
-        self.task = asyncio.create_task(self.runtime.decide_loop())
+        await self.loops.recover()
+        self.task = asyncio.create_task(self.loops.decide_loop())
         return self
 
     async def crash(self) -> None:
@@ -64,12 +64,12 @@ class Decider:
         self.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.task
-        saver = self.runtime._position_saver
+        saver = self.loops._position_saver
         if saver is not None:
             saver.cancel()
 
     async def decided(self, n: int) -> None:
-        await eventually(lambda: asyncio.sleep(0, self.runtime.decided_events >= n), f"{n} events decided")
+        await eventually(lambda: asyncio.sleep(0, self.loops.decided_events >= n), f"{n} events decided")
 
     async def position(self) -> int:
         return (await self.log.position("events", consumer="decider")).get(0, 0)
@@ -119,7 +119,7 @@ async def test_a_position_that_produced_nothing_is_committed_a_moment_later_or_o
         await log.append("events", [cluster("c3")])
         await later.decided(1)
         assert await later.position() == 2
-        await later.runtime.save_position()  # what the daemon does on its way out
+        await later.loops.save_position()  # what the daemon does on its way out
         assert await later.position() == 3
     finally:
         await later.crash()
@@ -134,7 +134,7 @@ async def test_after_a_crash_the_uncommitted_events_are_decided_again_and_produc
     await log.append("events", [cluster("c1"), cluster("c2")])
     await first.decided(3)
     before = await first.commands()
-    world = encode_world(first.runtime.world)
+    world = encode_world(first.loops.world)
     await first.crash()
     assert await first.position() == 1  # the crash lost the position past the two clusters
 
@@ -142,7 +142,7 @@ async def test_after_a_crash_the_uncommitted_events_are_decided_again_and_produc
     try:
         await eventually(lambda: _at(again, 3), "the position past the events decided again")
         assert await again.commands() == before  # nothing new: they produced nothing the first time either
-        assert encode_world(again.runtime.world) == world  # the same world, not one folded twice
+        assert encode_world(again.loops.world) == world  # the same world, not one folded twice
     finally:
         await again.crash()
 
@@ -163,7 +163,7 @@ async def test_a_snapshot_is_only_saved_at_a_committed_position(log: SqliteLog) 
     try:
         await log.append("events", [claim("x")])
         await eventually(lambda: _at(restarted, 3), "the claim decided after the restart")
-        assert len(restarted.runtime.world.clusters) == 2
+        assert len(restarted.loops.world.clusters) == 2
     finally:
         await restarted.crash()
 
@@ -175,8 +175,8 @@ async def _at(decider: Decider, offset: int) -> bool:
 async def test_recovery_reports_its_progress_as_it_folds_the_committed_events(log: SqliteLog) -> None:
     await log.append("events", [cluster(f"m{i}") for i in range(600)])
     await log.commit(Batch(stream="events", records=[], position={0: 550}), consumer="decider")
-    runtime = Runtime(log, executors=[])
+    loops = Loops(log, executors=[])
     reports: list[tuple[int, int]] = []
-    await runtime.recover(progress=lambda done, total: reports.append((done, total)))
+    await loops.recover(progress=lambda done, total: reports.append((done, total)))
     assert reports == [(256, 550), (512, 550), (550, 550)]  # one per chunk read, up to the committed position
-    assert sorted(runtime.world.clusters) == sorted(f"m{i}" for i in range(550))
+    assert sorted(loops.world.clusters) == sorted(f"m{i}" for i in range(550))

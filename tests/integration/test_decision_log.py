@@ -30,7 +30,7 @@ from tether.adapters.daemon.decision_log import phrase
 from tether.adapters.kubernetes import manifests
 from tether.adapters.log import scan
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import Stack, tether_stack
+from tether.adapters.testing.tether_stack import Stack, tether_stack
 from tether.core.commands import EmitKubernetesEvent
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import CommandSucceeded

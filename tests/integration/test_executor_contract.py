@@ -34,7 +34,6 @@ from tether.adapters.kubernetes.executor import KubeExecutor
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.fake_cluster import FakeCluster
 from tether.core.commands import (
-    LOCATION_ANNOTATION,
     AddFinalizer,
     Command,
     CreateDataSource,
@@ -54,8 +53,8 @@ from tether.core.commands import (
 from tether.core.envelope import CommandRecord
 from tether.core.events import CommandFailed, CommandSucceeded, Event
 from tether.core.identity import make_identity
+from tether.core.keys import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION, LOCATION_ANNOTATION
 from tether.core.kube import Condition, KubeObject, ObjectRef, as_json, object_key
-from tether.projections.admission import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION
 
 CLAIM_FINALIZER = "datadependency.volcano.sh/finalizer"
 DATASOURCE_FINALIZER = "datadependency.volcano.sh/datasource-finalizer"

@@ -1,4 +1,4 @@
-"""The pipelined executor loop (``adapters/daemon/runtime.py``, "Executor loop") on the emulator and a real SQLite log.
+"""The pipelined executor loop (``adapters/daemon/loops.py``, "Executor loop") on the emulator and a real SQLite log.
 
 Commands are appended straight to the commands stream and applied by the real :class:`KubeExecutor`; a
 :class:`Gated` wrapper holds chosen commands until the test releases them, which is how a slow command (a catalog
@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from tether.adapters.daemon.runtime import Runtime
+from tether.adapters.daemon.loops import Loops
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, KubeClient
 from tether.adapters.kubernetes.executor import KubeExecutor
 from tether.adapters.log.sqlite import SqliteLog
-from tether.adapters.sandbox.kube_emulator.testing import TEST_FINALIZER, KubeEnv
-from tether.adapters.testing.daemon import eventually
+from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
+from tether.adapters.testing.tether_stack import eventually
 from tether.core.commands import (
     AddFinalizer,
     Command,
@@ -33,6 +33,7 @@ from tether.core.commands import (
 )
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import CommandSucceeded, Event
+from tether.core.keys import TEST_FINALIZER
 from tether.core.kube import Condition, ObjectRef
 
 
@@ -100,12 +101,12 @@ class Bench:
         out = await self.log.append("commands", list(records))
         return [r for r in out if isinstance(r, CommandRecord)]
 
-    def start(self, executor: Gated, **options: Any) -> Runtime:
-        """A runtime over ``executor``; no bookkeeping is deferred unless ``defer`` says so (the tests of the lane
+    def start(self, executor: Gated, **options: Any) -> Loops:
+        """Loops over ``executor``; no bookkeeping is deferred unless ``defer`` says so (the tests of the lane
         below), so that the other tests see commands start as they are read."""
-        runtime = Runtime(self.log, executors=[executor], **{"defer": {}, **options})
-        self.loop = asyncio.create_task(runtime.execute_loop())
-        return runtime
+        loops = Loops(self.log, executors=[executor], **{"defer": {}, **options})
+        self.loop = asyncio.create_task(loops.execute_loop())
+        return loops
 
     async def crash(self) -> None:
         """Stop the executor loop where it is (the process dies: nothing more is appended or committed)."""
@@ -207,7 +208,7 @@ async def test_restart_after_a_crash_mid_flight_applies_the_unfinished_command_a
     assert await bench.phase_reason("stuck") == ""  # never written
 
     again = Gated(KubeExecutor(bench.kube))
-    runtime = bench.start(again)
+    loops = bench.start(again)
     await eventually(lambda: _at(bench, after.offset), "the position past every command after the restart")
     await eventually(lambda: _have(bench, stuck.id), "the stuck command's outcome")
     assert done.id not in again.started  # before the committed position: never applied again
@@ -218,7 +219,7 @@ async def test_restart_after_a_crash_mid_flight_applies_the_unfinished_command_a
     # the command after it had finished before the crash, but the position could not pass the stuck one:
     # at-least-once applies it again, and the executor's compare makes that a no-op, not a second write
     assert [o.noop for o in outcomes[after.id]] == [False, True]
-    assert runtime.applied_commands == 2
+    assert loops.applied_commands == 2
 
 
 def record(command: Command) -> CommandRecord:

@@ -33,8 +33,8 @@ from tether.adapters.kubernetes.client import DEPLOYMENTS, QUEUES, KubeError
 from tether.adapters.kubernetes.members import POD_GROUPS, PODS
 from tether.adapters.kubernetes.webhook_certs import CA_FILE
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import eventually
 from tether.adapters.testing.member import member
+from tether.adapters.testing.tether_stack import eventually
 
 from .test_admission_e2e import admission_stack, binding
 from .test_pod_webhook import GROUP_ANNOTATION, _listed, shipped_webhook

@@ -19,7 +19,7 @@ from tether.adapters.kubernetes.webhook_certs import CA_FILE, MUTATING_WEBHOOKS
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.clock import ManualClock, next_attempt
-from tether.adapters.testing.daemon import Stack, spawn_daemon, tether_stack
+from tether.adapters.testing.tether_stack import Stack, spawn_daemon, tether_stack
 
 from .test_daemon import LEASE, leading
 

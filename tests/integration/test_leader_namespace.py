@@ -18,7 +18,7 @@ from tether.adapters.cli.run import run_cmd
 from tether.adapters.kubernetes.client import LEASES, KubeClient, KubeError
 from tether.adapters.kubernetes.leader import NAMESPACES, LeaderElector, LeaseProblem
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import eventually
+from tether.adapters.testing.tether_stack import eventually
 
 pytestmark = pytest.mark.cluster
 

@@ -13,14 +13,8 @@ import pytest
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, CLUSTERS, DATASOURCES
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import (
-    EXCLUDED_ANNOTATION,
-    INJECTED_ANNOTATION,
-    Stack,
-    claim_condition,
-    excluded,
-    tether_stack,
-)
+from tether.adapters.testing.tether_stack import Stack, claim_condition, excluded, tether_stack
+from tether.core.keys import EXCLUDED_CLUSTERS_ANNOTATION, PLACEMENT_INJECTED_ANNOTATION
 
 pytestmark = pytest.mark.cluster
 
@@ -49,9 +43,9 @@ async def test_claim_after_binding_injects(stack: Stack) -> None:
     await _claim(stack, "late", table, workload="late-app")
     got = await stack.wait_excluded(rb, [stack.clusters["east1"], stack.clusters["east2"]])
     annotations = got["metadata"]["annotations"]
-    assert annotations[INJECTED_ANNOTATION] == "true"
+    assert annotations[PLACEMENT_INJECTED_ANNOTATION] == "true"
     # the annotation lists every exclusion tether added, sorted: of ours, exactly the clusters without the data
-    added = annotations[EXCLUDED_ANNOTATION].split(",")
+    added = annotations[EXCLUDED_CLUSTERS_ANNOTATION].split(",")
     assert added == sorted(added) and set(added) == set(excluded(got))
     assert set(added) & set(stack.clusters.values()) == {stack.clusters["east1"], stack.clusters["east2"]}
     claim = await stack.wait_claim("late", phase="Bound")
@@ -125,7 +119,7 @@ async def test_claim_deletion_retain_keeps_the_cache(stack: Stack) -> None:
 
     await stack.eventually(gone, what="claim deleted (finalizer released)")
     stripped = await stack.wait_excluded(rb, [])
-    assert EXCLUDED_ANNOTATION not in (stripped["metadata"].get("annotations") or {})
+    assert EXCLUDED_CLUSTERS_ANNOTATION not in (stripped["metadata"].get("annotations") or {})
 
     async def unreferenced() -> dict | None:
         ds = await stack.get("DataSource", ds_name)
@@ -231,8 +225,8 @@ async def test_user_exclusions_are_kept(stack: Stack) -> None:
 
     async def only_users() -> bool:
         got = await stack.get("ResourceBinding", rb)
-        return excluded(got) == ["user-excluded"] and INJECTED_ANNOTATION not in (got["metadata"].get("annotations")
-                                                                                  or {})
+        annotations = got["metadata"].get("annotations") or {}
+        return excluded(got) == ["user-excluded"] and PLACEMENT_INJECTED_ANNOTATION not in annotations
 
     await stack.eventually(only_users, what="only the user's exclusion left")
 

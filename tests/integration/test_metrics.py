@@ -32,7 +32,7 @@ from tether.adapters.daemon.metrics import METRIC_NAMES
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import DEPLOYMENTS, QUEUES, KubeError
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import Stack
+from tether.adapters.testing.tether_stack import Stack
 from tether.core.admission.data_hold import HOLD_PURPOSE
 from tether.core.commands import command_name
 from tether.core.envelope import CommandRecord, EventRecord
@@ -45,7 +45,7 @@ from tether.core.events import (
     DataSourceNotInCatalog,
     TimerFired,
 )
-from tether.projections.admission import ADMISSION_ANNOTATION
+from tether.core.keys import ADMISSION_ANNOTATION
 
 from .test_admission_e2e import admission_stack, binding
 from .test_daemon import http_get

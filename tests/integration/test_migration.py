@@ -12,7 +12,7 @@ import aiohttp
 
 from tether.adapters.kubernetes import manifests
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import Stack, tether_stack
+from tether.adapters.testing.tether_stack import Stack, tether_stack
 
 
 async def placed_in_east(stack: Stack, name: str) -> tuple[str, str]:
@@ -69,7 +69,7 @@ async def test_migration_within_region_keeps_placement(karmada_kube: KubeEnv) ->
         stack.catalog.move_table(table, f"s3://warehouse-east/{stack.suffix}/local-v2")
         status, answer = await push(stack, {"system": "amoro", "dataSourceName": table})
         assert status == 202 and answer["location"] == f"s3://warehouse-east/{stack.suffix}/local-v2"
-        await stack.daemon.runtime.wait_idle()  # type: ignore[union-attr]
+        await stack.daemon.loops.wait_idle()  # type: ignore[union-attr]
         after = await stack.get("ResourceBinding", rb)
         assert after["spec"]["placement"] == before["spec"]["placement"]
         assert after["metadata"]["generation"] == before["metadata"]["generation"]

@@ -29,8 +29,8 @@ from tether.adapters.kubernetes.webhook_certs import ensure_self_signed
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.clock import ManualClock, next_attempt
-from tether.adapters.testing.daemon import eventually, spawn_daemon, tether_stack
 from tether.adapters.testing.member import member
+from tether.adapters.testing.tether_stack import eventually, spawn_daemon, tether_stack
 from tether.core.envelope import EventRecord
 from tether.core.events import ListsStarted, event_key
 

@@ -34,7 +34,7 @@ from tether.adapters.kubernetes.members import FLUID, POD_GROUPS
 from tether.adapters.kubernetes.watch import WatchSource
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.kube_emulator.testing import KUBECONFIG_ENV, KubeEnv
-from tether.adapters.testing.daemon import Stack, eventually, tether_stack
+from tether.adapters.testing.tether_stack import Stack, eventually, tether_stack
 from tether.core.envelope import EventRecord
 from tether.core.events import ListsStarted, ObjectDeleted, ObjectObserved, ObjectsListed
 

@@ -21,18 +21,18 @@ import pytest
 
 from tether.adapters.kubernetes.members import EVENTS, FLUID, JOBS, POD_GROUPS, PODS
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import eventually, tether_stack
 from tether.adapters.testing.member import (
     CRDS,
     FLUID_CRDS,
     GODEL_CRDS,
-    HOST,
     TestMember,
     default_service_account,
     member,
     members_options,
 )
 from tether.adapters.testing.reference import require_reference
+from tether.adapters.testing.tether_stack import eventually, tether_stack
+from tether.core.keys import HOSTNAME_LABEL
 
 
 async def create_group(m: TestMember, name: str, size: int, *, cpu: str = "1") -> None:
@@ -277,9 +277,9 @@ async def test_a_group_required_on_the_hostname_lands_on_one_node(kube: KubeEnv)
             await m1.kube.create(POD_GROUPS, {
                 "apiVersion": POD_GROUPS.api_version, "kind": "PodGroup", "metadata": {"name": group, "namespace": ns},
                 "spec": {"minMember": size, "affinity": {"podGroupAffinity": {
-                    "required": [{"topologyKey": HOST}],
+                    "required": [{"topologyKey": HOSTNAME_LABEL}],
                     "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
-                        {"key": HOST, "operator": "In", "values": candidates}]}]}}}}}, namespace=ns)
+                        {"key": HOSTNAME_LABEL, "operator": "In", "values": candidates}]}]}}}}}, namespace=ns)
             for i in range(size):
                 await m1.kube.create(PODS, m1.pod(f"{group}-{i}", cpu="10m", annotations={
                     "godel.bytedance.com/pod-group-name": group}), namespace=ns)
@@ -293,8 +293,8 @@ async def test_a_group_required_on_the_hostname_lands_on_one_node(kube: KubeEnv)
                 terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
                     "nodeSelectorTerms"]
                 # tether's decision, not the scheduler's whim: every term pins the pod to that one node
-                assert terms and all({"key": HOST, "operator": "In", "values": [node]} in t.get("matchExpressions", [])
-                                     for t in terms), terms
+                pinned = {"key": HOSTNAME_LABEL, "operator": "In", "values": [node]}
+                assert terms and all(pinned in t.get("matchExpressions", []) for t in terms), terms
 
 
 async def test_a_daemon_confined_to_one_member_namespace_places_only_its_pods(kube: KubeEnv) -> None:

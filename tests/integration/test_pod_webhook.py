@@ -31,14 +31,13 @@ from tether.adapters.kubernetes.pod_webhook import GroupAppend, PodWebhook
 from tether.adapters.kubernetes.webhook import AdmissionRequest, NotServing
 from tether.adapters.kubernetes.webhook_certs import ensure_self_signed
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import eventually, tether_stack
 from tether.adapters.testing.member import member
+from tether.adapters.testing.tether_stack import eventually, tether_stack
 from tether.core.envelope import EventRecord
 from tether.core.events import ObjectsListed, PodGateDecided
-from tether.core.placement.decider import PLACEMENT_ANNOTATION
-from tether.core.placement.webhook_decision import ADMISSION_ANNOTATION
-from tether.projections.members import MemberState
-from tether.projections.world import initial_world
+from tether.core.keys import ADMISSION_ANNOTATION, PLACEMENT_ANNOTATION
+from tether.core.world import initial_world
+from tether.core.world.member_state import MemberState
 
 from .test_pod_placement import all_bound
 

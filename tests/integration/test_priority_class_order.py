@@ -26,8 +26,8 @@ from tether.adapters.kubernetes.client import (
     KubeError,
 )
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import delete_cluster_scoped, tether_stack
-from tether.projections.admission import ADMISSION_ANNOTATION
+from tether.adapters.testing.tether_stack import delete_cluster_scoped, tether_stack
+from tether.core.keys import ADMISSION_ANNOTATION
 
 
 def suspended(rb: dict[str, Any] | None) -> bool:

@@ -12,7 +12,7 @@ import pytest
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import CLUSTERS, DATASOURCES, KubeClient
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import tether_stack
+from tether.adapters.testing.tether_stack import tether_stack
 
 pytestmark = pytest.mark.cluster
 

@@ -1,6 +1,6 @@
 """``tether run`` itself, as the process a supervisor starts: its flags, its readiness, SIGTERM, an unreachable API.
 
-The other daemon tests run :class:`Daemon` in the test's process (or through ``adapters/testing/daemon.py``'s own
+The other daemon tests run :class:`Daemon` in the test's process (or through ``adapters/testing/tether_stack.py``'s own
 entry point): what they cannot see is the command line — click's options and environment variables, the logging it
 configures, its signal handlers and its exit code. Here the real ``tether run`` (the console script) is started as a
 child process against the emulator, with the sandbox catalog:
@@ -36,7 +36,7 @@ from tether.adapters.kubernetes.client import CLAIMS, CONFIGMAPS, KubeClient
 from tether.adapters.sandbox.catalog import SandboxCatalog
 from tether.adapters.sandbox.kube_emulator import KubeEmulator
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import CRDS, claim_phase, eventually
+from tether.adapters.testing.tether_stack import CRDS, claim_phase, eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 # the console script pip installed (``[project.scripts]``), as a supervisor runs it; else the same entry point

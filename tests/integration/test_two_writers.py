@@ -32,11 +32,12 @@ import pytest
 from tether.adapters.daemon.daemon import Daemon
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, DATASOURCES, EVENTS, KubeClient, Resource
-from tether.adapters.kubernetes.competing import EVENT_REASON, OWNED_ANNOTATION_PREFIXES
+from tether.adapters.kubernetes.competing import EVENT_REASON
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import Stack, spawn_daemon, tether_stack
-from tether.projections.world import World
+from tether.adapters.testing.tether_stack import Stack, spawn_daemon, tether_stack
+from tether.core.keys import TETHER_KEY_PREFIXES
+from tether.core.world import World
 
 pytestmark = pytest.mark.cluster
 
@@ -55,7 +56,7 @@ BOUND_ONE_OBJECT = 10
 def tethers_share(obj: dict[str, Any]) -> str:
     """What tether writes of a binding: its annotations, the exclusions of every affinity term, the reschedule."""
     annotations = {k: v for k, v in (obj["metadata"].get("annotations") or {}).items()
-                   if k.startswith(OWNED_ANNOTATION_PREFIXES)}
+                   if k.startswith(TETHER_KEY_PREFIXES)}
     placement = (obj.get("spec") or {}).get("placement") or {}
     terms = [placement.get("clusterAffinity") or {}, *(placement.get("clusterAffinities") or [])]
     excluded = [t.get("exclude") for t in terms if isinstance(t, dict)]
@@ -133,8 +134,8 @@ async def quiescent(stack: Stack, daemons: list[Daemon], versions: Versions, *, 
 
     async def probe() -> Counter[str] | None:
         for daemon in daemons:
-            assert daemon.runtime is not None
-            await daemon.runtime.wait_idle(within=within)
+            assert daemon.loops is not None
+            await daemon.loops.wait_idle(within=within)
         current = {}
         for res, namespace in ((CLAIMS, stack.namespace), (BINDINGS, stack.namespace), (DATASOURCES, "")):
             items, _ = await stack.kube.list(res, namespace=namespace)

@@ -19,7 +19,7 @@ from tether.adapters.kubernetes.client import CONFIGMAPS, KubeClient
 from tether.adapters.kubernetes.watch import WatchSource
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import eventually
+from tether.adapters.testing.tether_stack import eventually
 from tether.core.events import Event, ListsStarted, ObjectDeleted, ObjectObserved, ObjectsListed
 
 

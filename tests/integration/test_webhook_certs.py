@@ -19,7 +19,7 @@ from cryptography import x509
 
 from tether.adapters.kubernetes.webhook import AdmissionRequest, WebhookAnswer, WebhookServer
 from tether.adapters.kubernetes.webhook_certs import CA_FILE, CERT_FILE, KEY_FILE, ensure_self_signed
-from tether.adapters.testing.daemon import eventually
+from tether.adapters.testing.tether_stack import eventually
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 PATH = "/mutate/things"

@@ -27,10 +27,11 @@ from tether.adapters.kubernetes.executor import KUBE_COMMANDS
 from tether.adapters.log import aclosing_iter
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import Stack, tether_stack
 from tether.adapters.testing.request_metrics import request_totals, writes
-from tether.core.commands import PLACEMENT_INJECTED_ANNOTATION, command_name
+from tether.adapters.testing.tether_stack import Stack, tether_stack
+from tether.core.commands import command_name
 from tether.core.events import CommandSucceeded
+from tether.core.keys import PLACEMENT_INJECTED_ANNOTATION
 
 pytestmark = pytest.mark.cluster
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.adapters.testing.kafka import ProxiedBroker, kafka_test_url, tansu_binary
+from tether.adapters.testing.kafka_broker import ProxiedBroker, kafka_test_url, tansu_binary
 from tether.adapters.testing.kafka_durable import DurableBroker, durable_broker_unavailable
 
 _HERE = Path(__file__).parent

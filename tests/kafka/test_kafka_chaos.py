@@ -3,7 +3,7 @@ leader killed with SIGKILL mid-run, and the broker cut off from every client mid
 
 tansu (the test broker) keeps its data in memory: a restarted tansu has lost the log, which no client can survive
 and no real broker does. So the broker's restart is played as its clients see it — every connection to it cut
-for a few seconds (the proxy of adapters/testing/kafka.py), then let through again — with the data kept: the
+for a few seconds (the proxy of adapters/testing/kafka_broker.py), then let through again — with the data kept: the
 producer's unacknowledged appends and the consumer's fetches fail and are retried. "Nothing is lost" is then:
 every claim and binding converges (no observation or command outcome went missing), and "nothing is decided
 twice with different results" is ``tether replay --diff`` of the resulting log without a difference (commands
@@ -20,7 +20,7 @@ import random
 import pytest
 
 from tether.adapters.testing.chaos_run import crash_restart, passed
-from tether.adapters.testing.kafka import ProxiedBroker
+from tether.adapters.testing.kafka_broker import ProxiedBroker
 
 pytestmark = pytest.mark.slow
 

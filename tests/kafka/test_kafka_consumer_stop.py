@@ -20,7 +20,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from tether.adapters.log.kafka import KafkaLog
 from tether.adapters.log.kafka_stop import stop_consumer
-from tether.adapters.testing.kafka import ProxiedBroker
+from tether.adapters.testing.kafka_broker import ProxiedBroker
 from tether.core.envelope import EventRecord
 from tether.core.events import TimerFired
 

@@ -8,7 +8,7 @@ import contextlib
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from tether.adapters.log.kafka import KafkaLog
-from tether.adapters.testing.kafka import ProxiedBroker
+from tether.adapters.testing.kafka_broker import ProxiedBroker
 from tether.core.commands import StartTimer, command_id, command_target
 from tether.core.envelope import CommandRecord, EventRecord, encode
 from tether.core.events import TimerFired

@@ -19,8 +19,8 @@ from tether.core.commands import StartTimer, UpdateClaimStatus, command_id, comm
 from tether.core.envelope import CommandRecord, EventRecord, decode_command, decode_event, encode
 from tether.core.events import ObjectDeleted, ObjectObserved, TimerFired
 from tether.core.kube import Condition, KubeObject, ObjectMeta, ObjectRef
-from tether.core.pipeline import step
-from tether.projections.world import initial_world
+from tether.core.world import initial_world
+from tether.projections.step import step
 
 Record = EventRecord | CommandRecord
 

@@ -13,7 +13,7 @@ import pytest
 from aiokafka.errors import KafkaError
 
 from tether.adapters.log.kafka import KafkaLog
-from tether.adapters.testing.kafka import ProxiedBroker
+from tether.adapters.testing.kafka_broker import ProxiedBroker
 from tether.core.commands import StartTimer, command_id, command_target
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import TimerFired

@@ -14,7 +14,7 @@ import pytest
 from aiokafka.errors import KafkaConnectionError
 
 from tether.adapters.log.kafka import KafkaLog
-from tether.adapters.testing.kafka import ProxiedBroker
+from tether.adapters.testing.kafka_broker import ProxiedBroker
 
 
 async def _restore_after(broker: ProxiedBroker, seconds: float, restored: asyncio.Event) -> None:

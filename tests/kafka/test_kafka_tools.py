@@ -11,7 +11,7 @@ from tether.adapters.cli import main
 from tether.adapters.log import Snapshot
 from tether.adapters.log.kafka import KafkaLog
 from tether.adapters.log.url import open_log
-from tether.adapters.testing.kafka import ProxiedBroker, kafka_test_url
+from tether.adapters.testing.kafka_broker import ProxiedBroker, kafka_test_url
 from tether.core.commands import StartTimer, command_id, command_target
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import TimerFired

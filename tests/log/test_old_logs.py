@@ -35,7 +35,7 @@ import pytest
 from click.testing import CliRunner
 
 from tether.adapters.cli import main
-from tether.adapters.cli.replay.fold import replay
+from tether.adapters.cli.replay.rebuild import replay
 from tether.adapters.log.sqlite import SqliteLog
 from tether.core.commands import COMMAND_TYPES, command_target
 from tether.core.envelope import (
@@ -48,8 +48,9 @@ from tether.core.envelope import (
     upcast,
 )
 from tether.core.events import EVENT_SCHEMA_VERSION, EVENT_TYPES
+from tether.core.world import initial_world
+from tether.projections.fold import note_issued, note_recorded
 from tether.projections.snapshot import SNAPSHOT_VERSION, decode_world
-from tether.projections.world import initial_world, note_issued, note_recorded
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "old_logs"
 LOGS = sorted(DATA.glob("*.db"))
@@ -169,7 +170,7 @@ def test_the_commands_noted_from_their_head_change_nothing_but_the_in_flight_slo
     """``note_recorded`` notes a command from its head alone unless its type is in ``_NOTED_FROM_BODY``: every other
     type must change nothing of the world but ``inflight`` — checked on a world that holds the members the commands
     name, so a note added to ``note_issued`` for a new type fails here until the type is listed."""
-    from tether.projections.world import _NOTED_FROM_BODY
+    from tether.projections.fold import _NOTED_FROM_BODY
 
     records = [decode_command(line["body"]) for line in _lines(CURRENT_RECORDS) if line["stream"] == "commands"]
     base = initial_world()

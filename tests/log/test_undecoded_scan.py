@@ -1,5 +1,5 @@
 """The events' ``version`` column and ``scan(undecoded=True)``: what lets ``tether replay`` keep an object's versions
-undecoded and decode the latest alone (``projections.bulk``).
+undecoded and decode the latest alone (``projections.replay_fold``).
 
 A record carries a version exactly when it carries an object under its own key (an observation, or a write whose
 result is its target); a file written before the column existed gets it, empty, when opened, and its records are
@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from tether.adapters.cli.replay.fold import replay
+from tether.adapters.cli.replay.rebuild import replay
 from tether.adapters.log.sqlite import SqliteLog
 from tether.core.envelope import EventRecord, StoredEvent, object_version
 from tether.core.events import CommandSucceeded, ObjectDeleted, ObjectObserved, member_key

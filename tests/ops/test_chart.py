@@ -32,7 +32,7 @@ from kubernetes_asyncio import client as k8s
 
 from tether.adapters.cli.run import run_cmd
 from tether.adapters.kubernetes.leader_endpoints import slice_name
-from tether.core.datadependency.plugin_config import parse_plugin_configmap
+from tether.core.plugin_config import parse_plugin_configmap
 
 ROOT = Path(__file__).resolve().parents[2]
 RENDER = ROOT / "ops" / "chart" / "render.py"

@@ -15,21 +15,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tether.core.keys import FLUID_LABELS_ANNOTATION
+from tether.core.kube import NodeAffinity, NodeSelectorTerm
 from tether.core.placement.dataflow import (
     DEFAULT_WAIT_TIMEOUT_MS,
-    LABELS_ANNOTATION,
-    OPERATION_KINDS,
     DataFlowSpecError,
-    DataOperation,
     Hold,
     InheritanceResult,
     Inject,
     MatchExpression,
-    NodeAffinity,
-    NodeSelectorTerm,
-    OperationRef,
     PreferredTerm,
-    RecordedPlacement,
     Reject,
     Release,
     Unchanged,
@@ -46,6 +41,7 @@ from tether.core.placement.dataflow import (
     record_placement,
     succeeded_pod,
 )
+from tether.core.world.data_operation import OPERATION_KINDS, DataOperation, OperationRef, RecordedPlacement
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -82,7 +78,7 @@ def completed(kind: str = "DataLoad", name: str = "load", namespace: str = "defa
               **spec: Any) -> tuple[DataOperation, RecordedPlacement]:
     """A predecessor in ``phase`` and what tether recorded when its pod succeeded on ``node``."""
     pred = parse_operation(op(kind, name, namespace, phase=phase, **spec))
-    annotations = {} if labels is None else {LABELS_ANNOTATION: labels}
+    annotations = {} if labels is None else {FLUID_LABELS_ANNOTATION: labels}
     return pred, record_placement(operation=pred, pod_annotations=annotations, node_labels=node)
 
 
@@ -334,7 +330,7 @@ def test_recording_copies_the_annotated_labels() -> None:
     assert label_keys(" rack , ,gpu,rack,, ") == ("rack", "gpu")
     assert label_keys(None) == label_keys("") == ()
     pred = parse_operation(op("DataProcess", "p", phase="Complete"))
-    placement = record_placement(operation=pred, pod_annotations={LABELS_ANNOTATION: "rack, gpu ,missing"},
+    placement = record_placement(operation=pred, pod_annotations={FLUID_LABELS_ANNOTATION: "rack, gpu ,missing"},
                                  node_labels=NODE01 | {"unrelated": "x"})
     assert placement == RecordedPlacement(labels={HOST: "node01", ZONE: "zone-a", REGION: "east", "rack": "rack01",
                                                   "gpu": "a100"})

@@ -7,9 +7,10 @@ from typing import Any
 
 from tether.core.commands import EmitMemberEvent, StartTimer
 from tether.core.events import TimerFired
-from tether.core.placement.decider import GATE, GROUP_WAIT_TIMEOUT_MS
-from tether.core.placement.webhook_decision import ADMISSION_ANNOTATION, decide_pod_gate
-from tether.projections.members import MemberState
+from tether.core.keys import ADMISSION_ANNOTATION, PLACEMENT_GATE
+from tether.core.placement.decider import GROUP_WAIT_TIMEOUT_MS
+from tether.core.placement.webhook_decision import decide_pod_gate
+from tether.core.world.member_state import MemberState
 
 from .test_podplacement import T0, Feed, job, node, operation, pod, pod_group, racks, releases
 
@@ -58,18 +59,18 @@ def test_a_pod_of_a_pod_group_is_gated_with_the_admission_annotation_known_group
     answer = gate(state, new_pod(group="g"))
     assert answer.gated and "not known yet" in answer.reason
     assert answer.patch == (
-        {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]},
+        {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": PLACEMENT_GATE}]},
         {"op": "add", "path": "/metadata/annotations/tether.dev~1admission", "value": "req-1"})
     # other gates already there: appended, never replaced
     answer = gate(state, new_pod(group="g", gates=[{"name": "other"}]))
-    assert answer.patch[0] == {"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": GATE}}
+    assert answer.patch[0] == {"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": PLACEMENT_GATE}}
 
 
 def test_pods_tether_does_not_place_are_admitted_unchanged_with_a_reason() -> None:
     state = fluid_member().world.members.clusters["m1"]
     cases = {
         "only be added when a pod is created": gate(state, new_pod(group="g"), operation_="UPDATE"),
-        "already carries": gate(state, new_pod(group="g", gates=[{"name": GATE}])),
+        "already carries": gate(state, new_pod(group="g", gates=[{"name": PLACEMENT_GATE}])),
         "cannot be gated": gate(state, new_pod(group="g", node_name="n1")),
         "owned by no Job": gate(state, new_pod()),
         "not shaped like a pod": gate(state, {"metadata": "nope"}),

@@ -1,4 +1,4 @@
-"""The pod-placement decider through ``core.pipeline.step``: events in, commands out, two member clusters."""
+"""The pod-placement decider through ``projections.step.step``: events in, commands out, two member clusters."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from tether.core.events import (
     TimerFired,
     event_key,
 )
+from tether.core.keys import PLACEMENT_GATE
 from tether.core.kube import trim
-from tether.core.pipeline import step
-from tether.core.placement.decider import GATE
-from tether.projections.world import World, initial_world
+from tether.core.world import World, initial_world
+from tether.projections.step import step
 
 HOST = "kubernetes.io/hostname"
 T0 = 1_700_000_000_000
@@ -63,7 +63,7 @@ def pod(name: str, *, group: str = "", job: str = "", cpu: str = "1", gated: boo
         meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": "j"}]
     spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
     if gated:
-        spec["schedulingGates"] = [{"name": GATE}]
+        spec["schedulingGates"] = [{"name": PLACEMENT_GATE}]
     if node_name:
         spec["nodeName"] = node_name
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": phase}}
@@ -118,7 +118,7 @@ def test_a_group_is_placed_in_one_domain_once_min_member_pods_exist() -> None:
     assert sorted(out) == ["p0", "p1", "p2", "p3"]
     domains = {c.required[0].match_expressions[-1].values for c in out.values()}
     assert len(domains) == 1  # all four in one rack (4 x 3 CPU fit in one rack of 2 x 8 CPU)
-    assert all(c.cluster == "m1" and c.gate == GATE for c in out.values())
+    assert all(c.cluster == "m1" and c.gate == PLACEMENT_GATE for c in out.values())
 
 
 def test_a_group_too_big_for_every_domain_stays_gated_with_a_warning() -> None:

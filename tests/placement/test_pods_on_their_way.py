@@ -17,8 +17,8 @@ from tether.core.events import (
     ObjectDeleted,
     ObjectsListed,
 )
+from tether.core.keys import PLACEMENT_ANNOTATION
 from tether.core.kube import REQUIRED, as_json, trim
-from tether.core.placement.decider import PLACEMENT_ANNOTATION
 from tether.projections.snapshot import decode_world, encode_world
 
 from .test_podplacement import Feed, pod, pod_group, racks

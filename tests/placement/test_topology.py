@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tether.core.placement.group_affinity import NodeSelectorRequirement, NodeSelectorTerm
-from tether.core.placement.pod_group_spec import GroupAffinity, GroupSpec, SortRule
 from tether.core.placement.topology_planner import (
     PREFERRED_WEIGHTS,
     Candidate,
@@ -24,6 +23,7 @@ from tether.core.placement.topology_planner import (
     plan_group,
 )
 from tether.core.quantity import resource_list
+from tether.core.world.pod_group import GroupAffinity, GroupSpec, SortRule
 
 CPU = 1000  # one CPU in milli-units
 

@@ -16,14 +16,8 @@ from tether.core.placement.group_affinity import (
     PreferredSchedulingTerm,
     merge_node_affinity,
 )
-from tether.core.placement.pod_group_spec import (
-    API_VERSION,
-    GroupAffinity,
-    GroupSpec,
-    InvalidPodGroup,
-    SortRule,
-    parse_pod_group,
-)
+from tether.core.placement.pod_group_spec import API_VERSION, InvalidPodGroup, parse_pod_group
+from tether.core.world.pod_group import GroupAffinity, GroupSpec, SortRule
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"

@@ -14,7 +14,7 @@ from tether.adapters.kubernetes import manifests as m
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.testing.fake_cluster import Harness
 from tether.core.commands import CreateDataSource, SetBindingPlacement, UpdateDataSourceLocality
-from tether.projections.world import initial_world
+from tether.core.world import initial_world
 
 MAPPING = {"s3://east/": ["c1", "c2"], "s3://west/": ["c3"]}
 
@@ -228,7 +228,7 @@ def test_a_log_written_under_another_plugin_configmap_is_read_under_it(tmp_path:
     from click.testing import CliRunner
 
     from tether.adapters.cli import main
-    from tether.projections.world import Settings
+    from tether.core.world import Settings
 
     h = Harness(world=initial_world(Settings(plugin_configmap="tenant/plugins")))
     for c in ("c1", "c2", "c3"):

@@ -39,7 +39,7 @@ from tether.adapters.kubernetes.client import CLUSTERS, CONFIGMAPS, EVENTS, Kube
 from tether.adapters.kubernetes.members import SECRETS
 from tether.adapters.kubernetes.webhook_certs import ensure_self_signed
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.daemon import CRDS, Stack, eventually, tether_stack
+from tether.adapters.testing.tether_stack import CRDS, Stack, eventually, tether_stack
 
 PUSH_TOKEN = f"push-{secrets.token_hex(16)}"
 MEMBER_TOKEN = f"member-{secrets.token_hex(16)}"

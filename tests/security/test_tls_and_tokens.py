@@ -26,7 +26,7 @@ from tether.adapters.daemon.endpoints import Endpoints
 from tether.adapters.daemon.metrics import Metrics
 from tether.adapters.daemon.preflight import StartupError, serving_certificate
 from tether.adapters.kubernetes.webhook_certs import ServingCertificate, ensure_self_signed
-from tether.adapters.testing.daemon import eventually
+from tether.adapters.testing.tether_stack import eventually
 from tether.core.events import DataLocationResolved, Event
 from tether.core.identity import DataIdentity
 

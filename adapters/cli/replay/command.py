@@ -22,13 +22,13 @@ from tether.adapters.log import EventLog, Snapshot
 from tether.core.envelope import parse_rfc3339_ms, rfc3339
 from tether.core.events import split_member_key
 from tether.core.integers import decimal_digits
+from tether.core.world import Settings
 from tether.projections.snapshot import encode_world
-from tether.projections.world import Settings
 
 from .diff import Difference, diff, print_differences
-from .fold import SNAPSHOT_NAME, ReplayResult, events_to_fold, gc_paused, replay
 from .installation import infer_settings
-from .keys import Target, kind_of, resolve, suggest, workload_display
+from .rebuild import SNAPSHOT_NAME, ReplayResult, events_to_fold, gc_paused, replay
+from .targets import Target, kind_of, resolve, suggest, workload_display
 from .trail import Bounds, ScanningIndex, explain, index_of, normalise_key, print_trail
 from .why import chains, workloads_of
 from .why_print import print_chain

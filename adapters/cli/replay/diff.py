@@ -1,6 +1,6 @@
 """``tether replay --diff``: re-run the deciders over the recorded events and compare with the recorded commands.
 
-:func:`diff` re-runs :func:`tether.core.pipeline.step` over the recorded events and compares what it derives with
+:func:`diff` re-runs :func:`tether.projections.step.step` over the recorded events and compares what it derives with
 the recorded commands, event by event (a command's causation is the position of its event). Kinds: ``missing``
 (derived now, not in the log), ``extra`` (in the log, not derived now) and ``changed`` (same causing event, same
 command type and target, different content). Reasons are wording and are not compared. The binding webhook's
@@ -33,13 +33,12 @@ import msgspec
 from rich.console import Console
 from rich.text import Text
 
-from tether.adapters.cli.render import line, type_name
+from tether.adapters.cli.record_lines import line, type_name
 from tether.adapters.log import EventLog, aclosing_iter, scan
 from tether.core.admission.binding_events import PLACED, PLACEMENT_CHANGED, TRANSITION_REASONS
 from tether.core.admission.data_hold import HOLD_PURPOSE
 from tether.core.admission.webhook_decision import decide_binding_admission
 from tether.core.commands import (
-    CLAIM_FINALIZER,
     AddFinalizer,
     Command,
     EmitKubernetesEvent,
@@ -48,11 +47,12 @@ from tether.core.commands import (
 )
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import BindingAdmissionDecided
+from tether.core.keys import CLAIM_FINALIZER
 from tether.core.kube import object_dict
-from tether.core.pipeline import step
-from tether.projections.world import Settings, World
+from tether.core.world import Settings, World
+from tether.projections.step import step
 
-from .fold import Progressed, ReplayResult, cause_offset, replay, start_of
+from .rebuild import Progressed, ReplayResult, cause_offset, replay, start_of
 
 
 class Difference(msgspec.Struct):

@@ -1,7 +1,7 @@
 """Which ConfigMaps the daemon that wrote a log read: the plugin ConfigMap and the admission ConfigMap.
 
 The world folds the plugin ConfigMap (the location mapping) and the admission ConfigMap by name
-(:class:`~tether.projections.world.Settings`), and ``tether run`` lets both be renamed (``--plugin-configmap``,
+(:class:`~tether.core.world.Settings`), and ``tether run`` lets both be renamed (``--plugin-configmap``,
 ``--admission-configmap``). The log records the observations but not the daemon's flags, so a replay with the
 default names of a log written under others would fold no mapping at all: ``--explain`` would say "no plugin",
 ``--diff`` would differ, ``--what-if`` would compare nothing. A snapshot carries the daemon's settings; without one,
@@ -20,12 +20,12 @@ given here — which then only matters for the events before it (a log written b
 
 from __future__ import annotations
 
-from tether.core.datadependency.plugin_config import parse_plugin_configmap
 from tether.core.events import ObjectObserved
-from tether.projections.admission import CONFIG_KEY, MANAGED_KEY
-from tether.projections.world import Settings
+from tether.core.plugin_config import parse_plugin_configmap
+from tether.core.world import Settings
+from tether.projections.admission_fold import CONFIG_KEY, MANAGED_KEY
 
-from .keys import kind_of
+from .targets import kind_of
 from .trail import Bounds, LogIndex, events_by_key
 
 CONFIGMAP = "ConfigMap"

@@ -19,13 +19,13 @@ import msgspec
 from rich.console import Console
 from rich.text import Text
 
-from tether.adapters.cli.render import line
+from tether.adapters.cli.record_lines import line
 from tether.adapters.log import EventLog, Record, Stream, aclosing_iter, scan
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import ObjectDeleted, ObjectObserved, pod_admission_key, split_member_key
-from tether.core.placement.webhook_decision import ADMISSION_ANNOTATION
+from tether.core.keys import ADMISSION_ANNOTATION
 
-from .fold import cause_offset
+from .rebuild import cause_offset
 
 
 class Trail(msgspec.Struct):

@@ -43,16 +43,17 @@ import yaml
 
 from tether.adapters.log import EventLog
 from tether.core.commands import ResumeBinding, SetAdmissionHold
-from tether.core.datadependency.plugin_config import map_location
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import CommandSucceeded, ObjectObserved
+from tether.core.keys import ADMISSION_ANNOTATION
 from tether.core.kube import KubeObject, ObjectMeta, as_list, dig, raw_object
-from tether.core.pipeline import step
-from tether.projections.admission import ADMISSION_ANNOTATION, CONFIG_KEY, MANAGED_KEY
-from tether.projections.views import Binding
-from tether.projections.world import CONFIGMAP, Settings, World, initial_world
+from tether.core.plugin_config import map_location
+from tether.core.world import Settings, World, initial_world
+from tether.core.world.views import CONFIGMAP, Binding
+from tether.projections.admission_fold import CONFIG_KEY, MANAGED_KEY
+from tether.projections.step import step
 
-from .keys import workload_display
+from .targets import workload_display
 from .why import matching_prefix
 
 QUEUE = "Queue"

@@ -32,9 +32,8 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 
-from tether.adapters.cli.render import brief
+from tether.adapters.cli.record_lines import brief
 from tether.core.commands import (
-    EXCLUDED_CLUSTERS_ANNOTATION,
     CreateDataSource,
     ReleasePod,
     ResumeBinding,
@@ -56,14 +55,14 @@ from tether.core.events import (
     pod_admission_key,
 )
 from tether.core.identity import data_source_name
+from tether.core.keys import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION, EXCLUDED_CLUSTERS_ANNOTATION
+from tether.core.keys import ADMISSION_ANNOTATION as POD_ADMISSION_ANNOTATION
 from tether.core.kube import KubeObject, as_list, dig
-from tether.core.placement.webhook_decision import ADMISSION_ANNOTATION as POD_ADMISSION_ANNOTATION
-from tether.projections.admission import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION
-from tether.projections.members import MemberPod
-from tether.projections.world import World
+from tether.core.world import World
+from tether.core.world.member_state import MemberPod
 
-from .fold import cause_offset
-from .keys import Target, workload_display
+from .rebuild import cause_offset
+from .targets import Target, workload_display
 from .trail import Bounds, LogIndex, commands_by_key, events_at, events_by_key
 
 #: How many of a link's decisions are shown (the latest); the rest are counted. ``--explain KEY`` has them all.

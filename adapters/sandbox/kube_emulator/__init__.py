@@ -37,7 +37,6 @@ import yaml
 from aiohttp import web
 
 from . import strategies
-from .admission import WebhookAdmission
 from .binder import Binder, bind_pod
 from .crds import clean_for_create, load_crd_documents
 from .errors import ApiError
@@ -45,6 +44,7 @@ from .faults import Faults
 from .resources import ResourceType
 from .server import Server
 from .store import Store
+from .webhook_admission import WebhookAdmission
 from .write_cost import CALIBRATED, GroupCommit, WriteCost
 
 __all__ = ["CALIBRATED", "ApiError", "GroupCommit", "KubeEmulator", "WriteCost", "load_crd_documents"]

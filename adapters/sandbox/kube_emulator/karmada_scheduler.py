@@ -43,6 +43,13 @@ import math
 import re
 from typing import Any
 
+from tether.core.keys import (
+    APPLIED_PLACEMENT_ANNOTATION,
+    BINDING_MANAGED_BY_LABEL,
+    CLUSTER_PERMANENT_ID_LABEL,
+    PERMANENT_ID_LABEL,
+)
+
 from . import errors
 from .selectors import match_label_selector_object
 from .store import Store, now_rfc3339
@@ -53,9 +60,8 @@ log = logging.getLogger(__name__)
 RB = ("work.karmada.io", "resourcebindings")
 CRB = ("work.karmada.io", "clusterresourcebindings")
 CLUSTERS = ("cluster.karmada.io", "clusters")
-APPLIED = "policy.karmada.io/applied-placement"
-LABELS = ("propagationpolicy.karmada.io/permanent-id", "clusterpropagationpolicy.karmada.io/permanent-id",
-          "binding.karmada.io/managed-by")
+#: The labels that make a binding Karmada's (the scheduler passes over others).
+LABELS = (PERMANENT_ID_LABEL, CLUSTER_PERMANENT_ID_LABEL, BINDING_MANAGED_BY_LABEL)
 AFFINITY_REASON = "cluster(s) did not match the placement cluster affinity constraint"
 TAINT_REASON = "cluster(s) had untolerated taint"
 API_REASON = "cluster(s) did not have the API resource"
@@ -286,7 +292,7 @@ class KarmadaScheduler:
             return
         item = (key, namespace, name)
         placement = spec.get("placement")
-        applied = (meta.get("annotations") or {}).get(APPLIED)
+        applied = (meta.get("annotations") or {}).get(APPLIED_PLACEMENT_ANNOTATION)
         try:
             applied_placement = json.loads(applied) if applied else None
         except ValueError:
@@ -315,7 +321,7 @@ class KarmadaScheduler:
 
         def apply_spec(obj: dict[str, Any]) -> dict[str, Any]:
             obj.setdefault("spec", {})["clusters"] = clusters_result
-            obj["metadata"].setdefault("annotations", {})[APPLIED] = annotation
+            obj["metadata"].setdefault("annotations", {})[APPLIED_PLACEMENT_ANNOTATION] = annotation
             return obj
 
         await self.store.patch(rt, name, apply_spec, namespace=namespace)

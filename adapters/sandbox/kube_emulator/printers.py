@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from tether.core.envelope import parse_rfc3339_ms
+from tether.core.keys import ROLE_LABEL
 
 #: The descriptions a real server gives its two default columns (ObjectMeta's ``name`` and ``creationTimestamp``).
 NAME_DESCRIPTION = (
@@ -220,7 +221,7 @@ def _node_cells(node: dict[str, Any], now: datetime) -> list[Any]:
     labels = meta.get("labels") or {}
     roles = {k.removeprefix("node-role.kubernetes.io/") for k in labels
              if k.startswith("node-role.kubernetes.io/") and k != "node-role.kubernetes.io/"}
-    roles |= {v for k, v in labels.items() if k == "kubernetes.io/role" and v}
+    roles |= {v for k, v in labels.items() if k == ROLE_LABEL and v}
     info = status.get("nodeInfo") or {}
     addresses = [a for a in status.get("addresses") or [] if isinstance(a, dict)]
     return [meta["name"], ",".join(states), ",".join(sorted(roles)) or "<none>",

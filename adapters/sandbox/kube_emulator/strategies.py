@@ -15,6 +15,8 @@ import contextlib
 import copy
 from typing import Any
 
+from tether.core.keys import NAMESPACE_NAME_LABEL
+
 from . import scheduling_gates
 from .resources import ResourceType, qualified_name_causes, type_from_crd
 from .schema import Cause
@@ -53,7 +55,7 @@ class NamespaceStrategy(BaseStrategy):
             new["status"] = {"phase": "Active"}
         elif subresource == "delete" or new["metadata"].get("deletionTimestamp"):
             new["status"] = {**(new.get("status") or {}), "phase": "Terminating"}
-        new["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = new["metadata"]["name"]
+        new["metadata"].setdefault("labels", {})[NAMESPACE_NAME_LABEL] = new["metadata"]["name"]
 
     def committed(self, store: Store, rt: ResourceType, ev: Event) -> None:
         name = ev.obj["metadata"]["name"]

@@ -66,6 +66,8 @@ from typing import Any, NoReturn
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from tether.core.keys import CLAIM_FINALIZER, DATASOURCE_FINALIZER, HOSTNAME_LABEL, TEST_FINALIZER, TEST_TAINT_PREFIX
+
 from . import KubeEmulator
 from .crds import clean_for_create, load_crd_documents
 
@@ -75,9 +77,8 @@ WEBHOOK_LOOPBACK_ENV = "TETHER_TEST_WEBHOOK_LOOPBACK"
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 # Distinguishes this test run's cluster-scoped objects from other runs' on a shared cluster.
 RUN_ID = secrets.token_hex(3)
-TETHER_FINALIZERS = ("datadependency.volcano.sh/finalizer", "datadependency.volcano.sh/datasource-finalizer")
+TETHER_FINALIZERS = (CLAIM_FINALIZER, DATASOURCE_FINALIZER)
 # Conformance tests hold objects with finalizers of this domain; the environment releases them should a test fail.
-TEST_FINALIZER = "test.tether.io/hold"
 _TEST_FINALIZER_DOMAIN = TEST_FINALIZER.split("/")[0] + "/"
 MERGE = "application/merge-patch+json"
 
@@ -127,7 +128,7 @@ class KubeEnv:
     # Clean-ups of what the test made outside its namespaces (Nodes, webhook configurations, ...), run last first.
     _deferred: list[Callable[[], Awaitable[Any]]] = field(default_factory=list)
     # The NoSchedule taint on the Nodes this environment creates: a key of this environment's own.
-    taint_key: str = field(default_factory=lambda: f"test.tether.io/node-{secrets.token_hex(4)}")
+    taint_key: str = field(default_factory=lambda: f"{TEST_TAINT_PREFIX}{secrets.token_hex(4)}")
 
     @property
     def is_emulated(self) -> bool:
@@ -315,7 +316,7 @@ async def create_test_node(core: client.CoreV1Api, name: str, *, taint_key: str,
     ``taint_key:NoSchedule``, then — through the status subresource, as a kubelet would — Ready with ``allocatable``
     (8 CPU, 32Gi, 110 pods unless given), so that a scheduler binds pods that tolerate the taint to it."""
     resources = allocatable or {"cpu": "8", "memory": "32Gi", "pods": "110"}
-    await core.create_node({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+    await core.create_node({"metadata": {"name": name, "labels": {HOSTNAME_LABEL: name, **(labels or {})}},
                             "spec": {"taints": [{"key": taint_key, "value": "", "effect": "NoSchedule"}]}})
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     await core.patch_node_status(name, {"status": {

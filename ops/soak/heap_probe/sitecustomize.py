@@ -76,13 +76,13 @@ if os.environ.get("TETHER_SOAK_HEAP_PROBE") and os.environ.get("TETHER_TEST_DAEM
 
     def _sizes(daemon: Any) -> dict[str, int]:
         sizes: dict[str, int] = {}
-        runtime = daemon.runtime
-        if runtime is not None:
-            world = runtime.world
+        loops = daemon.loops
+        if loops is not None:
+            world = loops.world
             for name in ("claims", "sources", "bindings", "tombstones", "timers", "inflight", "retry_wait",
                          "rejected", "lookups", "lookups_in_flight", "sources_listing_claim"):
                 sizes[f"world.{name}"] = len(getattr(world, name))
-            for executor in runtime.executors:
+            for executor in loops.executors:
                 cache = getattr(executor, "cache", None)
                 if cache is not None:
                     sizes["executor_cache"] = len(cache)

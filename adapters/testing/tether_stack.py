@@ -6,7 +6,7 @@ and runs a :class:`Daemon` on an embedded SQLite log in a temporary directory. E
 on exit. Works on the emulator and, with ``TETHER_TEST_KUBECONFIG``, on a real cluster.
 
 With ``daemon_process=True`` the daemon is its own process instead of a task on the caller's event loop, as
-``tether run`` is in production: ``python -m tether.adapters.testing.daemon`` (its configuration in
+``tether run`` is in production: ``python -m tether.adapters.testing.tether_stack`` (its configuration in
 ``$TETHER_TEST_DAEMON_CONFIG``) runs ``Daemon(cfg).run()``
 exactly as ``tether run`` does (its own kubeconfig client, its own log connection), plus a control channel on
 its stdin/stdout that only answers "ready" and "idle" (for the caller's setup; nothing else runs on it).
@@ -48,6 +48,7 @@ from tether.adapters.sandbox.kube_emulator.testing import KUBECONFIG_ENV, TETHER
 from tether.adapters.testing.clock import ManualClock
 from tether.core.envelope import CommandRecord
 from tether.core.events import Event
+from tether.core.keys import PLACEMENT_INJECTED_ANNOTATION
 
 CRDS = ("datadependency.volcano.sh_datasourceclaims", "datadependency.volcano.sh_datasources",
         "work.karmada.io_resourcebindings", "cluster.karmada.io_clusters")
@@ -73,7 +74,7 @@ CONFIG_ENV = "TETHER_TEST_DAEMON_CONFIG"
 
 
 class DaemonProcess:
-    """A daemon in a child process (``python -m tether.adapters.testing.daemon``): see the module doc."""
+    """A daemon in a child process (``python -m tether.adapters.testing.tether_stack``): see the module doc."""
 
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
@@ -86,7 +87,7 @@ class DaemonProcess:
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
         env[CONFIG_ENV] = json.dumps(dataclasses.asdict(cfg))  # not argv: the push token is in it, and every user
         proc = await asyncio.create_subprocess_exec(  # of the host reads a process's command line
-            sys.executable, "-m", "tether.adapters.testing.daemon",
+            sys.executable, "-m", "tether.adapters.testing.tether_stack",
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self = cls(proc)
         try:
@@ -103,7 +104,7 @@ class DaemonProcess:
             raise RuntimeError(f"the daemon process said {line!r} (exit code {self.proc.returncode}), not {word!r}")
 
     async def wait_idle(self, *, within: float = 10.0) -> None:
-        """Until the daemon's decider and executor have consumed everything in its log (``Runtime.wait_idle``)."""
+        """Until the daemon's decider and executor have consumed everything in its log (``Loops.wait_idle``)."""
         assert self.proc.stdin is not None
         async with self._lock:
             self.proc.stdin.write(f"idle {within}\n".encode())
@@ -148,9 +149,9 @@ async def _serve_daemon(cfg: DaemonConfig) -> int:
             await asyncio.sleep(0.01)
         say("ready")
         while line := (await reader.readline()).decode().split():
-            if line[0] == "idle" and daemon.runtime is not None:
+            if line[0] == "idle" and daemon.loops is not None:
                 try:
-                    await daemon.runtime.wait_idle(within=float(line[1]) if len(line) > 1 else 10.0)
+                    await daemon.loops.wait_idle(within=float(line[1]) if len(line) > 1 else 10.0)
                     say("idle")
                 except TimeoutError:
                     say("busy")
@@ -187,8 +188,8 @@ class Stack:
         if self.process is not None:
             await self.process.wait_idle(within=within)
         else:
-            assert self.daemon is not None and self.daemon.runtime is not None
-            await self.daemon.runtime.wait_idle(within=within)
+            assert self.daemon is not None and self.daemon.loops is not None
+            await self.daemon.loops.wait_idle(within=within)
 
     async def logged(self, key: str, where: Callable[[Event], bool] = lambda event: True, *,
                      within: float = 15.0) -> int:
@@ -310,7 +311,7 @@ class Stack:
             rb = await self.get("ResourceBinding", binding)
             if rb is None or self.known(rb, clusters) != set(clusters):
                 return None
-            injected = (rb["metadata"].get("annotations") or {}).get(INJECTED_ANNOTATION)
+            injected = (rb["metadata"].get("annotations") or {}).get(PLACEMENT_INJECTED_ANNOTATION)
             return rb if injected == ("true" if clusters else None) else None
 
         result: dict[str, Any] = await self.eventually(probe, within=within,
@@ -358,8 +359,6 @@ class Stack:
         return [e for e in items if (e.get("involvedObject") or {}).get("name") == name]
 
 
-INJECTED_ANNOTATION = "datadependency.volcano.sh/placement-injected"
-EXCLUDED_ANNOTATION = "datadependency.volcano.sh/excluded-clusters"
 
 
 def excluded(rb: dict[str, Any] | None) -> list[str]:
@@ -558,5 +557,5 @@ async def _release(kube: KubeClient, res: Any, obj: dict[str, Any], *, namespace
                          namespace=namespace)
 
 
-if __name__ == "__main__":  # the daemon process of DaemonProcess: ``python -m tether.adapters.testing.daemon``
+if __name__ == "__main__":  # the daemon process of DaemonProcess: ``python -m tether.adapters.testing.tether_stack``
     sys.exit(asyncio.run(_serve_daemon(DaemonConfig(**json.loads(os.environ.pop(CONFIG_ENV))))))

@@ -1,9 +1,9 @@
-"""Fold the events stream into the world: what ``tether replay`` does first, and what ``--explain``,
+"""Rebuild the world from the log, the events stream folded: what ``tether replay`` does first, and what ``--explain``,
 ``--diff`` and ``--what-if`` build on.
 
 :func:`replay` folds the events (from a stored snapshot when one covers a prefix of the requested range) with
-:class:`tether.projections.bulk.BulkFold` (each object parsed once, for its last version) and notes each recorded
-command as issued right after the event that caused it (:class:`_Issued`), which rebuilds the daemon's world
+:class:`tether.projections.replay_fold.ReplayFold` (each object parsed once, for its last version) and notes each
+recorded command as issued right after the event that caused it (:class:`_Issued`), which rebuilds the daemon's world
 exactly without running the deciders. ``fold`` replaces that for callers that re-decide (``--diff`` passes
 ``step``).
 
@@ -23,9 +23,10 @@ import msgspec
 
 from tether.adapters.log import EventLog, Snapshot, aclosing_iter, scan
 from tether.core.envelope import CommandHead, EventRecord, cause_position
-from tether.projections.bulk import BulkFold
+from tether.core.world import Settings, World, initial_world
+from tether.projections.fold import note_recorded
+from tether.projections.replay_fold import ReplayFold
 from tether.projections.snapshot import decode_world
-from tether.projections.world import Settings, World, initial_world, note_recorded
 
 SNAPSHOT_NAME = "world"
 Progressed = Callable[[int], None]
@@ -135,12 +136,12 @@ async def replay(log: EventLog, *, until_offset: int | None = None, until_ms: in
                  ) -> ReplayResult:
     """Fold the events (up to the bounds) into a world.
 
-    By default the events are folded (:class:`BulkFold`) and the recorded commands each caused are noted as issued
+    By default the events are folded (:class:`ReplayFold`) and the recorded commands each caused are noted as issued
     (:class:`_Issued`), which rebuilds the daemon's world exactly without running the deciders. ``fold``
     replaces that (``step`` re-decides instead; ``evolve`` alone folds only the events, the fastest).
     ``start`` is ``(world, offset it covers, snapshot offset or None)``; by default the snapshot or nothing.
 
-    The bulk fold takes the versions of the objects it holds undecoded (``scan(undecoded=True)``: most are
+    The replay fold takes the versions of the objects it holds undecoded (``scan(undecoded=True)``: most are
     superseded before anything reads them) and decodes the one it keeps. Should one of them turn out damaged, the
     versions before it are gone from this pass, so the replay starts over decoding every record, and skips (and
     dead-letters) the damaged ones as any reader does: the world is what it would have been."""
@@ -151,7 +152,7 @@ async def replay(log: EventLog, *, until_offset: int | None = None, until_ms: in
             log, use_snapshot=use_snapshot, until_offset=until_offset, until_ms=until_ms, settings=settings)
         count, last = 0, offset
         issued = _Issued(log, offset) if fold is None else None
-        bulk = BulkFold(world) if fold is None else None
+        bulk = ReplayFold(world) if fold is None else None
         try:
             async with aclosing_iter(scan(log, "events", after={0: offset} if offset else None,
                                           until_offset=until_offset, until_ms=until_ms,

@@ -59,7 +59,7 @@ class Target(msgspec.Struct, frozen=True):
     group: str | None = None  # given as kind.group; None: any group
 
     def matches_workload(self, workload: str) -> bool:
-        """Whether a workload key (``group/Kind/namespace/name``, as ``projections.views.workload_key``) is this."""
+        """Whether a workload key (``group/Kind/namespace/name``, as ``core.world.views.workload_key``) is this."""
         group, _, rest = workload.partition("/")
         return rest == f"{self.kind}/{self.namespace}/{self.name}" and (self.group is None or self.group == group)
 

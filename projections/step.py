@@ -1,4 +1,4 @@
-"""One step of the pipeline: fold an event into the world, decide, and stamp the resulting commands.
+"""The composition root: fold an event into the world, run every capability's decider, stamp the commands.
 
 ``step`` is the whole of tether's logic as a pure function of (world, event) — the daemon, ``tether replay
 --diff``, the Kafka benchmark and the property tests all call it, so what runs in production is exactly what
@@ -17,19 +17,23 @@ is replayed. It adds to the deciders four things that belong to no single decide
 * **Events on bindings** — a binding's observation is compared with the one before it, and what changed in what
   tether owns there (placed, rescheduled, stripped, suspended: ``core.admission.binding_events``) becomes a
   Kubernetes Event on it; the views before the fold are taken here, since the fold replaces them.
+
+It sits at the top of the pure stack: it composes the fold (``projections.fold``) with every capability's decider
+(``core/<capability>/decider.py``), so it imports both, and both lie below it.
 """
 
 from __future__ import annotations
 
-from tether.projections.world import World, evolve, note_issued, slot
+from tether.core.admission.decider import binding_observed, decide_admission, decide_binding_events
+from tether.core.commands import StartTimer, command_id, command_name, command_target
+from tether.core.datadependency.decider import decide
+from tether.core.decision import Decision, backoff_ms
+from tether.core.envelope import CommandRecord, EventRecord
+from tether.core.events import CommandFailed
+from tether.core.placement.decider import decide_pods
+from tether.core.world import World, slot
 
-from .admission.decider import binding_observed, decide_admission, decide_binding_events
-from .commands import StartTimer, command_id, command_name, command_target
-from .datadependency.decider import decide
-from .decision import Decision, backoff_ms
-from .envelope import CommandRecord, EventRecord
-from .events import CommandFailed
-from .placement.decider import decide_pods
+from .fold import evolve, note_issued
 
 
 def _retry_failed(world: World, record: EventRecord) -> list[Decision]:

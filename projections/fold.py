@@ -1,23 +1,15 @@
-"""The world as tether knows it: every event of the log folded into typed, indexed state.
+"""The fold: every event of the log folded into the world (``core.world``), one event at a time.
 
-:func:`evolve` folds one :class:`~tether.core.envelope.EventRecord` into a :class:`World` **in place** and
-returns what it touched. In-place mutation is a deliberate departure from the textbook ``evolve(state, event)
--> state``: copying maps of tens of thousands of claims per event would cost more than everything else a replay
-does, and determinism does not need immutability — it needs ``evolve`` to depend on nothing but the world and
-the event, which it does (no clock, no randomness, no I/O, and every iteration over a set is sorted).
+:func:`evolve` folds one :class:`~tether.core.envelope.EventRecord` into a :class:`~tether.core.world.World` **in
+place** and returns what it touched. In-place mutation is a deliberate departure from the textbook ``evolve(state,
+event) -> state``: copying maps of tens of thousands of claims per event would cost more than everything else a
+replay does, and determinism does not need immutability — it needs ``evolve`` to depend on nothing but the world
+and the event, which it does (no clock, no randomness, no I/O, and every iteration over a set is sorted).
 
-What is kept:
-
-* typed views of the observed objects tether reads — DataSourceClaims, DataSources, ResourceBindings, Karmada
-  Clusters — built once per observation (``projections/views.py``);
-* the indexes the decider needs to go from one object to the others in O(1): claims by workload and by data
-  identity, DataSources by identity, bindings by the workload they bind (``spec.resource``), DataSources
-  listing a claim in their ``status.claimRefs``;
-* the plugin configuration (location → clusters mapping) parsed from the VG ConfigMap;
-* the catalog: the last answer per data identity and the lookups in flight — where a write changed a DataSource's
-  location, that location is the answer (:func:`adopt_location`: what two writers do must converge);
-* tether's own commands in flight (so an unchanged request is not sent twice), retries waiting for a timer,
-  and requests the API rejected for good.
+The world's shape is core's (``core/world/``); this module fills it: it parses each observation into its view,
+keeps the indexes, the catalog's answers and tether's own commands in flight, and notes the commands ``step``
+issues (:func:`note_issued`, :func:`note_recorded`). Where a write changed a DataSource's location, that location is
+the answer (:func:`adopt_location`: what two writers do must converge).
 
 A write's outcome event carries the object the API server returned; it is folded like an observation, so the
 world learns the new resourceVersion without waiting for the watch. An observation that is not newer than what the
@@ -34,9 +26,7 @@ from typing import Any, cast
 import msgspec
 
 from tether.core.commands import (
-    CLAIM_FINALIZER,
     COMMAND_TYPES,
-    DATASOURCE_FINALIZER,
     Command,
     EmitMemberEvent,
     LookupDataLocation,
@@ -47,7 +37,6 @@ from tether.core.commands import (
     command_name,
     command_target,
 )
-from tether.core.datadependency.plugin_config import EMPTY_PLUGINS, PluginSet, parse_plugin_configmap
 from tether.core.envelope import CommandHead, EventRecord, rfc3339
 from tether.core.events import (
     CommandFailed,
@@ -66,29 +55,11 @@ from tether.core.events import (
 )
 from tether.core.identity import DataIdentity, data_source_name
 from tether.core.kube import KubeObject
-from tether.core.placement.dataflow import OPERATION_KINDS
-
-from .admission import (
-    CYCLE_PURPOSE,
-    AdmissionState,
-    fold_admission,
-    forget_admission_config,
-    note_cycle_armed,
-    note_resume,
-)
-from .admission import READ_KINDS as ADMISSION_READ_KINDS
-from .members import (
-    Members,
-    member_disconnected,
-    member_listed,
-    member_lists_started,
-    note_outcome,
-    note_releasing,
-    observe_member,
-    release_done,
-)
-from .versions import stale as _stale
-from .views import (
+from tether.core.plugin_config import EMPTY_PLUGINS, parse_plugin_configmap
+from tether.core.world import SMALL_INDEX, Index, Lookup, Settings, Timer, Touched, World, slot
+from tether.core.world.admission_state import CYCLE_PURPOSE
+from tether.core.world.data_operation import OPERATION_KINDS
+from tether.core.world.views import (
     BINDING,
     CLAIM,
     CLUSTER,
@@ -101,63 +72,25 @@ from .views import (
     parse_binding,
     parse_claim,
     parse_source,
-    workload_key,
 )
 
-#: An index: a key → the keys of the objects it leads to. Most entries lead to one object (a workload's binding, the
-#: DataSources listing a claim), so an entry is a sorted tuple while it has at most :data:`SMALL_INDEX` members — a
-#: 1-tuple is 56 bytes where a set of one is 216, which was a seventh of the world's memory (ops/bench/memory.py) —
-#: and a set beyond (an identity claimed by thousands), so that adding and removing stay O(1) where they are many.
-#: The form is a function of the members (:func:`_index_entry`), so two folds of one history hold equal indexes;
-#: readers only iterate, test, count and ``sorted`` an entry, which both forms answer alike.
-Index = dict[str, Collection[str]]
-SMALL_INDEX = 8
-
-
-class Settings(msgspec.Struct, frozen=True):
-    """What the projection needs to know about the installation."""
-
-    plugin_configmap: str = "volcano-global/volcano-global-datasource-plugins"
-    admission_configmap: str = "tether-system/tether-admission"  # plugin tiers and queue-managed kinds
-
-
-class Lookup(msgspec.Struct):
-    """The catalog's latest answer about one identity. kind: resolved | not-found | failed (| expired: a retry is
-    due). A resolved location may also come from a DataSource's location changed by a write (:func:`adopt_location`).
-    """
-
-    identity: DataIdentity
-    kind: str
-    location: str = ""
-    message: str = ""
-    retryable: bool = True
-    trigger: str = "lookup"
-    attempt: int = 0
-    at_ms: int = 0
-
-
-class Timer(msgspec.Struct, frozen=True):
-    """A timer the decider started and that has not fired yet (re-armed after a restart)."""
-
-    fire_at_ms: int
-    purpose: str
-    subject: str
-
-
-class Touched(msgspec.Struct):
-    """What one event may have changed: the decider reconciles exactly these (and what follows from them)."""
-
-    claims: set[str] = msgspec.field(default_factory=set)
-    sources: set[str] = msgspec.field(default_factory=set)
-    bindings: set[str] = msgspec.field(default_factory=set)
-    identities: set[str] = msgspec.field(default_factory=set)
-    all_bindings: bool = False
-    all_claims: bool = False
-    members: set[str] = msgspec.field(default_factory=set)  # member keys of PodGroups / Fluid operations
+from .admission_fold import READ_KINDS as ADMISSION_READ_KINDS
+from .admission_fold import fold_admission, forget_admission_config, note_cycle_armed, note_resume
+from .member_fold import (
+    member_disconnected,
+    member_listed,
+    member_lists_started,
+    note_outcome,
+    note_releasing,
+    observe_member,
+    release_done,
+)
+from .versions import stale as _stale
 
 
 class _Discarded:
-    """A stand-in for a set that keeps nothing, for a :class:`Touched` nobody reads (``bulk.BulkFold``, a replay).
+    """A stand-in for a set that keeps nothing, for a :class:`Touched` nobody reads (a replay:
+    ``replay_fold.ReplayFold``).
 
     ``add`` and ``update`` are the builtin ``bool``: a call straight into C, with no frame and no hashing
     (``bool`` of a set or tuple does not iterate it). Not a descriptor, so it is called with the argument alone."""
@@ -175,60 +108,6 @@ def _unread() -> Touched:
     replay's fold went into filling sets that were dropped unread)."""
     return Touched(claims=_DISCARDED, sources=_DISCARDED, bindings=_DISCARDED, identities=_DISCARDED,
                    members=_DISCARDED)
-
-
-class World(msgspec.Struct):
-    settings: Settings = Settings()
-    claims: dict[str, Claim] = {}
-    sources: dict[str, Source] = {}
-    bindings: dict[str, Binding] = {}
-    clusters: dict[str, bool] = {}  # Karmada cluster name → Ready
-    plugins: PluginSet = EMPTY_PLUGINS
-    lookups: dict[str, Lookup] = {}  # identity key → latest answer
-    lookups_in_flight: dict[str, int] = {}  # identity key → attempt
-    claims_by_workload: Index = {}
-    claims_by_identity: Index = {}
-    sources_by_identity: Index = {}
-    bindings_by_workload: Index = {}
-    sources_listing_claim: Index = {}  # claim key → DataSource names whose claimRefs list it
-    inflight: dict[str, str] = {}  # command slot → id of the command in flight
-    # claim key → the transition its status write in flight carries (UpdateClaimStatus.transition): the decider
-    # decides the claim again while it is on its way, and issues a newer status only for another transition
-    statuses_in_flight: dict[str, str] = {}
-    retry_wait: dict[str, int] = {}  # command slot → attempt, while a retry timer runs
-    rejected: dict[str, str] = {}  # command id → why the API rejected it for good
-    timers: dict[str, Timer] = {}  # timer id → timer, until it fires
-    tombstones: dict[str, str] = {}  # object key → resourceVersion it was deleted at (the latest TOMBSTONES)
-    lists_pending: set[str] = set()  # lists started and not ended (ListsStarted): nothing is decided until it is empty
-    claims_namespace: str = ""  # the namespace whose claims are watched (from ListsStarted); "" for all of them
-    members: Members = msgspec.field(default_factory=Members)  # the member clusters (projections/members.py)
-    events: int = 0
-    last_at_ms: int = 0
-    admission: AdmissionState = msgspec.field(default_factory=AdmissionState)  # queue admission (projections.admission)
-
-    def summary(self) -> dict[str, int]:
-        bound = sum(1 for c in self.claims.values() if c.phase == "Bound")
-        return {
-            "events": self.events,
-            "claims": len(self.claims),
-            "claims_bound": bound,
-            "claims_pending": len(self.claims) - bound,
-            "data_sources": len(self.sources),
-            "bindings": len(self.bindings),
-            "bindings_injected": sum(1 for b in self.bindings.values() if b.injected),
-            "clusters": len(self.clusters),
-            "lookups_in_flight": len(self.lookups_in_flight),
-            "commands_in_flight": len(self.inflight),
-        }
-
-
-def initial_world(settings: Settings | None = None) -> World:
-    return World(settings=settings or Settings())
-
-
-def slot(command: str, target: str) -> str:
-    """Commands of one type on one target replace each other; the slot names that pair."""
-    return f"{command}:{target}"
 
 
 #: How many deleted objects the world remembers. A write's outcome can reach the log after the watch reported the
@@ -630,7 +509,7 @@ def _fold_lists_started(world: World, record: EventRecord, event: ListsStarted, 
 
 
 def _fold_settings(world: World, record: EventRecord, event: SettingsApplied, touched: Touched) -> None:
-    """The daemon's settings (``max_hold_ms`` is admission's: ``projections.admission``). A ConfigMap that is no
+    """The daemon's settings (``max_hold_ms`` is admission's: ``projections.admission_fold``). A ConfigMap that is no
     longer the configuration's is forgotten — what it said no longer applies, and the lists that follow the event
     bring the new one — and every claim and binding is decided again under them (the daemon appends them with its
     lists, so in practice once the lists have ended)."""
@@ -801,7 +680,7 @@ def evolve(world: World, record: EventRecord, touched: Touched | None = None) ->
     fold = _FOLDS.get(type(event))
     if fold is not None:
         fold(world, record, event, touched)
-    # admission reads only some kinds of objects (projections.admission.READ_KINDS): the rest skip the call
+    # admission reads only some kinds of objects (admission_fold.READ_KINDS): the rest skip the call
     obj: KubeObject | None = None
     if isinstance(event, ObjectObserved | ObjectDeleted):
         obj = event.obj
@@ -861,7 +740,7 @@ def note_issued(world: World, command: Command, command_id: str, *, command_slot
         if command.purpose == CYCLE_PURPOSE:
             note_cycle_armed(world.admission, fire_at_ms=command.fire_at_ms)
     elif isinstance(command, EmitMemberEvent) and command.involved.kind == "PodGroup":
-        held = world.members.clusters.get(command.cluster)  # reported on transitions only (projections.members)
+        held = world.members.clusters.get(command.cluster)  # reported on transitions only (projections.member_fold)
         if held is not None:
             held.reported[command.involved.key] = command.reason
     elif isinstance(command, EmitMemberEvent) and command.involved.kind in OPERATION_KINDS:
@@ -891,28 +770,6 @@ def note_recorded(world: World, head: CommandHead) -> None:
 
 
 __all__ = [
-    "BINDING",
-    "CLAIM",
-    "CLAIM_FINALIZER",
-    "CLUSTER",
-    "CONFIGMAP",
-    "DATASOURCE",
-    "DATASOURCE_FINALIZER",
-    "LOCATION_WRITES",
-    "Binding",
-    "Claim",
-    "Lookup",
-    "Settings",
-    "Source",
-    "Touched",
-    "World",
-    "adopt_location",
-    "evolve",
-    "initial_world",
-    "location_moved",
-    "note_issued",
-    "note_recorded",
-    "slot",
-    "workload_key",
-    "writing_location",
+    "LOCATION_WRITES", "TOMBSTONES", "adopt_location", "canonical_indexes", "evolve", "location_moved", "note_issued",
+    "note_recorded", "writing_location",
 ]

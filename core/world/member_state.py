@@ -1,10 +1,17 @@
-"""The views of a member cluster's objects: what tether keeps of a Node, a Pod, a Godel PodGroup and a Fluid data
-operation, parsed from an observation (``projections.members`` folds them into a member's state).
+"""What tether keeps of the member clusters: Nodes, Pods, Godel PodGroups, Fluid operations and their Jobs.
 
-Every version of every pod comes here, so a pod's spec and status are decoded into the few fields tether reads
-(:func:`parse_pod`); what does not have the expected types is read whole as dictionaries by
+Pods, Nodes, PodGroups and Fluid's data operations live in the member clusters, not in Karmada's API server. The
+world holds them in one :class:`MemberState` per cluster (``World.members``), never in the control plane's maps: a
+pod ``default/p`` in two members is two objects, and the keys the decider and the log use are
+``<cluster>:Kind/ns/name`` (``core.events.member_key``). The fold fills it (``projections.member_fold``, which
+says what each field is for); pod placement (``core.placement``) reads it.
+
+Every version of every pod is parsed into its view, so a pod's spec and status are decoded into the few fields
+tether reads (:func:`parse_pod`); what does not have the expected types is read whole as dictionaries by
 :func:`_parse_pod_tolerant`, which gives the same view (a property test checks it on bent pods). A pod's request is
-computed once per distinct set of container requests (pods come from a few templates).
+computed once per distinct set of container requests (pods come from a few templates). A PodGroup's spec and a
+Fluid operation are parsed by pod placement's own readers (``core.placement.pod_group_spec``,
+``core.placement.dataflow``) into the types the world keeps (:mod:`.pod_group`, :mod:`.data_operation`).
 """
 
 from __future__ import annotations
@@ -14,11 +21,11 @@ from typing import Any
 
 import msgspec
 
-from tether.core.kube import Condition, KubeObject, as_list, object_dict, parse_conditions
-from tether.core.placement.dataflow import OPERATION_KINDS, DataFlowSpecError, DataOperation, parse_operation
-from tether.core.placement.operation_status import CONDITION_TYPE, accepts_conditions
-from tether.core.placement.pod_group_spec import POD_GROUP_ANNOTATION, GroupSpec, InvalidPodGroup, parse_pod_group
-from tether.core.quantity import InvalidQuantity, ResourceList, add, resource_list
+from ..keys import POD_GROUP_ANNOTATION
+from ..kube import Condition, KubeObject, NodeSelectorTerm, as_list
+from ..quantity import InvalidQuantity, ResourceList, add, resource_list
+from .data_operation import OPERATION_KINDS, DataOperation, RecordedPlacement
+from .pod_group import GroupSpec
 
 NODE, POD, POD_GROUP, JOB = "Node", "Pod", "PodGroup", "Job"
 MEMBER_KINDS = (NODE, POD, POD_GROUP, JOB, *OPERATION_KINDS)
@@ -193,35 +200,39 @@ def parse_node(obj: KubeObject) -> MemberNode:
                       resource_version=obj.metadata.resource_version)
 
 
-def _raw(obj: KubeObject) -> dict[str, Any]:
-    return {"apiVersion": obj.api_version, "kind": obj.kind,
-            "metadata": {"name": obj.metadata.name, "namespace": obj.metadata.namespace},
-            "spec": object_dict(obj.spec), "status": object_dict(obj.status)}
+class MemberState(msgspec.Struct):
+    """One member cluster: its objects by ``Kind/ns/name`` key (nodes by name) and its indexes."""
+
+    nodes: dict[str, MemberNode] = {}
+    pods: dict[str, MemberPod] = {}
+    groups: dict[str, MemberGroup] = {}
+    operations: dict[str, MemberOperation] = {}
+    job_owner: dict[str, str] = {}  # Job key → operation key
+    pods_by_group: dict[str, set[str]] = {}  # PodGroup key → pod keys
+    pods_by_job: dict[str, set[str]] = {}  # Job key → pod keys
+    successors: dict[str, set[str]] = {}  # operation key → keys of the operations inheriting from it
+    recorded: dict[str, RecordedPlacement] = {}  # operation key → where its succeeded pod ran
+    recorded_from: dict[str, tuple[str, str]] = {}  # operation key → (creation, pod name) of the pod recorded
+    lists_pending: set[str] = set()
+    jobs: set[str] = set()  # every Job key known, owned by an operation or not (a pod's Job is known or not yet)
+    reported: dict[str, str] = {}  # PodGroup key → reason of the last Event tether issued on it (transitions only)
+    # pod key → (command id, required terms) of tether's ReleasePod in flight (the pod still gated here)
+    releasing: dict[str, tuple[str, tuple[NodeSelectorTerm, ...]]] = {}
+    outcomes: dict[str, Condition] = {}  # operation key → the outcome tether reported on it (its last Event's)
+    position: str = ""  # ``partition:offset`` of the last event about this member folded (what the webhook records)
 
 
-def parse_group(obj: KubeObject) -> MemberGroup:
-    meta = obj.metadata
-    try:
-        return MemberGroup(namespace=meta.namespace, name=meta.name, uid=meta.uid, spec=parse_pod_group(_raw(obj)))
-    except InvalidPodGroup as exc:
-        return MemberGroup(namespace=meta.namespace, name=meta.name, uid=meta.uid, error=str(exc))
+class Members(msgspec.Struct):
+    clusters: dict[str, MemberState] = {}
 
-
-def parse_member_operation(obj: KubeObject) -> MemberOperation:
-    meta = obj.metadata
-    status = obj.status_dict()
-    conditions = parse_conditions(status.get("conditions"))
-    base = MemberOperation(kind=obj.kind, namespace=meta.namespace, name=meta.name, uid=meta.uid,
-                           api_version=obj.api_version,
-                           condition=next((c for c in conditions if c.type == CONDITION_TYPE), None),
-                           accepts_conditions=accepts_conditions(status))
-    try:
-        return msgspec.structs.replace(base, operation=parse_operation(_raw(obj)))
-    except DataFlowSpecError as exc:
-        return msgspec.structs.replace(base, error=str(exc))
+    def state(self, cluster: str) -> MemberState:
+        held = self.clusters.get(cluster)
+        if held is None:
+            held = self.clusters[cluster] = MemberState()
+        return held
 
 
 __all__ = [
     "JOB", "MEMBER_KINDS", "NODE", "POD", "POD_GROUP", "MemberGroup", "MemberNode", "MemberOperation", "MemberPod",
-    "parse_group", "parse_member_operation", "parse_node", "parse_pod",
+    "MemberState", "Members", "parse_node", "parse_pod",
 ]

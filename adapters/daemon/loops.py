@@ -8,7 +8,7 @@
            catalog poller, push endpoint, timers
 
 **Decider loop.** Consumes the events stream as consumer ``decider``; for each batch, folds every record into
-the world with :func:`tether.core.pipeline.step` and commits the resulting commands together with the new
+the world with :func:`tether.projections.step.step` and commits the resulting commands together with the new
 position (one transaction on SQLite). Most batches produce no command (the watch echo of tether's own writes,
 outcomes): their position is not committed on its own at once but with the next batch that produces commands,
 or by itself ``position_delay`` seconds later if none comes — a log transaction saved on most events, and the
@@ -114,12 +114,12 @@ from tether.core.events import (
     TimerFired,
     event_key,
 )
-from tether.core.pipeline import step
-from tether.projections.admission import CYCLE_PURPOSE as ADMISSION_CYCLE
+from tether.core.world import Settings, World, initial_world, slot
+from tether.core.world.admission_state import CYCLE_PURPOSE as ADMISSION_CYCLE
 from tether.projections.snapshot import decode_world, encode_world
-from tether.projections.world import Settings, World, initial_world, slot
+from tether.projections.step import step
 
-log = structlog.get_logger("tether.runtime")
+log = structlog.get_logger("tether.loops")
 
 SNAPSHOT_NAME = "world"
 
@@ -147,7 +147,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class Runtime:
+class Loops:
     """Runs the decider and executor loops of one tether process."""
 
     def __init__(
@@ -373,7 +373,7 @@ class Runtime:
 
     async def execute_loop(self) -> None:
         """Run the pipelined executor (module doc) until cancelled."""
-        await _Pipeline(self).run()
+        await _ExecutorLoop(self).run()
 
     # --- running -----------------------------------------------------------------------------------------
 
@@ -411,8 +411,8 @@ class Runtime:
         raise TimeoutError("the pipeline did not become idle")
 
 
-class _Pipeline:
-    """The executor loop of one :class:`Runtime` (see the module doc, "Executor loop").
+class _ExecutorLoop:
+    """The executor loop of one :class:`Loops` (see the module doc, "Executor loop").
 
     Three kinds of tasks share this object, all on one event loop:
 
@@ -429,9 +429,9 @@ class _Pipeline:
     oldest command whose outcome is not appended yet, or the end of what was read when none is pending.
     """
 
-    def __init__(self, runtime: Runtime) -> None:
-        self.rt = runtime
-        self.slots = asyncio.Semaphore(runtime.concurrency)
+    def __init__(self, loops: Loops) -> None:
+        self.rt = loops
+        self.slots = asyncio.Semaphore(loops.concurrency)
         self.queues: dict[str, deque[CommandRecord]] = {}
         self.last_of_slot: dict[str, CommandRecord] = {}  # the latest queued command of each (purpose, object)
         self.pending: dict[int, list[int]] = defaultdict(list)  # partition → offsets read, outcome not appended
@@ -446,7 +446,7 @@ class _Pipeline:
         self.holding: set[asyncio.Future[None]] = set()  # one per running command of ``hold_for``
         self.deferred: dict[str, deque[CommandRecord]] = {}  # slot → its queued bookkeeping commands (module doc)
         self.deadlines: dict[str, float] = {}  # slot → when its deferred commands may start
-        self.bookkeeping = asyncio.Semaphore(runtime.bookkeeping_concurrency)
+        self.bookkeeping = asyncio.Semaphore(loops.bookkeeping_concurrency)
         self.first_waiting = 0  # commands of ``first`` read and not started yet (no slot of ``concurrency``)
         self.no_first_waiting = asyncio.Event()  # set while first_waiting is 0
         self.no_first_waiting.set()

@@ -1,7 +1,8 @@
 """Typed views of the objects tether reads, parsed once per observation from the trimmed snapshots.
 
 The log keeps whole objects (``core.kube.KubeObject``: ``spec`` and ``status`` stay raw JSON, so a future
-decider can read a field nobody reads today); the projections work on these views instead.
+decider can read a field nobody reads today); the fold (``projections.fold``) puts these views in the world, and
+the deciders and the webhook decisions read them. A view and its parser are one description, so both live here.
 
 A view decodes **eagerly only what the fold needs** to key and index the object (its reference, resourceVersion,
 data identity, workload, finalizers, deletion, claimRefs) and keeps the raw JSON of the rest; what only the
@@ -16,6 +17,12 @@ the typed decode fails and the tolerant path runs on plain dictionaries, field b
 malformed claim becomes a :class:`Claim` with ``problem`` set (the decider turns that into an ``InvalidSpec``
 condition), never an exception. Both paths give the same view for every well-typed object. The namespace of a
 claim's workload is defaulted here, and nowhere else.
+
+The typed structs are a projection of the kinds' one description, ``core.api`` (:data:`READS` pairs each with the
+kind's struct it reads, and a test fails when a field is not the kind's): they decode only what tether reads, the
+rest skipped unparsed; they keep sequences as tuples, which the decider compares with what it builds; and they are
+lenient where the published types are strict (a claim without a workload is read, and reported), since a reader
+must take whatever the API server stored.
 """
 
 from __future__ import annotations
@@ -27,18 +34,19 @@ from typing import Any
 
 import msgspec
 
-from tether.core.commands import (
+from .. import api
+from ..commands import DATA_GROUP_VERSION
+from ..identity import DataIdentity, identity_problem, make_identity
+from ..keys import (
+    ADDED_BY_TERM_ANNOTATION,
     CLAIM_FINALIZER,
-    DATA_GROUP_VERSION,
     DATASOURCE_FINALIZER,
     EXCLUDED_CLUSTERS_ANNOTATION,
     LOCATION_ANNOTATION,
     PLACEMENT_INJECTED_ANNOTATION,
 )
-from tether.core.datadependency.exclusions import ADDED_BY_TERM_ANNOTATION, added_exclusions
-from tether.core.identity import DataIdentity, identity_problem, make_identity
-from tether.core.kube import Condition, KubeObject, ObjectRef, object_dict, parse_conditions
-from tether.core.lazy import lazy
+from ..kube import Condition, KubeObject, ObjectRef, object_dict, parse_conditions
+from ..lazy import lazy
 
 CLAIM = "DataSourceClaim"
 DATASOURCE = "DataSource"
@@ -128,6 +136,13 @@ class Binding(msgspec.Struct, dict=True):
     def added(self) -> tuple[str, ...]:
         """The clusters tether's own exclusions added (from its annotation)."""
         return tuple(sorted(added_exclusions(self.annotations)))
+
+
+def added_exclusions(annotations: Mapping[str, str]) -> frozenset[str]:
+    """The clusters tether's exclusions added to a binding, as its annotation records them (the union over its
+    terms: ``core.datadependency.exclusions``)."""
+    raw = annotations.get(EXCLUDED_CLUSTERS_ANNOTATION, "")
+    return frozenset(c for c in (p.strip() for p in raw.split(",")) if c)
 
 
 # --- sharing what many views hold alike ----------------------------------------------------------------------
@@ -264,7 +279,7 @@ def _identity_and_problem(system: str, type_: str, name: str,
 
     Thousands of claims name a few hundred tables: sharing the (immutable) identity saves building and checking
     it per claim, and its key, memoised on the object, is computed once for all the claims that name it. It also
-    lets a re-parsed claim keep the very identity object it had (``world._put_claim`` tests that first)."""
+    lets a re-parsed claim keep the very identity object it had (``projections.fold._put_claim`` tests that first)."""
     identity = DataIdentity(system=system, type=type_, name=name, attributes=attributes)
     return identity, identity_problem(identity) or ""
 
@@ -381,6 +396,14 @@ class _SourceStatus(msgspec.Struct, gc=False, rename="camel"):
     claim_refs: msgspec.Raw = msgspec.Raw(b"[]")  # the whole array, unparsed: see _source_status_of
 
 
+#: Each reader struct and the struct of ``core.api`` it reads: a reader reads a projection of the kind's one
+#: description (its fields, by their wire names) — ``tests/ops/test_resource_descriptions.py`` holds them together.
+READS: dict[type[msgspec.Struct], type[msgspec.Struct]] = {
+    _ClaimSpec: api.DataSourceClaimSpec, _Workload: api.WorkloadReference, _ClaimStatus: api.DataSourceClaimStatus,
+    _SourceSpec: api.DataSourceSpec, _Locality: api.Locality, _SourceStatus: api.DataSourceStatus,
+    _RawRef: api.ClaimReference, ObjectRef: api.ClaimReference,
+}
+
 _source_spec = msgspec.json.Decoder(_SourceSpec)
 _source_status = msgspec.json.Decoder(_SourceStatus, strict=False)  # strict=False: as _claim_refs
 _object_refs = msgspec.json.Decoder(tuple[ObjectRef, ...], strict=False)  # as tether writes refs (partial ones:
@@ -487,7 +510,7 @@ def parse_source(obj: KubeObject, previous: Source | None = None, claims: Mappin
     )
     if parsed.array is not None:
         source.__dict__["refs_json"] = parsed.array
-    if parsed.extends is not None:  # read (and dropped) by the projection's index update
+    if parsed.extends is not None:  # read (and dropped) by the fold's index update
         source.__dict__["extends"] = parsed.extends
     return source
 

@@ -1,23 +1,23 @@
 """The replay's fold: many events at once, parsing each object once for its last version.
 
-:func:`~tether.projections.world.evolve` folds one event and says what it touched, for the deciders to
+:func:`~tether.projections.fold.evolve` folds one event and says what it touched, for the deciders to
 reconcile; the daemon needs exactly that. A replay that only rebuilds state (``tether replay``, from the start or
 from a snapshot; the benchmark) needs none of it, and it can use what the log is made of: an observation is a
 **full snapshot** of its object (level-triggered, as controller-runtime has it), so the world after a run of
 observations of one object is the world after the last of them. In the bench's log a claim is written about six
 times, a binding four times and a DataSource forty times (each claim bound rewrites its claimRefs); parsing and
-indexing each version is most of what a replay costs. :class:`BulkFold` keeps, per claim, DataSource, binding
+indexing each version is most of what a replay costs. :class:`ReplayFold` keeps, per claim, DataSource, binding
 and Karmada Cluster, the latest version it saw — after the same staleness tests ``evolve`` makes, at the same
 position, so tombstones are kept and dropped exactly as they would be — and parses it once, when something
 needs it:
 
-* at :meth:`BulkFold.finish` (the end of the replay), for everything still held;
+* at :meth:`ReplayFold.finish` (the end of the replay), for everything still held;
 * before a deletion of that object (which buries the resourceVersion the world held), and before any DataSource
   deletion for every DataSource (dropping the last DataSource of an identity forgets its catalog answer, which
   depends on the other DataSources of the identity);
 * before a relist (which compares the world's keys with the listed ones), for every object.
 
-Admission's view (``projections.admission``) of bindings and Clusters is held the same way — a replay meets every
+Admission's view (``projections.admission_fold``) of bindings and Clusters is held the same way — a replay meets every
 version of every binding, and most are never read by admission at all — with three exceptions that keep it equal
 to ``evolve``'s: a binding tether has resumed and not yet seen unsuspended (``admitted``) is folded version by
 version, since one unsuspended version in the run ends that; a binding's held version is folded before the
@@ -25,7 +25,7 @@ ResumeBinding noted after a later event (it came first); and every held version 
 bindings admission reads (the admission ConfigMap, ``SettingsApplied``) and before a relist. A binding's deletion
 drops its held version.
 
-A member cluster's pods (``projections.members``: a pod is written four or five times — created gated, released,
+A member cluster's pods (``projections.member_fold``: a pod is written four or five times — created gated, released,
 echoed, bound, finished) are held the same way, per member, and folded before anything of that member that may
 read them or change what their fold records: a pod's deletion (its last version may record where a Fluid
 operation ran), a Node, Job or Fluid operation of the member (observed, deleted or a write's result; not a PodGroup
@@ -58,7 +58,6 @@ from typing import Any
 
 import msgspec
 
-from tether.core.commands import LOCATION_ANNOTATION
 from tether.core.envelope import CommandHead, EventRecord, StoredEvent
 from tether.core.events import (
     CommandFailed,
@@ -75,12 +74,11 @@ from tether.core.events import (
     TimerFired,
 )
 from tether.core.identity import DataIdentity
+from tether.core.keys import LOCATION_ANNOTATION
 from tether.core.kube import KubeObject
-
-from .admission import READ_KINDS, fold_admission, fold_admission_binding, fold_admission_cluster
-from .members import MEMBER_KINDS, POD, POD_GROUP, observe_member, release_done
-from .versions import stale as _stale
-from .views import (
+from tether.core.world import World
+from tether.core.world.member_state import MEMBER_KINDS, POD, POD_GROUP
+from tether.core.world.views import (
     BINDING,
     CLAIM,
     CLUSTER,
@@ -92,10 +90,11 @@ from .views import (
     parse_claim,
     parse_source,
 )
-from .world import (
+
+from .admission_fold import READ_KINDS, fold_admission, fold_admission_binding, fold_admission_cluster
+from .fold import (
     _FOLDS,
     LOCATION_WRITES,
-    World,
     _command_done,
     _fold_member,
     _forget,
@@ -111,6 +110,8 @@ from .world import (
     note_recorded,
     writing_location,
 )
+from .member_fold import observe_member, release_done
+from .versions import stale as _stale
 
 #: The other event types that may be about a member cluster (``world._fold_member`` decides).
 _MAYBE_MEMBER = frozenset({ObjectsListed, ListsStarted, MemberDisconnected, CommandFailed, TimerFired})
@@ -135,7 +136,7 @@ def _version(held: Held) -> str:
     return held.version if type(held) is StoredEvent else held.metadata.resource_version  # type: ignore[union-attr]
 
 
-class BulkFold:
+class ReplayFold:
     """Folds batches of events into ``world`` (in place); :meth:`finish` completes it. Between the two the world
     lacks the last versions of some objects: read it after :meth:`finish` only."""
 
@@ -506,7 +507,7 @@ class BulkFold:
 
 def fold_batch(world: World, records: Iterable[EventRecord],
                issued: dict[int, list[CommandHead]] | None = None) -> None:
-    """Fold ``records`` into ``world`` when nobody reads what they touched: :class:`BulkFold` over one batch."""
-    bulk = BulkFold(world)
+    """Fold ``records`` into ``world`` when nobody reads what they touched: :class:`ReplayFold` over one batch."""
+    bulk = ReplayFold(world)
     bulk.fold(records, issued)
     bulk.finish()

@@ -1,7 +1,8 @@
 """``tether demo``: the command; the sandbox world it runs is :mod:`tether.adapters.sandbox.demo`.
 
-This is the one product module that imports from ``adapters/sandbox/`` (a test enforces it): the demo is the
-sandbox's reason to ship with tether.
+The command lives with the demo, in the sandbox: no product module imports ``adapters/sandbox/`` (a test enforces
+it), and the CLI declares the command by name (``adapters/cli/__init__.py``), as it declares every command — the
+demo is the sandbox's reason to ship with tether.
 
 The demo ends with commands to run next (``tether replay tether-demo.db --explain ...``); they must work as
 printed, in the shell the demo was started from. ``ops/demo.sh`` installs tether into the checkout's ``.venv``

@@ -1,6 +1,6 @@
-"""The replay's fold (:class:`BulkFold`: each object parsed once, for its last version) against ``evolve``.
+"""The replay's fold (:class:`ReplayFold`: each object parsed once, for its last version) against ``evolve``.
 
-Random histories over a few objects of every kind the bulk fold holds back — claims, DataSources, bindings,
+Random histories over a few objects of every kind the replay fold holds back — claims, DataSources, bindings,
 clusters, and admission's view of bindings — with what makes holding back delicate: echoes and older
 resourceVersions (which must be dropped exactly as ``evolve`` drops them), resourceVersions crossing a power of ten,
 deletions and re-creations (tombstones, kept in order), relists, forgotten objects (a command's outcome without an
@@ -29,7 +29,6 @@ from hypothesis import strategies as st
 from tether.adapters.kubernetes import manifests
 from tether.core.commands import (
     DATA_GROUP_VERSION,
-    LOCATION_ANNOTATION,
     Command,
     ReleasePod,
     ResumeBinding,
@@ -59,10 +58,12 @@ from tether.core.events import (
     list_source,
 )
 from tether.core.identity import make_identity
+from tether.core.keys import LOCATION_ANNOTATION
 from tether.core.kube import KubeObject, ObjectRef, trim
-from tether.projections.admission import MANAGED_KEY
-from tether.projections.bulk import BulkFold, fold_batch
-from tether.projections.world import World, evolve, initial_world, note_issued
+from tether.core.world import World, initial_world
+from tether.projections.admission_fold import MANAGED_KEY
+from tether.projections.fold import evolve, note_issued
+from tether.projections.replay_fold import ReplayFold, fold_batch
 
 NS = "n0"
 CLAIMS = ("k0", "k1", "k2")
@@ -298,9 +299,9 @@ def _as_stored(records: list[EventRecord]) -> list[EventRecord | StoredEvent]:
 
 
 def _folded_as_stored(h: History, *, noted: bool) -> World:
-    """The bulk fold's world of the history, as stored records (:func:`_as_stored`), each batch's recorded commands
+    """The replay fold's world of the history, as stored records (:func:`_as_stored`), each batch's recorded commands
     noted (``noted``: a write's outcome is then decoded, to free its command's slot) or none."""
-    bulk = BulkFold(initial_world())
+    bulk = ReplayFold(initial_world())
     issued = {offset: [decode_command_head(encode(c)) for c in commands] for offset, commands in h.issued.items()}
     for batch in h.events:
         bulk.fold(_as_stored(batch), issued if noted else None)
@@ -367,12 +368,12 @@ def _folded_as_stored(h: History, *, noted: bool) -> World:
     ("binding", "w1", "c1", "next", False, False),
     ("settings", ADMISSION_CONFIGMAPS[1]),
 ])
-def test_the_bulk_fold_builds_the_world_evolve_builds(history: list[tuple[Any, ...]]) -> None:
+def test_the_replay_fold_builds_the_world_evolve_builds(history: list[tuple[Any, ...]]) -> None:
     h = History()
     for action in history:
         h.do(action)
     evolved = _evolved(h)
-    bulk = BulkFold(initial_world())
+    bulk = ReplayFold(initial_world())
     issued = {offset: [decode_command_head(encode(c)) for c in commands] for offset, commands in h.issued.items()}
     for batch in h.events:
         bulk.fold(batch, issued)
@@ -411,7 +412,7 @@ def test_a_malformed_version_folds_as_evolve_folds_it_held_or_last() -> None:
 
 def test_a_member_clusters_events_fold_into_the_members_as_evolve_folds_them() -> None:
     """A member's pods, nodes, lists and command outcomes go to ``world.members`` (``tether replay`` and
-    ``--explain`` read the members from the bulk fold), never into the control plane's maps."""
+    ``--explain`` read the members from the replay fold), never into the control plane's maps."""
     def pod(name: str, rv: str, node: str = "") -> dict[str, Any]:
         return {"apiVersion": "v1", "kind": "Pod", "metadata": {
             "name": name, "namespace": NS, "uid": f"u-{name}", "resourceVersion": rv,
@@ -592,14 +593,14 @@ class MemberHistory(History):
     ("node", "m1", "n2", "r2"),
 ])
 def test_a_members_pods_fold_as_evolve_folds_them(history: list[tuple[Any, ...]]) -> None:
-    """Member pods are held for their last version like claims (the bulk fold parses a pod once): the members the
-    bulk fold builds are ``evolve``'s — indexes, the placement recorded for a Fluid operation, positions — whatever
+    """Member pods are held for their last version like claims (the replay fold parses a pod once): the members the
+    replay fold builds are ``evolve``'s — indexes, the placement recorded for a Fluid operation, positions — whatever
     the Jobs, nodes, operations, relists, failures and deletions between the versions, and wherever batches end."""
     h = MemberHistory()
     for action in history:
         h.do(action)
     evolved = _evolved(h)
-    bulk = BulkFold(initial_world())
+    bulk = ReplayFold(initial_world())
     issued = {offset: [decode_command_head(encode(c)) for c in commands] for offset, commands in h.issued.items()}
     for batch in h.events:
         bulk.fold(batch, issued)

@@ -1,22 +1,23 @@
-"""What queue admission needs of the world: Queues, PriorityClasses, cluster capacity, workloads' queues, and
-the admission view of every ResourceBinding — folded from the same events as the rest of the world.
+"""Queue admission's fold: Queues, PriorityClasses, cluster capacity, workloads' queues, and the admission view
+of every ResourceBinding — folded from the same events as the rest of the world.
 
-:func:`fold_admission` is called by :func:`~tether.projections.world.evolve` for every event; it keeps its
-state in ``World.admission`` (:class:`AdmissionState`) so that the data-dependency projection is untouched by it
-and the two can be merged, snapshotted and replayed together. Like the rest of the world it depends on nothing
+:func:`fold_admission` is called by :func:`~tether.projections.fold.evolve` for every event; it keeps its state in
+``World.admission`` (:class:`~tether.core.world.admission_state.AdmissionState`, whose shape is core's) so that
+the data-dependency part of the world is untouched by it and the two can be merged, snapshotted and replayed
+together. Like the rest of the world it depends on nothing
 but (world, event): no clock, sorted iteration where order matters.
 
 What is kept, per kind:
 
-* **Queue** (``scheduling.volcano.sh/v1beta1``): the session's :class:`~tether.core.admission.model.Queue` and the
+* **Queue** (``scheduling.volcano.sh/v1beta1``): the session's :class:`~tether.core.world.admission_state.Queue` and the
   status tether last saw on it (so the decider writes a status only when it differs);
 * **PriorityClass**: value by name, and the ``globalDefault`` one's value;
 * **Cluster** (Karmada): ``status.resourceSummary`` allocatable and allocated (+ allocating), and readiness;
 * **workloads** (apps/v1 Deployments, ``batch.volcano.sh`` Jobs): only the queue name and the PriorityClass name,
   resolved as Volcano Global does (``core.admission.objects.workload_queue_name``) — the decision path never reads the
   workload itself;
-* **ResourceBinding**: :class:`AdmissionBinding` (suspension, per-replica request, replicas, Divided or
-  Duplicated, ``schedulePriority``, tether's admission annotations);
+* **ResourceBinding**: :class:`~tether.core.world.admission_state.AdmissionBinding` (suspension, per-replica
+  request, replicas, Divided or Duplicated, ``schedulePriority``, tether's admission annotations);
 * **the admission ConfigMap**: the plugin tiers (``volcano-scheduler.conf``) and which bindings are
   queue-managed. A configuration that does not parse keeps the previous one and records the error (the decider
   reports it; nothing is lost).
@@ -38,14 +39,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from tether.core.admission.config import (
-    DEFAULT_ADMISSION_CONFIG,
-    AdmissionConfigError,
-    load_yaml,
-    parse_admission_config,
-)
-from tether.core.admission.data_hold import DEFAULT_MAX_HOLD_MS
-from tether.core.admission.model import AdmissionConfig, ClusterCapacity, Queue
+from tether.core.admission.config import AdmissionConfigError, load_yaml, parse_admission_config
 from tether.core.admission.objects import queue_from_object, workload_queue_name
 from tether.core.envelope import EventRecord, parse_rfc3339_ms
 from tether.core.events import (
@@ -57,8 +51,26 @@ from tether.core.events import (
     SettingsApplied,
     TimerFired,
 )
-from tether.core.kube import KubeObject, ObjectRef, as_list, as_mapping, dig, ref_of
-from tether.core.quantity import InvalidQuantity, ResourceList, add, resource_list
+from tether.core.keys import (
+    ADMISSION_ANNOTATION,
+    ADMITTED_REQUEST_ANNOTATION,
+    OVERRUN_ANNOTATION,
+    RELEASED_ANNOTATION,
+)
+from tether.core.kube import KubeObject, as_list, as_mapping, dig, ref_of
+from tether.core.quantity import InvalidQuantity, ResourceList, resource_list
+from tether.core.world.admission_state import (
+    CYCLE_PURPOSE,
+    DEFAULT_ADMISSION_CONFIG,
+    AdmissionBinding,
+    AdmissionState,
+    ObservedCluster,
+    Queue,
+    QueueManaged,
+    QueueObserved,
+    WorkloadQueue,
+)
+from tether.core.world.views import workload_key
 
 QUEUE = "Queue"
 PRIORITY_CLASS = "PriorityClass"
@@ -68,95 +80,8 @@ BINDING = "ResourceBinding"
 CLUSTER = "Cluster"
 CONFIGMAP = "ConfigMap"
 
-#: tether's annotations on a binding held by admission: the hold reason (set by the webhook when it suspends, and
-#: by the decider with the queue's reason), and the whole request admitted (set by the resume).
-ADMISSION_ANNOTATION = "tether.dev/admission"
-ADMITTED_REQUEST_ANNOTATION = "tether.dev/admitted-request"
-OVERRUN_ANNOTATION = "tether.dev/admission-overrun"
-#: Set on a binding released at its hold's bound without the data constraint (``core.admission.data_hold``); removed
-#: once tether's data placement is on it.
-RELEASED_ANNOTATION = "tether.dev/admission-released"
 CONFIG_KEY = "volcano-scheduler.conf"
-CYCLE_PURPOSE = "admission-cycle"  # the timer of the admission decider's cycles
 MANAGED_KEY = "queue-managed"
-
-
-class QueueManaged(msgspec.Struct, frozen=True, kw_only=True):
-    """Which bindings go through queue admission: ``kinds`` as ``group/Kind`` (``apps/Deployment``,
-    ``batch.volcano.sh/Job``), ``namespaces`` (empty: all). No kinds: none (admission then only holds bindings
-    for their data)."""
-
-    kinds: tuple[str, ...] = ()
-    namespaces: tuple[str, ...] = ()
-
-    def manages(self, workload_kind: str, namespace: str) -> bool:
-        return workload_kind in self.kinds and (not self.namespaces or namespace in self.namespaces)
-
-
-class AdmissionBinding(msgspec.Struct, frozen=True, kw_only=True):
-    """A ResourceBinding as admission reads it (amounts in milli-units)."""
-
-    ref: ObjectRef
-    resource_version: str
-    workload: str  # the data-dependency projection's workload key: group/Kind/namespace/name
-    workload_kind: str  # group/Kind
-    suspended: bool
-    request: ResourceList = {}
-    replicas: int = 1
-    divided: bool = False
-    target_clusters: tuple[str, ...] = ()  # spec.clusters names (scheduled)
-    affinity_names: tuple[str, ...] = ()  # placement.clusterAffinity.clusterNames
-    affinity_exclude: tuple[str, ...] = ()
-    schedule_priority: int | None = None
-    creation_ms: int = 0
-    hold: str | None = None  # the tether.dev/admission annotation (None: absent)
-    overrun: str | None = None
-    released: str | None = None  # the tether.dev/admission-released annotation
-    admitted_request: ResourceList | None = None
-    problem: str = ""  # why the spec cannot be admitted as it is (a malformed quantity)
-
-
-class WorkloadQueue(msgspec.Struct, frozen=True):
-    queue: str
-    priority_class: str
-
-
-class QueueObserved(msgspec.Struct, frozen=True, kw_only=True):
-    ref: ObjectRef
-    queue: Queue
-    status: dict[str, Any] = {}  # allocated/pending/running/inqueue as last seen
-    problem: str = ""
-
-
-class ObservedCluster(msgspec.Struct, frozen=True, gc=False):
-    """A Karmada Cluster as last observed: its status as the API wrote it (JSON), read by :func:`cluster_capacity`
-    when a cycle needs it. (Plain bytes rather than the observation's raw JSON field: the state is also written
-    into msgpack snapshots.)"""
-
-    name: str
-    status: bytes
-
-
-class AdmissionState(msgspec.Struct):
-    queues: dict[str, QueueObserved] = {}
-    priority_classes: dict[str, int] = {}
-    default_priority: int = 0
-    default_priority_class: str = ""
-    clusters: dict[str, ObservedCluster] = {}  # Karmada Clusters as observed (cluster_capacities reads them)
-    workloads: dict[str, WorkloadQueue] = {}  # workload key → its queue and PriorityClass name
-    bindings: dict[str, AdmissionBinding] = {}
-    config: AdmissionConfig = DEFAULT_ADMISSION_CONFIG
-    config_error: str = ""
-    managed: QueueManaged = QueueManaged()
-    admitted: dict[str, str] = {}  # binding key → id of the ResumeBinding issued (until seen unsuspended)
-    position: int = 0  # offset of the last event folded
-    cycle_due: int = 0  # fire time of the armed admission-cycle timer (0: none armed)
-    max_hold_ms: int = DEFAULT_MAX_HOLD_MS  # the bound of a hold for data (SettingsApplied; core.admission.data_hold)
-
-
-def _workload_key(api_version: str, kind: str, namespace: str, name: str) -> str:
-    group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
-    return f"{group}/{kind}/{namespace}/{name}"
 
 
 def parse_admission_binding(obj: KubeObject) -> AdmissionBinding:
@@ -187,7 +112,7 @@ def parse_admission_binding(obj: KubeObject) -> AdmissionBinding:
             admitted = None
     return AdmissionBinding(
         ref=ref_of(obj), resource_version=meta.resource_version,
-        workload=_workload_key(api_version, kind, str(resource.get("namespace") or meta.namespace),
+        workload=workload_key(api_version, kind, str(resource.get("namespace") or meta.namespace),
                                str(resource.get("name", ""))),
         workload_kind=f"{group}/{kind}", suspended=dig(spec, "suspension", "scheduling") is True,
         request=request, replicas=replicas if isinstance(replicas, int) and replicas > 0 else 1,
@@ -239,30 +164,6 @@ def binding_workload_kind(obj: KubeObject) -> str:
     api_version, kind = ("", "") if resource is None else (str(resource.api_version), str(resource.kind))
     group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
     return f"{group}/{kind}"
-
-
-def cluster_capacity(cluster: ObservedCluster) -> ClusterCapacity:
-    """A Karmada Cluster's readiness and resourceSummary (allocatable; allocated + allocating) in milli-units."""
-    try:
-        status = as_mapping(msgspec.json.decode(cluster.status)) if cluster.status else {}
-    except msgspec.DecodeError:  # (a status the API stored is JSON; a damaged log is not a reason to crash)
-        status = {}
-    summary = as_mapping(status.get("resourceSummary"))
-    ready = any(isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
-                for c in status.get("conditions") or ())
-    try:
-        allocatable = resource_list(summary.get("allocatable"))
-        allocated = add(resource_list(summary.get("allocated")), resource_list(summary.get("allocating")))
-    except InvalidQuantity:  # a cluster whose summary cannot be read offers nothing (never a crash)
-        allocatable, allocated = {}, {}
-    return ClusterCapacity(name=cluster.name, allocatable=allocatable, allocated=allocated, ready=ready)
-
-
-def cluster_capacities(state: AdmissionState) -> dict[str, ClusterCapacity]:
-    """Every observed Cluster's capacity, by name. Parsed here, when an admission cycle needs it: a Cluster's
-    status is rewritten on every heartbeat, and parsing each version in the fold cost a replay a third of its time
-    in logs that never use admission."""
-    return {name: cluster_capacity(cluster) for name, cluster in sorted(state.clusters.items())}
 
 
 def parse_managed(raw: str) -> QueueManaged:
@@ -346,7 +247,7 @@ def _fold_object(state: AdmissionState, obj: KubeObject, *, deleted: bool, admis
     elif kind in (DEPLOYMENT, VOLCANO_JOB):
         if kind == VOLCANO_JOB and not obj.api_version.startswith("batch.volcano.sh/"):
             return
-        key = _workload_key(obj.api_version, kind, meta.namespace, meta.name)
+        key = workload_key(obj.api_version, kind, meta.namespace, meta.name)
         if deleted:
             state.workloads.pop(key, None)
             return
@@ -448,13 +349,13 @@ def _forget_listed(state: AdmissionState, listed: ObjectsListed) -> None:
                 del state.workloads[key]
 
 
-#: The kinds admission reads (``projections.bulk`` passes over the rest without a call). Everything else — claims
+#: The kinds admission reads (``projections.replay_fold`` passes over the rest without a call). Everything else — claims
 #: and DataSources, most of a log — is passed over with one set test: every event of a replay comes through here.
 READ_KINDS = frozenset({BINDING, CLUSTER, QUEUE, PRIORITY_CLASS, DEPLOYMENT, VOLCANO_JOB, CONFIGMAP})
 
 
 def fold_admission(state: AdmissionState, record: EventRecord, *, admission_configmap: str) -> None:
-    """Fold one event into the admission state (in place). ``projections.bulk`` calls it only for the events that
+    """Fold one event into the admission state (in place). ``projections.replay_fold`` calls it only for the events that
     can change it — an observation or a write's result of a kind in :data:`READ_KINDS`, or any other event — and
     sets ``position`` itself, once per batch."""
     state.position = record.offset
@@ -498,8 +399,7 @@ def note_resume(state: AdmissionState, *, binding_key: str, command_id: str) -> 
 
 
 __all__ = [
-    "ADMISSION_ANNOTATION", "ADMITTED_REQUEST_ANNOTATION", "CONFIG_KEY", "MANAGED_KEY", "OVERRUN_ANNOTATION",
-    "RELEASED_ANNOTATION", "AdmissionBinding", "AdmissionState", "QueueManaged", "QueueObserved", "WorkloadQueue",
-    "binding_workload_kind", "fold_admission", "fold_admission_binding", "fold_admission_cluster",
-    "fold_priority_class", "forget_admission_config", "note_resume", "parse_admission_binding", "parse_managed",
+    "CONFIG_KEY", "MANAGED_KEY", "READ_KINDS", "binding_workload_kind", "fold_admission", "fold_admission_binding",
+    "fold_admission_cluster", "fold_priority_class", "forget_admission_config", "note_cycle_armed", "note_resume",
+    "parse_admission_binding", "parse_managed", "workload_queue",
 ]

@@ -10,13 +10,13 @@ placement in that member waits for its lists to end, and nothing else does — a
 slow to answer holds back only its own decisions, never the control plane's nor another member's.
 
 What is kept is what the pod-placement decider (``core.placement.decider``) reads, parsed once per observation
-(the views and their parsing: ``projections.member_views``):
+(the views, their shapes and the state's fields: ``core.world.member_state``):
 
 * nodes: labels and allocatable (milli-units);
 * pods: request (sum of containers, max with each init container), node, phase, scheduling gates, the PodGroup
   annotation, the owning Job, the annotations tether reads, and the raw ``spec.affinity`` (for ``--explain``);
-* PodGroups: the parsed :class:`~tether.core.placement.pod_group_spec.GroupSpec`, or why it does not parse;
-* Fluid operations: the parsed :class:`~tether.core.placement.dataflow.DataOperation`, or why it does not parse; the
+* PodGroups: the parsed :class:`~tether.core.world.pod_group.GroupSpec`, or why it does not parse;
+* Fluid operations: the parsed :class:`~tether.core.world.data_operation.DataOperation`, or why it does not parse; the
   successors of each (who inherits from it), and the placement recorded when one of its pods succeeded — kept
   here because the Job and its pods may be garbage-collected long before a successor runs;
 * Jobs: the Fluid operation owning each (Fluid renders an operation as a Job owned by it; its pods are the Job's),
@@ -50,63 +50,57 @@ from typing import Any
 import msgspec
 
 from tether.core.events import member_key
-from tether.core.kube import Condition, KubeObject, NodeSelectorTerm, ObjectMeta
-from tether.core.placement.dataflow import (
-    OPERATION_KINDS,
-    RecordedPlacement,
-    inheritance_source,
-    record_placement,
-)
-from tether.core.placement.operation_status import outcome_condition
-
-from .member_views import (
+from tether.core.kube import KubeObject, NodeSelectorTerm, ObjectMeta, object_dict, parse_conditions
+from tether.core.placement.dataflow import DataFlowSpecError, inheritance_source, parse_operation, record_placement
+from tether.core.placement.operation_status import CONDITION_TYPE, accepts_conditions, outcome_condition
+from tether.core.placement.pod_group_spec import InvalidPodGroup, parse_pod_group
+from tether.core.world.data_operation import OPERATION_KINDS
+from tether.core.world.member_state import (
     JOB,
     MEMBER_KINDS,
     NODE,
     POD,
     POD_GROUP,
     MemberGroup,
-    MemberNode,
     MemberOperation,
     MemberPod,
-    parse_group,
-    parse_member_operation,
+    Members,
+    MemberState,
     parse_node,
     parse_pod,
 )
+
 from .versions import stale
 
-
-class MemberState(msgspec.Struct):
-    """One member cluster: its objects by ``Kind/ns/name`` key (nodes by name) and its indexes."""
-
-    nodes: dict[str, MemberNode] = {}
-    pods: dict[str, MemberPod] = {}
-    groups: dict[str, MemberGroup] = {}
-    operations: dict[str, MemberOperation] = {}
-    job_owner: dict[str, str] = {}  # Job key → operation key
-    pods_by_group: dict[str, set[str]] = {}  # PodGroup key → pod keys
-    pods_by_job: dict[str, set[str]] = {}  # Job key → pod keys
-    successors: dict[str, set[str]] = {}  # operation key → keys of the operations inheriting from it
-    recorded: dict[str, RecordedPlacement] = {}  # operation key → where its succeeded pod ran
-    recorded_from: dict[str, tuple[str, str]] = {}  # operation key → (creation, pod name) of the pod recorded
-    lists_pending: set[str] = set()
-    jobs: set[str] = set()  # every Job key known, owned by an operation or not (a pod's Job is known or not yet)
-    reported: dict[str, str] = {}  # PodGroup key → reason of the last Event tether issued on it (transitions only)
-    # pod key → (command id, required terms) of tether's ReleasePod in flight (the pod still gated here)
-    releasing: dict[str, tuple[str, tuple[NodeSelectorTerm, ...]]] = {}
-    outcomes: dict[str, Condition] = {}  # operation key → the outcome tether reported on it (its last Event's)
-    position: str = ""  # ``partition:offset`` of the last event about this member folded (what the webhook records)
+# --- parsing what pod placement reads ---------------------------------------------------------------------
 
 
-class Members(msgspec.Struct):
-    clusters: dict[str, MemberState] = {}
+def _raw(obj: KubeObject) -> dict[str, Any]:
+    return {"apiVersion": obj.api_version, "kind": obj.kind,
+            "metadata": {"name": obj.metadata.name, "namespace": obj.metadata.namespace},
+            "spec": object_dict(obj.spec), "status": object_dict(obj.status)}
 
-    def state(self, cluster: str) -> MemberState:
-        held = self.clusters.get(cluster)
-        if held is None:
-            held = self.clusters[cluster] = MemberState()
-        return held
+
+def parse_group(obj: KubeObject) -> MemberGroup:
+    meta = obj.metadata
+    try:
+        return MemberGroup(namespace=meta.namespace, name=meta.name, uid=meta.uid, spec=parse_pod_group(_raw(obj)))
+    except InvalidPodGroup as exc:
+        return MemberGroup(namespace=meta.namespace, name=meta.name, uid=meta.uid, error=str(exc))
+
+
+def parse_member_operation(obj: KubeObject) -> MemberOperation:
+    meta = obj.metadata
+    status = obj.status_dict()
+    conditions = parse_conditions(status.get("conditions"))
+    base = MemberOperation(kind=obj.kind, namespace=meta.namespace, name=meta.name, uid=meta.uid,
+                           api_version=obj.api_version,
+                           condition=next((c for c in conditions if c.type == CONDITION_TYPE), None),
+                           accepts_conditions=accepts_conditions(status))
+    try:
+        return msgspec.structs.replace(base, operation=parse_operation(_raw(obj)))
+    except DataFlowSpecError as exc:
+        return msgspec.structs.replace(base, error=str(exc))
 
 
 # --- folding ---------------------------------------------------------------------------------------------------
@@ -352,7 +346,6 @@ def member_disconnected(members: Members, cluster: str) -> None:
 
 
 __all__ = [
-    "JOB", "MEMBER_KINDS", "NODE", "POD", "POD_GROUP", "MemberGroup", "MemberNode", "MemberOperation", "MemberPod",
-    "MemberState", "Members", "member_disconnected", "member_listed", "member_lists_started", "note_outcome",
-    "note_releasing", "observe_member", "parse_pod", "release_done",
+    "member_disconnected", "member_listed", "member_lists_started", "note_outcome", "note_releasing", "observe_member",
+    "parse_group", "parse_member_operation", "release_done",
 ]
