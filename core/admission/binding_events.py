@@ -89,7 +89,9 @@ def binding_events(*, involved: ObjectRef, workload: str, before: BindingMark, a
 
     away = sorted(set(scheduled).intersection(after.excluded)) if after.injected else []
     if after.injected and before.injected and after.excluded != before.excluded:
-        if away:
+        # only when it must now leave a cluster it was not leaving already: a binding Karmada has not moved yet
+        # whose exclusions change again (a cluster joined) says nothing new
+        if set(away).difference(before.excluded):
             event(RESCHEDULED, f"{of} is no longer where the binding runs: excluding {_names(after.excluded)} "
                                f"(was {_names(before.excluded)}); rescheduling away from {_names(away)}")
     elif before.injected and not after.injected:

@@ -111,7 +111,15 @@ class BindingPlacement(PassBase):
         if allowed is None:
             return None
         known.update(self.world.clusters)
-        return frozenset(known - allowed)
+        desired = known - allowed
+        # Clusters tether excluded that are no longer known (gone from Karmada) exclude nothing: a binding that
+        # differs from the plan by those alone is in sync, and is not written for them — on a federation where
+        # clusters come and go, each one gone would otherwise rewrite every placed binding. The next write the
+        # binding needs for another reason drops them.
+        stale = {c for c in binding.added if c not in known and c not in allowed}
+        if stale and desired.union(stale) == set(binding.added):
+            desired.update(stale)
+        return frozenset(desired)
 
     def anticipated(self, claim: Claim) -> tuple[str, ...] | None:
         """The clusters of the DataSource a claim without one is about to get (None: none is on its way).

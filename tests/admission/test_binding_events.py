@@ -173,6 +173,9 @@ REF = ObjectRef(api_version="work.karmada.io/v1alpha2", kind=RB, name="w-deploym
     (BindingMark(injected=True, excluded=("c3",)), BindingMark(injected=True, excluded=("c3",)), ("c1",), []),
     (BindingMark(injected=True, excluded=("c3",)), BindingMark(injected=True, excluded=("c1", "c2")), ("c1",),
      [RESCHEDULED]),
+    # not moved yet, and a cluster joined: it still leaves c1, as it was, and says nothing again
+    (BindingMark(injected=True, excluded=("c1", "c2")), BindingMark(injected=True, excluded=("c1", "c2", "c4")),
+     ("c1",), []),
     (BindingMark(injected=True, excluded=("c3",)), BindingMark(injected=True, excluded=("c1", "c2")), ("c3",), []),
     (BindingMark(injected=True, excluded=("c3",)), BindingMark(injected=True, excluded=("c1", "c2")), (), []),
     (BindingMark(injected=True, excluded=("c3",)), BindingMark(), (), [PLACEMENT_STRIPPED]),
@@ -188,3 +191,20 @@ def test_transitions(before: BindingMark, after: BindingMark, scheduled: tuple[s
     assert [e.reason for e in events] == expected
     assert all(isinstance(e, EmitKubernetesEvent) and e.involved == REF and e.event_type == "Normal"
                for e in events)
+
+
+def test_a_cluster_gone_from_karmada_writes_no_binding_until_another_change_does() -> None:
+    """Excluding a cluster Karmada no longer has excludes nothing: a placed binding is not rewritten for a cluster
+    gone (on a federation where clusters come and go, each would rewrite every placed binding); the next write
+    it needs for another reason drops it."""
+    h = universe()
+    h.apply(m.cluster("c4"))
+    h.apply(m.resource_binding("w"))
+    h.apply(m.claim("a", table="db.t", workload="w"))
+    assert excluded(h.obj(RB, "default", "w-deployment")) == ["c3", "c4"]
+    start = len(h.commands)
+    h.delete("Cluster", "", "c4")
+    assert [r for r in h.commands[start:] if r.key == f"{RB}/default/w-deployment"] == []
+    assert excluded(h.obj(RB, "default", "w-deployment")) == ["c3", "c4"]  # left as it is
+    move(h, "s3://west/db/t/v2")  # the data moves: the binding is written, and c4 goes with it
+    assert excluded(h.obj(RB, "default", "w-deployment")) == ["c1", "c2"]
