@@ -40,7 +40,8 @@ nor the reading of later commands. Ordering and bounds:
 * **bookkeeping waits, and coalesces** (``defer``): the writes a user reads but no scheduling waits for — a
   claim's status, a DataSource's ``claimRefs``, a finalizer, an Event, a Queue's status — are not started before a
   deadline set when their object's slot (purpose and object) first got one queued (``bookkeeping_delay`` seconds
-  after), nor while a command of ``first`` is read and not yet started, and
+  after), nor while a command of ``first`` is read and not yet started (for ``bookkeeping_patience`` seconds past
+  the deadline at most: then they queue for a slot in turn, so a stream of placements cannot starve them), and
   at most ``bookkeeping_concurrency`` of them run at once. A later command for the same slot keeps that deadline
   (a stream of them cannot postpone the write) and replaces the earlier one (below): a claim's status goes from
   nothing to Bound in one write when its lookup answered meanwhile, and the claims of a table that arrived together
@@ -79,6 +80,7 @@ when they ran.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import time
 from bisect import bisect_left, insort
@@ -159,6 +161,7 @@ class Loops:
         on_world_changed: Callable[[World], None] | None = None, position_delay: float = 0.05,
         decision_log: DecisionLog | None = None, follows_world: tuple[type[Command], ...] = (LookupDataLocation,),
         defer: dict[type[Command], float] | None = None, bookkeeping_concurrency: int = 16,
+        bookkeeping_patience: float = 5.0,
     ) -> None:
         self.log = log_
         self.decisions = decision_log or DecisionLog()
@@ -179,6 +182,7 @@ class Loops:
         self.follows_world = follows_world
         self.defer = bookkeeping() if defer is None else defer
         self.bookkeeping_concurrency = bookkeeping_concurrency
+        self.bookkeeping_patience = bookkeeping_patience
         self.world: World = initial_world(self.settings)
         self.folded: dict[int, int] = {}  # the events position the world covers (recovered, then decided)
         self._folded_moved = asyncio.Event()  # set (and replaced) whenever ``folded`` moves
@@ -500,6 +504,10 @@ class _ExecutorLoop:
 
     # --- applying ----------------------------------------------------------------------------------------
 
+    async def _no_first_waiting(self) -> None:
+        while not self.no_first_waiting.is_set():
+            await self.no_first_waiting.wait()
+
     def _first_read(self) -> None:
         self.first_waiting += 1
         self.no_first_waiting.clear()
@@ -546,8 +554,12 @@ class _ExecutorLoop:
             if (wait := self.deadlines[slot_] - time.monotonic()) > 0:
                 await asyncio.sleep(wait)
             while queue:
-                while not self.no_first_waiting.is_set():
-                    await self.no_first_waiting.wait()
+                # placements first — for ``bookkeeping_patience`` past the deadline at most: a stream of them that
+                # never lets up (a burst, a federation of churning clusters) must not starve the status users read
+                patience = self.deadlines[slot_] + rt.bookkeeping_patience - time.monotonic()
+                if not self.no_first_waiting.is_set() and patience > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._no_first_waiting(), patience)
                 record = queue.popleft()
                 if self._superseded(record, slot_):
                     continue

@@ -362,3 +362,28 @@ async def test_a_placement_never_waits_behind_bookkeeping_on_its_object(bench: B
     bench.start(executor, defer={EmitKubernetesEvent: 30.0})
     await eventually(lambda: _have(bench, placement.id), "the placement applied")
     assert event.id not in executor.started
+
+
+async def test_a_stream_of_placements_that_never_lets_up_cannot_starve_bookkeeping(bench: Bench) -> None:
+    """Placements go first, but a deferred write yields to them for ``bookkeeping_patience`` at most: then it
+    queues for a slot in turn, however many placements keep waiting."""
+    await bench.kube_env.register_crds("work.karmada.io_resourcebindings")
+    await bench.claim("c")
+    bindings = [await bench.binding(f"w{i}") for i in range(40)]
+    executor = Gated(KubeExecutor(bench.kube))
+    running, = await bench.append(record(SetBindingPlacement(binding=bindings[0], excluded_clusters=("a",))))
+    gates = {running.id: executor.hold(running)}
+    bench.start(executor, defer={UpdateClaimStatus: 0.0}, concurrency=1, bookkeeping_patience=0.3)
+    await eventually(lambda: asyncio.sleep(0, running.id in executor.running), "a placement running")
+    status, = await bench.append(bench.status("c", "Bound"))
+    for binding in bindings[1:]:  # one runs and another always waits for the only slot: the stream never lets up
+        waiting, = await bench.append(record(SetBindingPlacement(binding=binding, excluded_clusters=("a",))))
+        gates[waiting.id] = executor.hold(waiting)
+        await asyncio.sleep(0.05)
+        gates[running.id].set()
+        running = waiting
+        if status.id in executor.started:
+            break
+    assert status.id in executor.started, "the status write waited for as long as placements kept coming"
+    for gate in gates.values():
+        gate.set()
