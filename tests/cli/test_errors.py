@@ -52,19 +52,19 @@ class Ran:
         return self.stdout + self.stderr
 
 
-async def run_tether(*args: str, timeout: float = 60) -> Ran:
+async def run_tether(*args: str, within: float = 60) -> Ran:
     """``tether ARGS`` in a child process (this checkout's code), while the caller's loop keeps serving; a process
-    still running after ``timeout`` seconds is killed and fails the test."""
+    still running after ``within`` seconds is killed and fails the test."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", "from tether.adapters.cli import main; main(prog_name='tether')", *args,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        out, err = await asyncio.wait_for(proc.communicate(), within)
     except TimeoutError:
         proc.kill()
         await proc.wait()
-        pytest.fail(f"tether {' '.join(args)} did not end within {timeout} s")
+        pytest.fail(f"tether {' '.join(args)} did not end within {within} s")
     assert proc.returncode is not None
     return Ran(proc.returncode, out.decode(), err.decode())
 
@@ -226,14 +226,14 @@ async def test_a_taken_port_ends_the_daemon_in_one_line(tmp_path: Path) -> None:
         with taken() as holder:
             port = holder.getsockname()[1]
             result = await run_tether("run", "--kubeconfig", config, "--log", str(tmp_path / "a.db"),
-                                      "--no-leader-elect", "--http-port", str(port), timeout=20)  # on 0.0.0.0
+                                      "--no-leader-elect", "--http-port", str(port), within=20)  # on 0.0.0.0
             one_line(result, "--http-address/--http-port", f"cannot listen on 0.0.0.0:{port}",
                      "Address already in use")
             result = await run_tether("run", "--kubeconfig", config, "--log", str(tmp_path / "b.db"),
                                       "--no-leader-elect", "--http-address", "127.0.0.1", "--http-port", "0",
                                       "--binding-webhook", "--webhook-self-signed", "--webhook-cert-dir",
                                       str(tmp_path / "certs"), "--webhook-address", "127.0.0.1",
-                                      "--webhook-port", str(port), timeout=20)
+                                      "--webhook-port", str(port), within=20)
             one_line(result, "--webhook-address/--webhook-port", f"cannot listen on 127.0.0.1:{port}",
                      "Address already in use")
 
@@ -243,7 +243,7 @@ async def test_an_address_this_host_does_not_have_is_refused(tmp_path: Path) -> 
     async with KubeEmulator(crds=[crd_dir()]) as emulator:
         result = await run_tether("run", "--kubeconfig", str(emulator.kubeconfig_path(tmp_path)), "--log",
                                   str(tmp_path / "t.db"), "--no-leader-elect", "--http-address", "192.0.2.1",
-                                  timeout=20)
+                                  within=20)
     one_line(result, "--http-address/--http-port", "cannot listen on 192.0.2.1:8080")
 
 
