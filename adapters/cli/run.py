@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from tether.adapters.daemon.preflight import StartupError
 from tether.adapters.kubernetes.kubeconfig import KubeconfigError, read_kubeconfigs
 from tether.adapters.log.url import check_log_url
 from tether.core.datadependency.plugin_config import parse_duration
+from tether.core.identity import is_valid_object_name
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -60,6 +62,18 @@ def check_log_url_option(ctx: click.Context, param: click.Parameter, value: str)
         check_log_url(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
+    return value
+
+
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")  # a DNS-1123 label
+
+
+def configmap_option(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``--plugin-configmap``/``--admission-configmap``: ``NAMESPACE/NAME`` of a ConfigMap, refused otherwise — a
+    name without its namespace watched nothing, and every claim went ``UnknownSystem``."""
+    namespace, slash, name = value.partition("/")
+    if not slash or not _NAMESPACE.match(namespace) or not is_valid_object_name(name):
+        raise click.BadParameter(f"{value!r} is not NAMESPACE/NAME of a ConfigMap (e.g. {param.default})")
     return value
 
 
@@ -111,6 +125,7 @@ def parse_members(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--context", default=None, help="kubeconfig context.")
 @click.option("--in-cluster", is_flag=True, help="Use the pod's service account.")
 @click.option("--plugin-configmap", default="volcano-global/volcano-global-datasource-plugins", show_default=True,
+              callback=configmap_option,
               help="NAMESPACE/NAME of the data-source plugin ConfigMap (Volcano Global's format).")
 @click.option("--watch-namespace", default="", help="Only watch claims and bindings in this namespace.")
 @click.option("--http-address", default="0.0.0.0", show_default=True, metavar="ADDRESS",
@@ -145,6 +160,7 @@ def parse_members(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--admission/--no-admission", default=False, show_default=True,
               help="Queue admission: watch Queues, PriorityClasses, Deployments and the admission ConfigMap.")
 @click.option("--admission-configmap", default="tether-system/tether-admission", show_default=True,
+              callback=configmap_option,
               help="NAMESPACE/NAME of the admission ConfigMap (volcano-scheduler.conf tiers, queue-managed kinds).")
 @click.option("--admission-volcano-jobs", is_flag=True, help="Also watch batch.volcano.sh Jobs (their queue).")
 @click.option("--max-hold", "max_hold", default="10m", show_default=True, metavar="DURATION",

@@ -474,7 +474,8 @@ class Daemon:
                 return [*self.sources, *(s for m in list(members.members.values()) for s in m.sources)]
 
             reporter = StateReporter(metrics=self.metrics, runtime=self.runtime, sources=sources,
-                                     log_=self._log, admission_configmap=self.cfg.admission_configmap)
+                                     log_=self._log, admission_configmap=self.cfg.admission_configmap,
+                                     plugin_configmap=self.cfg.plugin_configmap)
             extra = [reporter.run_admission()] if self.cfg.admission else []
             tasks.append(asyncio.create_task(self.runtime.run(*(s.run() for s in self.sources),
                                                               self.poll_locations(), reporter.run(), *extra),

@@ -360,6 +360,13 @@ def test_status_of_something_that_is_not_a_daemon(tmp_path: Path) -> None:
     one_line(invoke("status", "--url", "ftp://example"), "--url ftp://example", "expected http://HOST:PORT")
 
 
+@pytest.mark.parametrize("flag", ["--plugin-configmap", "--admission-configmap"])
+@pytest.mark.parametrize("value", ["noslash", "/name", "ns/", "Upper/name", "ns/name/more"])
+def test_a_configmap_that_is_not_namespace_slash_name_is_refused(flag: str, value: str) -> None:
+    """``--plugin-configmap noslash`` was accepted: nothing was watched, and every claim went UnknownSystem."""
+    one_line(invoke("run", flag, value), f"'{flag}'", f"{value!r} is not NAMESPACE/NAME of a ConfigMap")
+
+
 def test_a_max_hold_that_is_not_a_duration_is_refused_in_one_line(tmp_path: Path) -> None:
     one_line(invoke("run", "--max-hold", "ten minutes", "--log", str(tmp_path / "t.db")), "--max-hold",
              "expected a duration", "'ten minutes'")

@@ -216,6 +216,7 @@ def check_every_metric(running: Samples, stopped: Samples, truth: dict[str, Coun
     assert sorted(timers) == sorted(["admission-cycle", HOLD_PURPOSE])
     expect("tether_admission_bindings", {(queue, "admitted"): 1, (queue, "held"): 1}, "queue", "state")
     expect("tether_admission_config_valid", {(): 1})
+    expect("tether_plugin_config_valid", {("amoro",): 1}, "system")  # the stack's plugin ConfigMap, accepted
     # the loops: the decider caught up; the executor's committed position waits behind the lookup in flight (the
     # commands after it are applied, their position is committed in order), so its lag is at least that one
     lag = by(running, "tether_consumer_lag_records", "consumer")
