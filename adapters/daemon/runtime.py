@@ -37,8 +37,9 @@ nor the reading of later commands. Ordering and bounds:
   scheduling is not served by the API server, nor its answer read, behind the claim's and the DataSource's
   status writes and Events decided with it. A command waits only for the ones already running when its turn
   came, so it is never starved by a stream of later ones; a catalog lookup (which may be slow) holds nothing;
-* a queued command superseded by a later queued one for the same object and purpose is skipped (reported as
-  a no-op: the later one carries the newer desired state); ``StartTimer`` commands are never skipped, nor are
+* a queued command superseded by a later queued one for the same object and purpose is skipped (recorded as a
+  no-op naming the later command, ``superseded_by``, and counted as the outcome ``superseded``: the later one
+  carries the newer desired state); ``StartTimer`` commands are never skipped, nor are
   Kubernetes Events (each reports a transition of its own: a later one does not carry an earlier one's news);
 * a command applied with state that follows the decider's world (``follows_world``: by default
   ``LookupDataLocation`` — the catalog resolvers are rebuilt from ``world.plugins``) waits until this process's
@@ -472,9 +473,10 @@ class _Pipeline:
                     del self.last_of_slot[slot_]
                 elif latest is not None and not isinstance(record.command, NEVER_SUPERSEDED):
                     # a later command for the same object and purpose is queued: it carries the newer desired state
-                    self.rt.decisions.superseded(record)
+                    self.rt.decisions.superseded(record, by=latest)
+                    self.rt.metrics.outcomes.labels(name, "superseded").inc()
                     self.finish(record, [CommandSucceeded(command_id=record.id, command=name, target=record.key,
-                                                          noop=True)])
+                                                          noop=True, superseded_by=latest.id)])
                     continue
                 if isinstance(record.command, self.rt.follows_world):
                     await self._after_its_cause(record)
