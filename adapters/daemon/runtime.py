@@ -370,9 +370,16 @@ class Runtime:
         await asyncio.gather(*tasks)
 
     async def wait_idle(self, *, within: float = 10.0, quiet: float = 0.05) -> None:
-        """Wait until both loops have consumed everything in the log (for tests and the demo)."""
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
+        """Wait until both loops have consumed everything in the log (for tests and the demo).
+
+        ``within`` bounds the time **without progress** — neither loop's position moving on — not the whole wait:
+        a daemon with more to read (the lists of a lived-in control plane, a loaded machine) is given the time it
+        takes while it moves. A pipeline that stops, or one that never ends (more than ``10 * within`` in all: a
+        write loop), still fails, saying where it was."""
+        started = time.monotonic()
+        deadline = started + within
+        seen: tuple[int, ...] = ()
+        while True:
             events_end = (await self.log.end("events")).get(0, 0)
             commands_end = (await self.log.end("commands")).get(0, 0)
             decided = (await self.log.position("events", consumer="decider")).get(0, 0)
@@ -381,8 +388,14 @@ class Runtime:
                 await asyncio.sleep(quiet)
                 if (await self.log.end("events")).get(0, 0) == events_end:
                     return
+            now = time.monotonic()
+            if (decided, executed) != seen:
+                seen, deadline = (decided, executed), now + within
+            if now > deadline or now - started > 10 * within:
+                why = f"no progress for {within:g} s" if now > deadline else f"still busy after {10 * within:g} s"
+                raise TimeoutError(f"the pipeline did not become idle ({why}): events decided {decided} of "
+                                   f"{events_end}, commands executed {executed} of {commands_end}")
             await asyncio.sleep(0.01)
-        raise TimeoutError("the pipeline did not become idle")
 
 
 class _Pipeline:

@@ -108,7 +108,7 @@ class DaemonProcess:
         async with self._lock:
             self.proc.stdin.write(f"idle {within}\n".encode())
             await self.proc.stdin.drain()
-            await self._expect("idle", within + 5)
+            await self._expect("idle", 10 * within + 5)  # (Runtime.wait_idle: within bounds a time without progress)
 
     async def stop(self, *, within: float = 10.0) -> int:
         """SIGTERM (as a supervisor stops ``tether run``); returns the exit code."""
