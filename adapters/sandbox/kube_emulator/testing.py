@@ -147,6 +147,17 @@ class KubeEnv:
             _skip(f"{why}; TETHER_TEST_KUBECONFIG points at a real cluster")
         return self.emulator
 
+    @contextlib.asynccontextmanager
+    async def member_endpoint(self, *, crds: tuple[str | Path, ...] = ()) -> AsyncIterator[KubeEmulator]:
+        """An API server for a member cluster whose endpoint and credentials a test makes up: the emulator itself on
+        the emulator; beside a real control plane, a private emulator of its own (serving ``crds``) — the
+        control plane (Clusters, their Secrets, the daemon) stays the real one."""
+        if self.emulator is not None:
+            yield self.emulator
+            return
+        async with KubeEmulator(crds=crds) as emulator:
+            yield emulator
+
     def require_karmada_scheduler(self) -> None:
         """Skip on a real cluster declared to run no karmada-scheduler (``TETHER_TEST_KARMADA_SCHEDULER=0``). On the
         emulator the caller starts the stand-in (``KubeEmulator(karmada_scheduler=True)``)."""
