@@ -498,7 +498,7 @@ async def _cleanup(kube: KubeClient, namespace: str, clusters: dict[str, str], s
             if f".{suffix}." not in str((source.get("spec") or {}).get("name") or ""):
                 continue
             with contextlib.suppress(Exception):
-                await _release_and_delete(kube, DATASOURCES, source["metadata"]["name"])
+                await release_and_delete(kube, DATASOURCES, source["metadata"]["name"])
     for name in clusters.values():
         with contextlib.suppress(Exception):
             await delete_cluster_scoped(kube, CLUSTERS, name)
@@ -525,7 +525,7 @@ async def delete_cluster_scoped(kube: KubeClient, res: Any, name: str, *, attemp
             await asyncio.sleep(0.2 * 2 ** attempt)
 
 
-async def _release_and_delete(kube: KubeClient, res: Any, name: str, *, attempts: int = 5) -> None:
+async def release_and_delete(kube: KubeClient, res: Any, name: str, *, attempts: int = 5) -> None:
     """Release tether's finalizers on a cluster-scoped object of the stack and delete it, until it is gone. On a
     shared cluster another run's daemon watches every DataSource too and may write this one between the release
     and the deletion (its finalizer back, its status): the release then fails on the resourceVersion, or the

@@ -397,11 +397,14 @@ async def kube_environment(
     namespace_prefix: str = "tether-test",
     emulator_options: dict[str, Any] | None = None,
     foreign_objects: bool = False,
+    emulated: bool = False,
 ) -> AsyncIterator[KubeEnv]:
     """Yield a :class:`KubeEnv` on a fresh namespace (emulator unless a kubeconfig is given or in the env).
     ``foreign_objects``: seed the emulator with objects the test does not own (:func:`_seed_foreign`) and fail at
-    the end if the test wrote to any of them; a real cluster has its own."""
-    kubeconfig = kubeconfig or os.environ.get(KUBECONFIG_ENV) or None
+    the end if the test wrote to any of them; a real cluster has its own. ``emulated``: an emulator of its own
+    whatever the environment says — for tests of the emulator's own machinery (its fault injection, its Karmada
+    stand-in, its watch hub), which on a real cluster would have nothing to test."""
+    kubeconfig = None if emulated else kubeconfig or os.environ.get(KUBECONFIG_ENV) or None
     emulator: KubeEmulator | None = None
     if kubeconfig:
         cfg = client.Configuration()
