@@ -10,7 +10,8 @@ token) reconnects the member with the new credentials at the next observation; t
 The Clusters and their Secrets are on the control plane — the emulator, or the real one of
 ``TETHER_TEST_KUBECONFIG`` — and the member's API server is an emulator (the control plane's own, or a private one
 beside a real control plane: ``KubeEnv.member_endpoint``), whose credentials the test makes up: only the credentials
-tether takes from the Secret are under test. One test injects a 403 on the Secret's read: the emulator only.
+tether takes from the Secret are under test. A 403 on the Secret's read is a fault rule on the emulator and the
+real server's RBAC on a real control plane.
 """
 
 from __future__ import annotations
@@ -114,13 +115,23 @@ async def test_a_bad_secret_leaves_only_that_member_unconnected_with_a_warning(
 
 
 async def test_an_unreadable_secret_is_retried_at_the_next_observation(karmada: Karmada) -> None:
+    """A 403 on the Secret's read: a fault rule on the emulator; on a real control plane its RBAC, tether reading
+    as a ServiceAccount without a role, then granted one."""
     await karmada.secret({"token": b64(TOKEN_A)})
-    karmada.kube.require_emulator("a 403 on the Secret's read, on demand (the emulator's fault rules)").faults.fail(
-        code=403, verb="get", resource="secrets", times=1)
+    kube = karmada.kube
+    if kube.emulator is not None:
+        kube.emulator.faults.fail(code=403, verb="get", resource="secrets", times=1)
+    else:
+        api, user = await kube.client_without_rights()
+        await karmada.members.stop()
+        karmada.members = MemberClusters(karmada.log, MemberExecutor(), karmada=KubeClient(api))
     warnings = await karmada.observe()
     assert [w["event"] for w in warnings] == ["member cluster secret unreadable"] and warnings[0]["status"] == 403
     assert karmada.token() is None
+    if kube.emulator is None:
+        await kube.grant(user, verbs=["get"], resources=["secrets"])
     assert await karmada.observe() == [] and karmada.token() == TOKEN_A
+    await karmada.members.stop()
 
 
 async def test_a_rotated_secret_reconnects_the_member_with_the_new_token(karmada: Karmada) -> None:

@@ -188,6 +188,45 @@ class KubeEnv:
         its namespaces go; one that fails does not stop the others."""
         self._deferred.append(cleanup)
 
+    async def client_without_rights(self) -> tuple[client.ApiClient, str]:
+        """A real cluster only (the emulator has no RBAC): a client acting as a ServiceAccount of the test's
+        namespace that holds no role, so that the API server's own authorization refuses its every request (403)
+        until the test grants it one (:meth:`grant`). Returns the client and the ServiceAccount's user name; both go
+        with the environment."""
+        assert self.emulator is None, "the emulator has no RBAC: inject a 403 with its fault rules"
+        name = "tether-test-no-rights"
+        try:
+            await self.core.create_namespaced_service_account(self.namespace, {"metadata": {"name": name}})
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+        user = f"system:serviceaccount:{self.namespace}:{name}"
+        api = client.ApiClient(self.configuration)
+        api.set_default_header("Impersonate-User", user)
+        self.defer(api.close)
+        return api, user
+
+    async def grant(self, user: str, *, verbs: list[str], resources: list[str], api_group: str = "") -> None:
+        """A Role of the test's namespace with ``verbs`` on ``resources``, bound to ``user`` (a real cluster)."""
+        rbac = client.RbacAuthorizationV1Api(self.api_client)
+        name = f"tether-test-grant-{secrets.token_hex(3)}"
+        await rbac.create_namespaced_role(self.namespace, {"metadata": {"name": name}, "rules": [
+            {"apiGroups": [api_group], "resources": resources, "verbs": verbs}]})
+        await rbac.create_namespaced_role_binding(self.namespace, {
+            "metadata": {"name": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                                    "name": name},
+            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}]})
+        # the authorizer learns the binding from its own watch: wait until it says so (a SubjectAccessReview)
+        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
+            "user": user, "resourceAttributes": {"namespace": self.namespace, "verb": verbs[0], "group": api_group,
+                                                 "resource": resources[0]}}}
+        authorization = client.AuthorizationV1Api(self.api_client)
+        for _ in range(100):
+            if (await authorization.create_subject_access_review(review)).status.allowed:
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"{user} was granted {verbs} on {resources} and the API server does not say so")
+
     def toleration(self) -> dict[str, str]:
         """What a pod needs to land on the Nodes of :meth:`create_node`."""
         return {"key": self.taint_key, "operator": "Exists", "effect": "NoSchedule"}
