@@ -206,8 +206,9 @@ class KubeEnv:
         self.defer(api.close)
         return api, user
 
-    async def grant(self, user: str, *, verbs: list[str], resources: list[str], api_group: str = "") -> None:
-        """A Role of the test's namespace with ``verbs`` on ``resources``, bound to ``user`` (a real cluster)."""
+    async def grant(self, user: str, *, verbs: list[str], resources: list[str], api_group: str = "") -> str:
+        """A Role of the test's namespace with ``verbs`` on ``resources``, bound to ``user`` (a real cluster), in
+        force once this returns; returns its name (for :meth:`revoke`)."""
         rbac = client.RbacAuthorizationV1Api(self.api_client)
         name = f"tether-test-grant-{secrets.token_hex(3)}"
         await rbac.create_namespaced_role(self.namespace, {"metadata": {"name": name}, "rules": [
@@ -216,16 +217,29 @@ class KubeEnv:
             "metadata": {"name": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                                     "name": name},
             "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}]})
-        # the authorizer learns the binding from its own watch: wait until it says so (a SubjectAccessReview)
+        await self._authorized(user, verbs[0], resources[0], api_group, allowed=True)
+        return name
+
+    async def revoke(self, name: str, user: str, *, verb: str, resource: str, api_group: str = "") -> None:
+        """Remove the grant ``name``; returns once ``user`` may no longer ``verb`` ``resource``."""
+        rbac = client.RbacAuthorizationV1Api(self.api_client)
+        await rbac.delete_namespaced_role_binding(name, self.namespace)
+        await rbac.delete_namespaced_role(name, self.namespace)
+        await self._authorized(user, verb, resource, api_group, allowed=False)
+
+    async def _authorized(self, user: str, verb: str, resource: str, api_group: str, *, allowed: bool) -> None:
+        """Until the API server's authorizer, which learns roles from its own watch, says ``allowed`` (a
+        SubjectAccessReview)."""
         review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
-            "user": user, "resourceAttributes": {"namespace": self.namespace, "verb": verbs[0], "group": api_group,
-                                                 "resource": resources[0]}}}
+            "user": user, "resourceAttributes": {"namespace": self.namespace, "verb": verb, "group": api_group,
+                                                 "resource": resource}}}
         authorization = client.AuthorizationV1Api(self.api_client)
         for _ in range(100):
-            if (await authorization.create_subject_access_review(review)).status.allowed:
+            if bool((await authorization.create_subject_access_review(review)).status.allowed) == allowed:
                 return
             await asyncio.sleep(0.1)
-        raise AssertionError(f"{user} was granted {verbs} on {resources} and the API server does not say so")
+        raise AssertionError(f"the API server does not say {user} {'may' if allowed else 'may not'} {verb} "
+                             f"{resource}")
 
     def toleration(self) -> dict[str, str]:
         """What a pod needs to land on the Nodes of :meth:`create_node`."""
