@@ -9,37 +9,21 @@ the parse error, and ``GET /status`` — so ``tether status`` — names the refu
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
-import structlog
 from rich.console import Console
-from structlog.testing import LogCapture
 
 from tether.adapters.cli.status import render_status
 from tether.adapters.kubernetes.client import CONFIGMAPS
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.daemon import Stack, tether_stack
 
+from .test_decision_log import captured_info
+
 pytestmark = pytest.mark.cluster
 
 PARSE_ERROR = "not valid JSON: Expecting property name enclosed in double quotes"
-
-
-@contextmanager
-def captured() -> Iterator[list[dict[str, Any]]]:
-    """The process's structlog lines at info and up, as dicts (the daemon runs in this process)."""
-    saved = dict(structlog.get_config())
-    saved["processors"] = list(saved["processors"])
-    capture = LogCapture()
-    structlog.configure(processors=[capture], wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
-    try:
-        yield capture.entries
-    finally:
-        structlog.configure(**saved)
 
 
 def gauge(stack: Stack, system: str) -> float | None:
@@ -62,7 +46,7 @@ def screen(document: dict[str, Any]) -> str:
 
 
 async def test_a_broken_plugin_entry_is_a_gauge_a_warning_and_a_status_error(kube: KubeEnv) -> None:
-    with captured() as lines:
+    with captured_info() as lines:
         async with tether_stack(kube) as stack:
             daemon = stack.daemon
             assert daemon is not None
