@@ -410,6 +410,8 @@ class Daemon:
         known = ObjectCache()  # what the watches saw last: the executor writes from it without a GET first
         executor = KubeExecutor(kube, cache=known)
         self.competing = executor.writes = CompetingWrites(
+            # a DataSource is shared with the tethers of other namespaces (competing.py)
+            shared_kinds=frozenset({"DataSource"}) if self.cfg.watch_namespace else frozenset(),
             count=lambda kind: self.metrics.competing_writes.labels(kind).inc(),
             emit=lambda obj: executor.apply_emit_kubernetes_event(EmitKubernetesEvent(
                 involved=ref_of(obj), event_type="Warning", reason=COMPETING_REASON, message=COMPETING_MESSAGE)))
