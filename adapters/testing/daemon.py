@@ -328,13 +328,21 @@ class Stack:
                                           cluster_names=options.pop("cluster_names", None) or self.own_clusters(),
                                           **options)
 
+    @property
+    def scheduling_within(self) -> float:
+        """How long Karmada may take to schedule a binding of the test: 15 s for the emulator's stand-in; 60 s for
+        a real karmada-scheduler, whose queue on a shared control plane holds every other run's bindings and the
+        lived-in plane's thousands (measured: a 15 s wait timed out while another session's bench filled it)."""
+        return 15.0 if self.env.is_emulated else 60.0
+
     async def wait_scheduled(self, binding: str, clusters: list[str] | set[str] | None, *,
-                             within: float = 15.0) -> dict[str, Any]:
+                             within: float | None = None) -> dict[str, Any]:
         """The binding once Karmada (the emulator's stand-in or a real karmada-scheduler) placed it on exactly
         ``clusters`` (None: on any) and is done with it: ``Scheduled=True`` and ``status.schedulerObservedGeneration``
         equal to its generation. A real scheduler writes ``spec.clusters`` first and its status after (then observes
         the generation its own write made), so a binding read between those writes is not settled yet — and a write
-        guarded by the resourceVersion read then would fail."""
+        guarded by the resourceVersion read then would fail. ``within``: at least :attr:`scheduling_within`."""
+        within = max(within or 0.0, self.scheduling_within)
 
         async def probe() -> dict[str, Any] | None:
             rb = await self.get("ResourceBinding", binding)
