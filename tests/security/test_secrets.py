@@ -42,6 +42,7 @@ from tether.adapters.kubernetes.webhook_certs import ensure_self_signed
 from tether.adapters.sandbox.kube_emulator import KubeEmulator
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.daemon import CRDS, Stack, eventually, tether_stack
+from tether.adapters.testing.member import CRDS as MEMBER_CRDS
 
 PUSH_TOKEN = f"push-{secrets.token_hex(16)}"
 MEMBER_TOKEN = f"member-{secrets.token_hex(16)}"
@@ -148,7 +149,7 @@ async def push(http: aiohttp.ClientSession, stack: Stack, context: ssl.SSLContex
 
 
 async def test_no_secret_appears_in_any_output_of_a_run(kube: KubeEnv, tmp_path: Path) -> None:
-    async with kube.member_endpoint(crds=CRDS) as emulator:
+    async with kube.member_endpoint(crds=MEMBER_CRDS) as emulator:
         await run_and_search_every_output(kube, tmp_path, emulator)
 
 
