@@ -158,13 +158,16 @@ class SettingsApplied(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
 
 
 class CommandSucceeded(msgspec.Struct, tag=True, omit_defaults=True, gc=False):
-    """A command was applied (or found already satisfied: ``noop``); ``result`` is the object written."""
+    """A command was applied (or found already satisfied: ``noop``); ``result`` is the object written.
+    ``superseded_by``: the command was never applied — a later one for the same object and purpose (this id) was
+    queued behind it and carries the newer desired state (``noop`` too: nothing was written)."""
 
     command_id: str
     command: str
     target: str
     result: KubeObject | None = None
     noop: bool = False
+    superseded_by: str = ""
 
 
 class CommandFailed(msgspec.Struct, tag=True, omit_defaults=True, gc=False):

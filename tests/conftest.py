@@ -67,6 +67,15 @@ async def kube() -> AsyncIterator[KubeEnv]:
 
 
 @pytest.fixture
+async def emulated_kube() -> AsyncIterator[KubeEnv]:
+    """``kube`` on an emulator of its own, also when ``TETHER_TEST_KUBECONFIG`` names a real cluster: for tests of
+    the emulator's own machinery (fault injection, the Karmada stand-in, the watch hub, the kubelet stand-in), which
+    run on either run instead of skipping on the real one."""
+    async with kube_environment(emulated=True) as env:
+        yield env
+
+
+@pytest.fixture
 def emulator(kube: KubeEnv) -> KubeEmulator:
     """The emulator behind ``kube``; skips the test on a real cluster."""
     return kube.require_emulator()

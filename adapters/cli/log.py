@@ -16,7 +16,7 @@ from tether.adapters.cli import LOG_COMMANDS
 from tether.adapters.cli.errors import UserError
 from tether.adapters.cli.record_lines import line
 from tether.adapters.log import EventLog, Position, Record, Stream, aclosing_iter
-from tether.adapters.log.url import LogUnreachable, is_sqlite, open_log, sqlite_path
+from tether.adapters.log.url import LogUnreachable, LogUnusable, is_sqlite, open_log, sqlite_path
 from tether.core.envelope import EventRecord, encode
 
 StreamChoice = Literal["events", "commands", "both"]
@@ -29,7 +29,8 @@ def console() -> Console:
 
 async def open_for_cli(url: str, *, existing: bool = True) -> EventLog:
     """``open_log`` with its refusals (bad URL, unknown scheme or option) shown as a usage error, and a log whose
-    servers do not answer as a one-line error (``errors.UserError``), both exit code 2. With ``existing``, a
+    servers do not answer or whose file cannot be a log (a directory, not a database) as a one-line error
+    (``errors.UserError``), both exit code 2. With ``existing``, a
     SQLite log must already exist: opening creates the file, and a mistyped path would otherwise replay an empty
     log that was never there."""
     try:
@@ -39,6 +40,8 @@ async def open_for_cli(url: str, *, existing: bool = True) -> EventLog:
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="LOG") from exc
     except LogUnreachable as exc:
+        raise UserError(str(exc)) from exc
+    except LogUnusable as exc:
         raise UserError(str(exc)) from exc
 
 

@@ -111,7 +111,9 @@ def summary(record: EventRecord | CommandRecord) -> str:
                 text = f"{i.key} not in catalog: {message}"
             case DataLocationLookupFailed(identity=i, message=message, retryable=retryable):
                 text = f"{i.key} lookup failed ({'transient' if retryable else 'permanent'}): {message}"
-            case CommandSucceeded(command=name, noop=noop):  # the command id is the causation
+            case CommandSucceeded(command=name, superseded_by=later) if later:  # the command id is the causation
+                text = f"{name} superseded by {later} (not applied: the later command carries the newer state)"
+            case CommandSucceeded(command=name, noop=noop):
                 text = f"{name} {'already satisfied' if noop else 'applied'}"
             case CommandFailed(command=name, reason=reason, message=message, retryable=retryable):
                 text = f"{name} failed{' (retryable)' if retryable else ''}: {reason}: {message}"

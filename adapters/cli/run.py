@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from tether.adapters.daemon.daemon import Daemon, DaemonConfig
 from tether.adapters.daemon.preflight import StartupError
 from tether.adapters.kubernetes.kubeconfig import KubeconfigError, read_kubeconfigs
 from tether.adapters.log.url import check_log_url
+from tether.core.identity import is_valid_object_name
 from tether.core.plugin_config import parse_duration
 
 F = TypeVar("F", bound=Callable[..., object])
@@ -60,6 +62,18 @@ def check_log_url_option(ctx: click.Context, param: click.Parameter, value: str)
         check_log_url(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
+    return value
+
+
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")  # a DNS-1123 label
+
+
+def configmap_option(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``--plugin-configmap``/``--admission-configmap``: ``NAMESPACE/NAME`` of a ConfigMap, refused otherwise — a
+    name without its namespace watched nothing, and every claim went ``UnknownSystem``."""
+    namespace, slash, name = value.partition("/")
+    if not slash or not _NAMESPACE.match(namespace) or not is_valid_object_name(name):
+        raise click.BadParameter(f"{value!r} is not NAMESPACE/NAME of a ConfigMap (e.g. {param.default})")
     return value
 
 
@@ -111,9 +125,13 @@ def parse_members(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--context", default=None, help="kubeconfig context.")
 @click.option("--in-cluster", is_flag=True, help="Use the pod's service account.")
 @click.option("--plugin-configmap", default="volcano-global/volcano-global-datasource-plugins", show_default=True,
+              callback=configmap_option,
               help="NAMESPACE/NAME of the data-source plugin ConfigMap (Volcano Global's format).")
 @click.option("--watch-namespace", default="", help="Only watch claims and bindings in this namespace.")
-@click.option("--http-port", default=8080, show_default=True, type=int,
+@click.option("--http-address", default="0.0.0.0", show_default=True, metavar="ADDRESS",
+              help="Address --http-port listens on: 0.0.0.0 every IPv4 address, :: every address, 127.0.0.1 this "
+                   "host only.")
+@click.option("--http-port", default=8080, show_default=True, type=click.IntRange(0, 65535),
               help="Port of /healthz, /readyz, /metrics, /status and the push endpoint (HTTPS with --http-tls-cert).")
 @click.option("--http-tls-cert", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Serve --http-port over HTTPS with this certificate (PEM; re-read when it changes). With "
@@ -142,6 +160,7 @@ def parse_members(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--admission/--no-admission", default=False, show_default=True,
               help="Queue admission: watch Queues, PriorityClasses, Deployments and the admission ConfigMap.")
 @click.option("--admission-configmap", default="tether-system/tether-admission", show_default=True,
+              callback=configmap_option,
               help="NAMESPACE/NAME of the admission ConfigMap (volcano-scheduler.conf tiers, queue-managed kinds).")
 @click.option("--admission-volcano-jobs", is_flag=True, help="Also watch batch.volcano.sh Jobs (their queue).")
 @click.option("--max-hold", "max_hold", default="10m", show_default=True, metavar="DURATION",
@@ -156,7 +175,9 @@ def parse_members(values: tuple[str, ...]) -> dict[str, str]:
                    "each at once; docs/operations.md).")
 @click.option("--binding-webhook/--no-binding-webhook", default=False, show_default=True,
               help="Serve the ResourceBinding admission webhook at /mutate/resourcebindings on the webhook server.")
-@click.option("--webhook-port", type=int, default=9443, show_default=True,
+@click.option("--webhook-address", default="0.0.0.0", show_default=True, metavar="ADDRESS",
+              help="Address --webhook-port listens on (as --http-address).")
+@click.option("--webhook-port", type=click.IntRange(0, 65535), default=9443, show_default=True,
               help="Port of the webhook server (HTTPS), which serves every webhook turned on.")
 @click.option("--webhook-cert-dir", default="/var/run/tether/webhook", show_default=True,
               help="Directory with the webhook server's tls.crt and tls.key (re-read when they rotate).")
@@ -176,13 +197,13 @@ def parse_members(values: tuple[str, ...]) -> dict[str, str]:
 @log_level_option("info")
 @click.option("--json-logs/--console-logs", default=True, show_default=True)
 def run_cmd(log_url: str, kubeconfig: str | None, context: str | None, in_cluster: bool, plugin_configmap: str,
-            watch_namespace: str, http_port: int, http_tls_cert: str | None, http_tls_key: str | None,
-            push_token_file: str | None, leader_elect: bool,
+            watch_namespace: str, http_address: str, http_port: int, http_tls_cert: str | None,
+            http_tls_key: str | None, push_token_file: str | None, leader_elect: bool,
             lease_namespace: str, lease_duration: float,
             refresh_interval: float | None, members: tuple[str, ...], members_from_karmada: bool, pod_webhook: bool,
             admission: bool, admission_configmap: str, admission_volcano_jobs: bool, max_hold: float,
             bookkeeping_delay: float, binding_webhook: bool,
-            webhook_port: int,
+            webhook_address: str, webhook_port: int,
             webhook_cert_dir: str, webhook_self_signed: bool, webhook_inject_ca: bool, webhook_service: str,
             webhook_configuration: str, leader_services: tuple[str, ...], log_level: str, json_logs: bool) -> None:
     """Run the daemon: watch, decide, apply — until SIGTERM/SIGINT.
@@ -201,7 +222,8 @@ def run_cmd(log_url: str, kubeconfig: str | None, context: str | None, in_cluste
         raise click.UsageError("--leader-service needs the pod's address and namespace in POD_IP and POD_NAMESPACE "
                                "(the downward API: status.podIP, metadata.namespace)")
     cfg = DaemonConfig(log_url=log_url, kubeconfig=kubeconfig, context=context, in_cluster=in_cluster,
-                       plugin_configmap=plugin_configmap, watch_namespace=watch_namespace, http_port=http_port,
+                       plugin_configmap=plugin_configmap, watch_namespace=watch_namespace, http_host=http_address,
+                       http_port=http_port,
                        http_tls_cert=http_tls_cert or "", http_tls_key=http_tls_key or "",
                        push_token=token, leader_elect=leader_elect, lease_namespace=lease_namespace,
                        lease_duration=lease_duration, renew_deadline=lease_duration * 2 / 3,
@@ -211,7 +233,7 @@ def run_cmd(log_url: str, kubeconfig: str | None, context: str | None, in_cluste
                        admission=admission, admission_configmap=admission_configmap,
                        admission_volcano_jobs=admission_volcano_jobs, max_hold=max_hold,
                        bookkeeping_delay=bookkeeping_delay, binding_webhook=binding_webhook,
-                       webhook_port=webhook_port, webhook_cert_dir=webhook_cert_dir,
+                       webhook_host=webhook_address, webhook_port=webhook_port, webhook_cert_dir=webhook_cert_dir,
                        webhook_self_signed=webhook_self_signed, webhook_inject_ca=webhook_inject_ca,
                        webhook_service=webhook_service,
                        webhook_namespace=lease_namespace, webhook_configuration=webhook_configuration,

@@ -6,7 +6,8 @@ log nor the kubeconfig. A plain synchronous request (urllib): one GET, nothing t
 
 The screen, top to bottom: who leads and whether this replica is ready; the log's end and each consumer's lag; what
 the world tracks; the admission queues with their held and admitted bindings; the members; watches that are not
-well; the last decisions and the recent errors. ``--json`` prints the document as served, for scripts.
+well; the last decisions and the recent errors — a plugin ConfigMap entry refused first among them, for as long
+as it is. ``--json`` prints the document as served, for scripts.
 
 A daemon that does not answer, or an address that is not a tether daemon, is a one-line error (exit code 2).
 """
@@ -224,10 +225,15 @@ def _decisions_table(doc: dict[str, Any]) -> Table:
 def _errors_table(doc: dict[str, Any]) -> Table:
     errors = doc.get("errors") or []
     table = _table("recent errors", "time", "source", "object", "what", "reason", clip_last=True)
+    plugins = doc.get("plugins") or {}
+    refused = plugins.get("refused") or {}
+    for system, error in refused.items():  # a state, not an event: first, for as long as it lasts
+        table.add_row("now", "config", f"plugin {system}", "PluginConfigInvalid",
+                      _clipped(f"{plugins.get('configmap', '')}: {error}", style="red"))
     for e in errors[:SHOWN_ERRORS]:
         table.add_row(_clock(e.get("at", "")), e.get("source", ""), e.get("key", ""), e.get("what", ""),
                       _clipped(f"{e.get('reason', '')}: {e.get('message', '')}", style="red"))
-    table.caption = _more(SHOWN_ERRORS, len(errors)) if errors else "none since the start"
+    table.caption = _more(SHOWN_ERRORS, len(errors)) if errors else None if refused else "none since the start"
     return table
 
 

@@ -5,7 +5,8 @@
 * the event log (``--log``, ``sqlite:///tether.db`` by default, or ``kafka://...``);
 * a Kubernetes client (kubeconfig, in-cluster, or an ``ApiClient`` handed in by tests and the demo);
 * before anything starts, the preflight (``adapters/daemon/preflight.py``): the kubeconfig, the log's servers and
-  the API server's CRDs are checked, and a mistake is one :class:`~tether.adapters.daemon.preflight.StartupError`;
+  the API server's CRDs are checked and the ports bound, and a mistake is one
+  :class:`~tether.adapters.daemon.preflight.StartupError`;
 * watch sources for DataSourceClaims, DataSources, ResourceBindings, Karmada Clusters and the plugin ConfigMap;
 * executors: Kubernetes (``KubeExecutor``), catalog (``CatalogExecutor`` over a ``ResolverSet`` kept in sync
   with the plugin ConfigMap), timers;
@@ -280,7 +281,7 @@ class Daemon:
             return False, "lists pending: the world is not complete yet"
         return True, "current"
 
-    async def _start_webhook(self, kube: KubeClient) -> None:
+    async def _start_webhook(self, kube: KubeClient, *, sock: socket.socket | None = None) -> None:
         """The one webhook server, with the handlers of the webhooks configured (module doc)."""
         cfg = self.cfg
         assert self._log is not None
@@ -307,7 +308,7 @@ class Daemon:
             handlers=handlers, cert_file=str(cert), key_file=str(key), serving=self.replica_current,
             host=cfg.webhook_host, port=cfg.webhook_port,
             observe=lambda path, outcome, seconds: metrics.webhook_latency.labels(path, outcome).observe(seconds))
-        await self.webhook.start()
+        await self.webhook.start(sock=sock)
         if cfg.webhook_inject_ca and not cfg.webhook_self_signed:  # cert-manager's Secret, its CA beside the cert
             try:
                 ca = (Path(cfg.webhook_cert_dir) / CA_FILE).read_bytes()
@@ -386,6 +387,7 @@ class Daemon:
                                                              in_cluster=self.cfg.in_cluster)
         owns_log = self._log is None
         kube = KubeClient(api)
+        sockets: list[socket.socket] = []  # the endpoints', then the webhook server's (preflight.listen)
         try:
             self._log = self._log or await preflight.event_log(self.cfg.log_url)
             await preflight.require_served(kube, server=str(api.configuration.host))
@@ -395,7 +397,14 @@ class Daemon:
             if self.cfg.serves_webhooks and not self.cfg.webhook_self_signed:
                 certs = Path(self.cfg.webhook_cert_dir)
                 preflight.serving_certificate(str(certs / CERT_FILE), str(certs / KEY_FILE), flags="--webhook-cert-dir")
+            sockets.append(preflight.listen(self.cfg.http_host, self.cfg.http_port,
+                                            flags="--http-address/--http-port"))
+            if self.cfg.serves_webhooks:
+                sockets.append(preflight.listen(self.cfg.webhook_host, self.cfg.webhook_port,
+                                                flags="--webhook-address/--webhook-port"))
         except BaseException:
+            for sock in sockets:
+                sock.close()
             if owns_log and self._log is not None:
                 await self._log.close()
                 self._log = None
@@ -409,6 +418,8 @@ class Daemon:
         executor = KubeExecutor(kube, cache=known)
         executor.events.on_drop = self.metrics.events_dropped.inc
         self.competing = executor.writes = CompetingWrites(
+            # a DataSource is shared with the tethers of other namespaces (competing.py)
+            shared_kinds=frozenset({"DataSource"}) if self.cfg.watch_namespace else frozenset(),
             count=lambda kind: self.metrics.competing_writes.labels(kind).inc(),
             emit=lambda obj: executor.apply_emit_kubernetes_event(EmitKubernetesEvent(
                 involved=ref_of(obj), event_type="Warning", reason=COMPETING_REASON, message=COMPETING_MESSAGE)))
@@ -445,12 +456,12 @@ class Daemon:
         self.endpoints = Endpoints(metrics=self.metrics, ready=self.ready, on_table_moved=self._on_table_moved,
                                    push_token=self.cfg.push_token, host=self.cfg.http_host, port=self.cfg.http_port,
                                    status=self.status, tls=http_tls)
-        await self.endpoints.start()
-        if self.cfg.serves_webhooks:  # up at once: a replica that is not current answers 503 (failurePolicy applies)
-            await self._start_webhook(kube)
         tasks: list[asyncio.Task[Any]] = []
         exit_code = 0
-        try:
+        try:  # (the servers inside: whatever fails, everything opened is closed and the process can end)
+            await self.endpoints.start(sock=sockets[0])
+            if self.cfg.serves_webhooks:  # up at once: a replica not current answers 503 (failurePolicy applies)
+                await self._start_webhook(kube, sock=sockets[1])
             if self.cfg.leader_elect:
                 self.leader = LeaderElector(kube, namespace=self.cfg.lease_namespace, name=self.cfg.lease_name,
                                             identity=self.cfg.identity, lease_duration=self.cfg.lease_duration,
@@ -473,7 +484,8 @@ class Daemon:
                 return [*self.sources, *(s for m in list(members.members.values()) for s in m.sources)]
 
             reporter = StateReporter(metrics=self.metrics, loops=self.loops, sources=sources,
-                                     log_=self._log, admission_configmap=self.cfg.admission_configmap)
+                                     log_=self._log, admission_configmap=self.cfg.admission_configmap,
+                                     plugin_configmap=self.cfg.plugin_configmap)
             extra = [reporter.run_admission()] if self.cfg.admission else []
             tasks.append(asyncio.create_task(self.loops.run(*(s.run() for s in self.sources),
                                                               self.poll_locations(), reporter.run(), *extra),

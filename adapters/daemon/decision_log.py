@@ -182,11 +182,11 @@ class DecisionLog:
             self.log.debug(f"decided: {text}", **_position(record), decider=record.decider, why=record.reason,
                            **fields)
 
-    def superseded(self, record: CommandRecord) -> None:
-        """A queued command skipped: a newer one for the same object and purpose carries the newer state."""
+    def superseded(self, record: CommandRecord, *, by: CommandRecord) -> None:
+        """A queued command skipped: a newer one (``by``) for the same object and purpose carries the newer state."""
         if self._enabled(DEBUG):
             _, text, fields = phrase(record.command)
-            self.log.debug(f"{text}: superseded", **_position(record), **fields)
+            self.log.debug(f"{text}: superseded", **_position(record), superseded_by=by.id, **fields)
 
     def applied(self, record: CommandRecord, outcomes: Sequence[Event]) -> None:
         """The line of a command whose outcome is known (module doc, "When")."""

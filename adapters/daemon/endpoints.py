@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -34,7 +35,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tether.adapters.daemon.metrics import Metrics
-from tether.adapters.kubernetes.webhook import decode_bounded
+from tether.adapters.kubernetes.webhook import decode_bounded, start_site
 from tether.adapters.kubernetes.webhook_certs import ServingCertificate
 from tether.core.events import DataLocationResolved, Event
 from tether.core.identity import DataIdentity, identity_problem, make_identity
@@ -135,15 +136,12 @@ class Endpoints:
             answer["location"] = outcome.location
         return web.json_response(answer, status=202)
 
-    async def start(self) -> None:
+    async def start(self, *, sock: socket.socket | None = None) -> None:
+        """Serve on ``sock`` when given (bound beforehand: ``preflight.listen``), else on ``host:port``."""
         self._runner = web.AppRunner(self.app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port,
-                           ssl_context=self.tls.context() if self.tls is not None else None)
-        await site.start()
-        sockets = getattr(site._server, "sockets", None) or []
-        if sockets:
-            self.port = sockets[0].getsockname()[1]
+        self.port = await start_site(self._runner, host=self.host, port=self.port, sock=sock,
+                                     ssl_context=self.tls.context() if self.tls is not None else None)
         if self.tls is not None:  # re-read on a timer too: a rotation to a new CA lets no request through
             self._reloader = asyncio.create_task(self.tls.watch(), name="endpoints-certificate")
 

@@ -49,8 +49,9 @@ nor the reading of later commands. Ordering and bounds:
   serves bookkeeping ahead of a placement this process has to make. A deferred command leaves its key's queue for
   a queue of its slot (so that it holds back nothing of its object: a binding's placement never waits behind an
   Event on it); within a slot, commands keep their log order;
-* a queued command superseded by a later queued one for the same object and purpose is skipped (reported as
-  a no-op: the later one carries the newer desired state); ``StartTimer`` commands are never skipped, nor are
+* a queued command superseded by a later queued one for the same object and purpose is skipped (recorded as a
+  no-op naming the later command, ``superseded_by``, and counted as the outcome ``superseded``: the later one
+  carries the newer desired state); ``StartTimer`` commands are never skipped, nor are
   Kubernetes Events (each reports a transition of its own: a later one does not carry an earlier one's news);
 * a command applied with state that follows the decider's world (``follows_world``: by default
   ``LookupDataLocation`` — the catalog resolvers are rebuilt from ``world.plugins``) waits until this process's
@@ -400,9 +401,16 @@ class Loops:
         await asyncio.gather(*tasks)
 
     async def wait_idle(self, *, within: float = 10.0, quiet: float = 0.05) -> None:
-        """Wait until both loops have consumed everything in the log (for tests and the demo)."""
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
+        """Wait until both loops have consumed everything in the log (for tests and the demo).
+
+        ``within`` bounds the time **without progress** — neither loop's position moving on — not the whole wait:
+        a daemon with more to read (the lists of a lived-in control plane, a loaded machine) is given the time it
+        takes while it moves. A pipeline that stops, or one that never ends (more than ``10 * within`` in all: a
+        write loop), still fails, saying where it was."""
+        started = time.monotonic()
+        deadline = started + within
+        seen: tuple[int, ...] = ()
+        while True:
             events_end = (await self.log.end("events")).get(0, 0)
             commands_end = (await self.log.end("commands")).get(0, 0)
             decided = (await self.log.position("events", consumer="decider")).get(0, 0)
@@ -411,8 +419,14 @@ class Loops:
                 await asyncio.sleep(quiet)
                 if (await self.log.end("events")).get(0, 0) == events_end:
                     return
+            now = time.monotonic()
+            if (decided, executed) != seen:
+                seen, deadline = (decided, executed), now + within
+            if now > deadline or now - started > 10 * within:
+                why = f"no progress for {within:g} s" if now > deadline else f"still busy after {10 * within:g} s"
+                raise TimeoutError(f"the pipeline did not become idle ({why}): events decided {decided} of "
+                                   f"{events_end}, commands executed {executed} of {commands_end}")
             await asyncio.sleep(0.01)
-        raise TimeoutError("the pipeline did not become idle")
 
 
 class _ExecutorLoop:
@@ -527,9 +541,11 @@ class _ExecutorLoop:
         if latest is None or isinstance(record.command, NEVER_SUPERSEDED):
             return False
         # a later command for the same object and purpose is queued: it carries the newer desired state
-        self.rt.decisions.superseded(record)
-        self.finish(record, [CommandSucceeded(command_id=record.id, command=command_name(record.command),
-                                              target=record.key, noop=True)])
+        name = command_name(record.command)
+        self.rt.decisions.superseded(record, by=latest)
+        self.rt.metrics.outcomes.labels(name, "superseded").inc()
+        self.finish(record, [CommandSucceeded(command_id=record.id, command=name, target=record.key, noop=True,
+                                              superseded_by=latest.id)])
         return True
 
     def _defer_record(self, slot_: str, record: CommandRecord, delay: float) -> None:

@@ -60,6 +60,9 @@ class Metrics:
         self.timers = Gauge("tether_timers_pending", "Armed timers", registry=r)
         self.lists_pending = Gauge(
             "tether_lists_pending", "Watch lists started and not ended: while above 0 nothing is decided", registry=r)
+        self.plugin_config_valid = Gauge(
+            "tether_plugin_config_valid", "Per system of the plugin ConfigMap: 1 while its entry is in force, 0 while "
+            "it is refused (every claim of the system is Pending, PluginConfigInvalid)", ["system"], registry=r)
         self.admission_bindings = Gauge("tether_admission_bindings", "Queue-managed bindings by queue and state "
                                         "(held: suspended, waiting; admitted)", ["queue", "state"], registry=r)
         self.admission_config_valid: Gauge | None = Gauge(

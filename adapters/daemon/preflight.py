@@ -6,7 +6,8 @@ In order:
 
 1. **the API client** — the kubeconfig exists, is YAML, has the context (``adapters/kubernetes/kubeconfig.py``), or
    ``--in-cluster`` is in a pod;
-2. **the log** — its URL parses (a Kafka broker's port is a number) and its servers answer
+2. **the log** — its URL parses (a Kafka broker's port is a number), a SQLite file can be a log (not a directory,
+   in a directory that exists, a SQLite database if it exists) and a Kafka log's servers answer
    (``open_log(connect=True)``): a Kafka log otherwise connects on its first append, in the middle of the start;
 3. **the API server** — it answers, accepts the credentials, and serves the resources tether cannot work without:
    DataSourceClaims and DataSources (tether's CRDs) and Karmada's ResourceBindings and Clusters. Without them every
@@ -15,7 +16,12 @@ In order:
    required: their sources list them as absent (``WatchSource.absent_ok``).
 
 4. **certificates** — the TLS certificate and key of the endpoints (``--http-tls-cert``/``--http-tls-key``) and
-   of the webhook server (``--webhook-cert-dir``, unless self-signed) load and match.
+   of the webhook server (``--webhook-cert-dir``, unless self-signed) load and match;
+5. **the ports** — the endpoints' (``--http-address``/``--http-port``) and the webhook server's
+   (``--webhook-address``/``--webhook-port``) sockets are bound here (:func:`listen`) and handed to the servers: a
+   port another process holds, an address this host does not have or a name that does not resolve is one line —
+   not a traceback from the middle of the start, with the log's threads left running and the process never
+   exiting.
 
 A failure of the API server during the run is not a startup error: watches retry with backoff. Only the first
 contact is checked, where a wrong address or missing CRDs are far likelier than an outage — and where a
@@ -24,6 +30,7 @@ controller that cannot discover its resources conventionally exits (a supervisor
 
 from __future__ import annotations
 
+import socket
 import ssl
 
 from kubernetes_asyncio import client
@@ -32,7 +39,7 @@ from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, CLUSTERS, DATASO
 from tether.adapters.kubernetes.kubeconfig import KubeconfigError, load_in_cluster, load_kubeconfig
 from tether.adapters.kubernetes.webhook_certs import ServingCertificate
 from tether.adapters.log import EventLog
-from tether.adapters.log.url import LogUnreachable, open_log
+from tether.adapters.log.url import LogUnreachable, LogUnusable, open_log
 
 #: What ``tether run`` cannot work without (module doc, 3).
 REQUIRED: tuple[Resource, ...] = (CLAIMS, DATASOURCES, BINDINGS, CLUSTERS)
@@ -61,6 +68,8 @@ async def event_log(url: str) -> EventLog:
         raise StartupError(f"--log {url}: {exc}") from exc
     except LogUnreachable as exc:
         raise StartupError(str(exc)) from exc
+    except LogUnusable as exc:
+        raise StartupError(f"--log: {exc}") from exc
     except OSError as exc:  # a SQLite file in a directory that does not exist, or is not writable
         raise StartupError(f"--log {url}: cannot open it ({exc}): check the path and its permissions") from exc
 
@@ -107,3 +116,26 @@ def serving_certificate(cert_file: str, key_file: str, *, flags: str) -> Serving
     except (OSError, ssl.SSLError) as exc:
         raise StartupError(f"{flags}: cannot load the TLS certificate {cert_file} and key {key_file} ({exc})") from exc
     return certificate
+
+
+def listen(host: str, port: int, *, flags: str) -> socket.socket:
+    """A TCP socket listening on ``host:port`` (``""`` or ``0.0.0.0``: every IPv4 address; ``::`` every address),
+    for a server to serve on (module doc, 5); ``flags`` names the options that chose it."""
+    where = f"[{host}]:{port}" if ":" in host else f"{host or '0.0.0.0'}:{port}"
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # (as asyncio's servers: TIME_WAIT is fine)
+            sock.bind(address)
+            sock.listen(128)
+            sock.setblocking(False)
+        except BaseException:
+            sock.close()
+            raise
+    except (OSError, OverflowError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise StartupError(f"{flags}: cannot listen on {where} ({why}): free the port, or choose another address "
+                           "or port") from exc
+    return sock

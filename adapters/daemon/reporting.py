@@ -10,6 +10,8 @@ webhook answers) are incremented where things happen; this module sets what is a
   is advanced by the difference since the last reading, so it only ever grows) and whether an optional resource
   is absent;
 * each consumer's lag behind its stream's end;
+* whether each system of the plugin ConfigMap is in force (``tether_plugin_config_valid``) — an entry refused is
+  logged at warning once per distinct error, with its system and the parse error;
 * with admission on, queue-managed bindings per queue and whether the admission ConfigMap is accepted — a
   refused one is logged once per distinct error, with its key.
 """
@@ -25,6 +27,7 @@ from tether.adapters.daemon.loops import Loops
 from tether.adapters.daemon.metrics import Metrics
 from tether.adapters.kubernetes.watch import WatchSource
 from tether.adapters.log import EventLog
+from tether.core.plugin_config import PluginSet
 from tether.core.world import World
 from tether.core.world.admission_state import AdmissionState
 
@@ -50,6 +53,12 @@ def held_bindings(admission: AdmissionState) -> dict[str, int]:
     return held
 
 
+def plugin_validity(plugins: PluginSet) -> dict[str, int]:
+    """``tether_plugin_config_valid``: 1 for every system in force, 0 for every name a claim may give as its system
+    and be refused for (``PluginConfigInvalid``: the decider's rule, ``why_pending``)."""
+    return {**{name: 0 for name in plugins.errors if name not in plugins.plugins}, **dict.fromkeys(plugins.plugins, 1)}
+
+
 def world_gauges(world: World) -> dict[str, dict[str, int]]:
     """The world's state gauges as ``{gauge: {label value or "": count}}`` (tests read it too)."""
     phases = dict.fromkeys(CLAIM_PHASES, 0)
@@ -73,14 +82,39 @@ def world_gauges(world: World) -> dict[str, dict[str, int]]:
 
 class StateReporter:
     def __init__(self, *, metrics: Metrics, loops: Loops, sources: Callable[[], Iterable[WatchSource]],
-                 log_: EventLog, admission_configmap: str = "") -> None:
+                 log_: EventLog, admission_configmap: str = "", plugin_configmap: str = "") -> None:
         """``sources``: the watch sources now (the control plane's, and those of the members connected so far)."""
         self.metrics = metrics
         self.loops = loops
         self.sources = sources
         self.log = log_
         self.admission_configmap = admission_configmap
+        self.plugin_configmap = plugin_configmap
         self._errors_seen: dict[str, int] = {}
+        self._plugins_seen: PluginSet | None = None
+        self._plugin_errors: dict[str, str] = {}  # the refusals logged, by system
+        self._plugin_systems: set[str] = set()  # the systems tether_plugin_config_valid has a series for
+
+    def set_plugin_gauges(self) -> None:
+        """``tether_plugin_config_valid`` per system, and a warning for each refusal not logged yet (module doc)."""
+        plugins = self.loops.world.plugins
+        if plugins is self._plugins_seen:  # (a new PluginSet whenever the ConfigMap changes)
+            return
+        self._plugins_seen = plugins
+        validity = plugin_validity(plugins)
+        for system in self._plugin_systems - set(validity):  # gone from the ConfigMap: its series goes too
+            self.metrics.plugin_config_valid.remove(system)
+        self._plugin_systems = set(validity)
+        for system, valid in validity.items():
+            self.metrics.plugin_config_valid.labels(system).set(valid)
+        refused = {system: plugins.errors[system] for system, valid in validity.items() if not valid}
+        for system, error in sorted(refused.items()):
+            if self._plugin_errors.get(system) != error:
+                log.warning("plugin configuration refused: the system's claims stay Pending (PluginConfigInvalid)",
+                            configmap=self.plugin_configmap, system=system, error=error)
+        for system in sorted(set(self._plugin_errors) - set(refused)):
+            log.info("plugin configuration accepted", configmap=self.plugin_configmap, system=system)
+        self._plugin_errors = refused
 
     def set_world_gauges(self) -> None:
         for gauge, values in world_gauges(self.loops.world).items():
@@ -111,6 +145,7 @@ class StateReporter:
         await self.loops.recovered.wait()
         while True:
             self.set_world_gauges()
+            self.set_plugin_gauges()
             self.set_watch_gauges()
             await self.set_lag()
             await asyncio.sleep(interval)

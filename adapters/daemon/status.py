@@ -7,6 +7,8 @@ Sections, each answering an operator's question:
 * ``log`` — where the log is, its end per stream, how far the decider and the executor are, and their lag;
 * ``world`` — what is tracked: claims (bound, pending), DataSources, bindings (placements injected), Karmada
   Clusters, commands and catalog lookups in flight (and which tables are being looked up), timers, lists pending;
+* ``plugins`` — the plugin ConfigMap, the systems in force and those refused, with why (their claims stay
+  ``PluginConfigInvalid``);
 * ``admission`` — with ``--admission``: the configuration's state and, per queue, the bindings held and admitted;
 * ``members`` — every cluster tether knows: Karmada's Ready flag, and for a connected member (pod placement) how it
   is connected, whether it is still listing, its nodes and pods;
@@ -89,6 +91,16 @@ def _admission(daemon: Daemon) -> dict[str, Any]:
     return section
 
 
+def _plugins(daemon: Daemon) -> dict[str, Any]:
+    section: dict[str, Any] = {"configmap": daemon.cfg.plugin_configmap, "systems": [], "refused": {}}
+    if daemon.loops is None or not daemon.loops.recovered.is_set():
+        return section
+    plugins = daemon.loops.world.plugins
+    section["systems"] = sorted(plugins.plugins)
+    section["refused"] = {name: error for name, error in sorted(plugins.errors.items()) if name not in plugins.plugins}
+    return section
+
+
 def _members(daemon: Daemon) -> list[dict[str, Any]]:
     world = daemon.loops.world if daemon.loops is not None and daemon.loops.recovered.is_set() else None
     ready = dict(world.clusters) if world is not None else {}
@@ -143,6 +155,7 @@ async def daemon_status(daemon: Daemon, *, started_at: float) -> dict[str, Any]:
                    "commands_applied": loops.applied_commands if loops is not None else 0},
         "leader": _leader(daemon),
         "world": _world(daemon),
+        "plugins": _plugins(daemon),
         "admission": _admission(daemon),
         "members": _members(daemon),
         "watches": _watches(daemon),

@@ -25,6 +25,11 @@ warning log line and one Kubernetes Event (``CompetingWriter``, on the object) p
 at most ``burst`` per ``interval`` in all, so a flip-flop at hundreds of writes a second says so without
 becoming the next flood. The Event's message does not vary, so repeats count on one Event.
 
+**Objects shared with tethers of other namespaces.** With ``--watch-namespace``, DataSources (cluster-scoped) are
+shared with the tethers of other namespaces, which write those their own claims use: such a DataSource is judged
+only once this process has written it (``shared_kinds``). Before, every write of another namespace's tether — a
+supported set-up, and every other run of the suite on a shared cluster — was taken for a competitor's.
+
 What it cannot see: a write whose answer never came back (a timeout after the server applied it) is taken for
 another writer's — one line, once.
 """
@@ -88,8 +93,10 @@ class CompetingWrites:
     def __init__(self, *, count: Callable[[str], None] = lambda kind: None,
                  emit: Callable[[KubeObject], Awaitable[object]] | None = None, interval: float = 300.0,
                  burst: int = 20, expect_window: float = 30.0, max_objects: int = 200_000,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, shared_kinds: frozenset[str] = frozenset()) -> None:
+        """``shared_kinds``: kinds whose objects are judged only once this process wrote them (module doc)."""
         self.count = count
+        self.shared_kinds = shared_kinds
         self.emit = emit
         self.interval = interval
         self.burst = burst
@@ -149,6 +156,8 @@ class CompetingWrites:
         fields = owned_fields(obj)
         if fields is None:
             return
+        if obj.kind in self.shared_kinds and key not in self.own and key not in self.inflight:
+            return  # another namespace's tether's, until this process writes it (module doc)
         rv = obj.metadata.resource_version
         previous = self.seen.get(key)
         if previous is not None and stale(rv, previous[0]):

@@ -78,8 +78,8 @@ class LeaderElector:
         return LeaseProblem(
             f"leader election: may not {verb} the Lease {self.namespace}/{self.name} ({exc.status} {exc.reason}): "
             f"tether needs get, create and update on leases.coordination.k8s.io in namespace {self.namespace} "
-            "(ops/deploy/rbac.yaml), or --lease-namespace of a namespace where it has them, or --no-leader-elect "
-            "for a single replica")
+            "(the chart's Role tether-leader-election), or --lease-namespace of a namespace where it has them, or "
+            "--no-leader-elect for a single replica")
 
     async def _call(self, verb: str, call: Any) -> Any:
         """``await call``, a 401/403 turned into the :class:`LeaseProblem` that says what to grant."""

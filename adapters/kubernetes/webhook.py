@@ -40,6 +40,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import inspect
+import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
@@ -154,6 +156,17 @@ def review_response(uid: str, answer: WebhookAnswer) -> dict[str, Any]:
     return {"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview", "response": response}
 
 
+async def start_site(runner: web.AppRunner, *, host: str, port: int, sock: socket.socket | None,
+                     ssl_context: ssl.SSLContext | None) -> int:
+    """Serve ``runner`` on ``sock`` (a socket bound beforehand: the daemon's preflight, which turns a port that is
+    taken into one line) or else on ``host:port``; returns the port bound (what 0 asked for)."""
+    site: web.BaseSite = (web.SockSite(runner, sock, ssl_context=ssl_context) if sock is not None
+                          else web.TCPSite(runner, host, port, ssl_context=ssl_context))
+    await site.start()
+    sockets = getattr(site._server, "sockets", None) or ()
+    return int(sockets[0].getsockname()[1]) if sockets else port
+
+
 def object_key(request: AdmissionRequest) -> str:
     """``Kind/namespace/name`` of the request's object, for log lines (a CREATE may have no name yet)."""
     obj = request.object or request.old_object or {}
@@ -193,18 +206,15 @@ class WebhookServer:
 
     # --- HTTP ------------------------------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, *, sock: socket.socket | None = None) -> None:
+        """Serve on ``sock`` when given (bound beforehand), else on ``host:port``."""
         app = web.Application(client_max_size=MAX_REVIEW_BYTES)
         for path in self.handlers:
             app.router.add_post(path, self._handle)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.tls.context())
-        await site.start()
-        server = site._server  # the bound port, when 0 was asked for
-        sockets = getattr(server, "sockets", None) or ()
-        if sockets:
-            self.port = sockets[0].getsockname()[1]
+        self.port = await start_site(self._runner, host=self.host, port=self.port, sock=sock,
+                                     ssl_context=self.tls.context())
         self._reloader = asyncio.create_task(self.tls.watch(), name="webhook-certificate")
         log.info("admission webhooks serving", port=self.port, paths=sorted(self.handlers))
 

@@ -318,6 +318,29 @@ class _Undecoded(_Decoding):
                 yield record
 
 
+class LogUnusable(Exception):
+    """The file named as the log cannot be a log: a directory, in a directory that does not exist, not a SQLite
+    database, or not readable and writable. The message names the file and what to do; the command line shows it
+    as one line (exit code 2)."""
+
+
+def _check_usable(file: Path) -> None:
+    """What SQLite would only say as "unable to open database file" — or, for a missing directory, what opening
+    used to hide by creating it (a mistyped ``--log`` path left a new directory tree behind)."""
+    if file.is_dir():
+        raise LogUnusable(f"{file} is a directory: name the log's file (e.g. {file / 'tether.db'})")
+    if not file.parent.is_dir():
+        raise LogUnusable(f"the directory {file.parent} does not exist: create it first, or name a file in an "
+                          "existing directory (tether creates the log's file, not its directory)")
+
+
+def _unusable(file: Path, exc: sqlite3.Error) -> LogUnusable:
+    if type(exc) is sqlite3.DatabaseError:  # (not one of its subclasses: "file is not a database", "malformed")
+        return LogUnusable(f"{file} is not a tether log: SQLite cannot read it ({exc}); name the log's file, or move "
+                           "this one away")
+    return LogUnusable(f"cannot open the log {file} ({exc}): check the path and its permissions")
+
+
 class SqliteLog:
     """:class:`~tether.adapters.log.EventLog` on one SQLite file. Open with :meth:`open` (or ``open_log``)."""
 
@@ -358,8 +381,11 @@ class SqliteLog:
         if synchronous.upper() not in ("FULL", "NORMAL", "OFF", "EXTRA"):
             raise ValueError(f"bad synchronous mode {synchronous!r}")
         file = Path(path)
-        file.parent.mkdir(parents=True, exist_ok=True)
-        writer = await aiosqlite.connect(file, isolation_level=None)
+        _check_usable(file)
+        try:
+            writer = await aiosqlite.connect(file, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise _unusable(file, exc) from exc
         try:
             await writer.execute("PRAGMA busy_timeout = 10000")
             await writer.execute("PRAGMA journal_mode = WAL")
@@ -367,8 +393,10 @@ class SqliteLog:
             await writer.execute(f"PRAGMA journal_size_limit = {int(WAL_SIZE_LIMIT)}")
             await writer.executescript(_SCHEMA)
             await _add_version_column(writer)
-        except BaseException:
+        except BaseException as exc:
             await writer.close()
+            if isinstance(exc, sqlite3.Error):
+                raise _unusable(file, exc) from exc
             raise
         log_ = cls(file, writer, poll_interval=poll_interval, on_corrupt=on_corrupt, synchronous=synchronous,
                    tail_size=tail_size)

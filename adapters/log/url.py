@@ -12,6 +12,9 @@
 Other backends register a scheme in :data:`BACKENDS` as ``"module:Class"``; the class must have ``from_url``, and
 may have ``check_url`` (a syntax check without connecting, :func:`check_log_url`).
 
+**A file that cannot be a log** — a directory, a file in a directory that does not exist, a file that is not a
+SQLite database — raises :class:`~tether.adapters.log.sqlite.LogUnusable` (re-exported here) saying so.
+
 **Reaching the log.** A Kafka log connects lazily, on first use — which, in the daemon, is in the middle of its
 start, and in ``tether replay``, deep inside the first read. ``open_log(url, connect=True)`` connects at once
 (``start()``, which every read and append does first anyway) and turns "no broker answers" into one
@@ -28,7 +31,7 @@ from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
 from tether.adapters.log import EventLog
-from tether.adapters.log.sqlite import SqliteLog
+from tether.adapters.log.sqlite import LogUnusable, SqliteLog
 
 #: scheme → "module:Class" whose ``from_url(url)`` opens the log (sync or async).
 BACKENDS: dict[str, str] = {"kafka": "tether.adapters.log.kafka:KafkaLog"}
@@ -51,6 +54,10 @@ def sqlite_path(url: str) -> tuple[str, dict[str, str]]:
 def is_sqlite(url: str) -> bool:
     """Whether ``url`` names a SQLite log (a ``sqlite:`` URL or a bare path)."""
     return url.startswith("sqlite:") or "://" not in url
+
+
+__all__ = ["BACKENDS", "UNREACHABLE", "LogUnreachable", "LogUnusable", "check_log_url", "is_sqlite", "open_log",
+           "sqlite_path"]
 
 
 class LogUnreachable(ConnectionError):

@@ -16,6 +16,8 @@ so the test brings its own world into it and takes it away again:
   run's pods, nor this one theirs.
 - **Another project's CRDs** (Godel's PodGroup, Fluid's operations) are installed when missing — the real ones
   from ``../shared/reference`` when present, else tether's minimal schemas — and never deleted (a CRD is shared).
+  An emulated member serves the same real ones, so that a test's objects are valid under the schemas of the
+  projects they imitate on the emulator as on a real cluster that carries them.
   A CRD that is already there is used as it is. A member **without** one of the two projects cannot be had by
   deleting its CRDs there: the daemon is told instead that the project's group is served from a group of the
   test's own that nobody serves (``DaemonConfig.api_groups``, :attr:`TestMember.api_groups`), and its kinds are
@@ -175,8 +177,9 @@ async def member(env: KubeEnv, name: str, tmp: str | Path, *, racks: int = 4, pe
     ``namespace``: the member namespace to use (default: "ml" on an emulated member, a fresh one of the
     environment's on a real cluster). ``emulated``: an emulated member even beside a real cluster (a member the
     test stops, a second member)."""
+    sources = [c if isinstance(c, Path) else _crd_source(c) for c in crds]  # the real schemas, when present
     if env.is_emulated or emulated:
-        async with KubeEmulator(binder=True, crds=crds) as emulator:
+        async with KubeEmulator(binder=True, crds=sources) as emulator:
             api = client.ApiClient(emulator.configuration())
             try:
                 directory = Path(tmp) / name
@@ -196,7 +199,7 @@ async def member(env: KubeEnv, name: str, tmp: str | Path, *, racks: int = 4, pe
             finally:
                 await api.close()
         return
-    await env.register_crds(*(c if isinstance(c, Path) else _crd_source(c) for c in crds))
+    await env.register_crds(*sources)
     namespace = namespace or await env.create_namespace("tether-test-ml")
     kube = KubeClient(env.api_client)
     wanted = {_group(c) for c in crds}

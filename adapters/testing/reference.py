@@ -2,8 +2,9 @@
 
 The repository holds nothing copied from other projects. Facts about them (their CRDs, their example manifests,
 objects a real karmada-scheduler placed) live next to the repository in ``../shared/reference`` when it is checked
-out there, and tests read them from that place at test time. Without it those tests are skipped with a reason that
-names the missing path, never failed: the repository must stay testable on its own.
+out there (next to the main checkout, for a git worktree), and tests read them from that place at test time.
+Without it those tests are skipped with a reason that names the missing path, never failed: the repository must
+stay testable on its own.
 
 The repository root is found from the ``tether`` package (``tether/`` is a folder of symlinks at the root), so the
 location does not depend on the working directory pytest was started from.
@@ -16,7 +17,27 @@ from pathlib import Path
 import tether
 
 ROOT = Path(tether.__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
+
+
+def _shared(root: Path) -> Path:
+    """``shared`` next to the repository: beside ``root``, or — ``root`` being a git worktree (``.git`` a file naming
+    its git directory) — beside the main checkout the worktree belongs to."""
+    beside = root.parent / "shared"
+    dot_git = root / ".git"
+    if beside.is_dir() or not dot_git.is_file():
+        return beside
+    head = dot_git.read_text(encoding="utf-8").strip()
+    if not head.startswith("gitdir:"):
+        return beside
+    gitdir = (root / head.partition(":")[2].strip()).resolve()
+    common = gitdir / "commondir"  # (the main repository's git directory, relative to the worktree's)
+    if not common.is_file():
+        return beside
+    main = (gitdir / common.read_text(encoding="utf-8").strip()).resolve().parent
+    return main.parent / "shared" if (main.parent / "shared").is_dir() else beside
+
+
+SHARED = _shared(ROOT)
 REFERENCE = SHARED / "reference"
 
 

@@ -109,7 +109,7 @@ class DaemonProcess:
         async with self._lock:
             self.proc.stdin.write(f"idle {within}\n".encode())
             await self.proc.stdin.drain()
-            await self._expect("idle", within + 5)
+            await self._expect("idle", 10 * within + 5)  # (Runtime.wait_idle: within bounds a time without progress)
 
     async def stop(self, *, within: float = 10.0) -> int:
         """SIGTERM (as a supervisor stops ``tether run``); returns the exit code."""
@@ -329,13 +329,21 @@ class Stack:
                                           cluster_names=options.pop("cluster_names", None) or self.own_clusters(),
                                           **options)
 
+    @property
+    def scheduling_within(self) -> float:
+        """How long Karmada may take to schedule a binding of the test: 15 s for the emulator's stand-in; 60 s for
+        a real karmada-scheduler, whose queue on a shared control plane holds every other run's bindings and the
+        lived-in plane's thousands (measured: a 15 s wait timed out while another session's bench filled it)."""
+        return 15.0 if self.env.is_emulated else 60.0
+
     async def wait_scheduled(self, binding: str, clusters: list[str] | set[str] | None, *,
-                             within: float = 15.0) -> dict[str, Any]:
+                             within: float | None = None) -> dict[str, Any]:
         """The binding once Karmada (the emulator's stand-in or a real karmada-scheduler) placed it on exactly
         ``clusters`` (None: on any) and is done with it: ``Scheduled=True`` and ``status.schedulerObservedGeneration``
         equal to its generation. A real scheduler writes ``spec.clusters`` first and its status after (then observes
         the generation its own write made), so a binding read between those writes is not settled yet — and a write
-        guarded by the resourceVersion read then would fail."""
+        guarded by the resourceVersion read then would fail. ``within``: at least :attr:`scheduling_within`."""
+        within = max(within or 0.0, self.scheduling_within)
 
         async def probe() -> dict[str, Any] | None:
             rb = await self.get("ResourceBinding", binding)
@@ -497,7 +505,7 @@ async def _cleanup(kube: KubeClient, namespace: str, clusters: dict[str, str], s
             if f".{suffix}." not in str((source.get("spec") or {}).get("name") or ""):
                 continue
             with contextlib.suppress(Exception):
-                await _release_and_delete(kube, DATASOURCES, source["metadata"]["name"])
+                await release_and_delete(kube, DATASOURCES, source["metadata"]["name"])
     for name in clusters.values():
         with contextlib.suppress(Exception):
             await delete_cluster_scoped(kube, CLUSTERS, name)
@@ -524,7 +532,7 @@ async def delete_cluster_scoped(kube: KubeClient, res: Any, name: str, *, attemp
             await asyncio.sleep(0.2 * 2 ** attempt)
 
 
-async def _release_and_delete(kube: KubeClient, res: Any, name: str, *, attempts: int = 5) -> None:
+async def release_and_delete(kube: KubeClient, res: Any, name: str, *, attempts: int = 5) -> None:
     """Release tether's finalizers on a cluster-scoped object of the stack and delete it, until it is gone. On a
     shared cluster another run's daemon watches every DataSource too and may write this one between the release
     and the deletion (its finalizer back, its status): the release then fails on the resourceVersion, or the

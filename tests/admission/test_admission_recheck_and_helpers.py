@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tether.adapters.testing.reference import REFERENCE
 from tether.core.admission.config import parse_admission_config
 from tether.core.admission.model import Binding
 from tether.core.admission.objects import binding_priority, queue_from_object, workload_queue_name
@@ -127,13 +127,13 @@ def test_queue_from_object() -> None:
     assert queue_from_object({"metadata": {"name": "d"}, "spec": {"weight": 0}}) == Queue(name="d")
 
 
-REFERENCE = Path(__file__).resolve().parents[3] / "shared/reference/volcano/scheduling.volcano.sh_queues.yaml"
+QUEUE_CRD = REFERENCE / "volcano" / "scheduling.volcano.sh_queues.yaml"  # (../shared/reference)
 
 
 def test_queue_fields_exist_in_volcanos_queue_crd() -> None:
-    if not REFERENCE.exists():
-        pytest.skip(f"Volcano's Queue CRD is not at {REFERENCE}")
-    crd = yaml.safe_load(REFERENCE.read_text())
+    if not QUEUE_CRD.exists():
+        pytest.skip(f"Volcano's Queue CRD is not at {QUEUE_CRD}")
+    crd = yaml.safe_load(QUEUE_CRD.read_text())
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
     assert {"parent", "priority", "weight", "capability", "deserved", "guarantee"} <= set(spec)
     assert "resource" in spec["guarantee"]["properties"]

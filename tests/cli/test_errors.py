@@ -52,18 +52,19 @@ class Ran:
         return self.stdout + self.stderr
 
 
-async def run_tether(*args: str) -> Ran:
-    """``tether ARGS`` in a child process (this checkout's code), while the caller's loop keeps serving."""
+async def run_tether(*args: str, within: float = 60) -> Ran:
+    """``tether ARGS`` in a child process (this checkout's code), while the caller's loop keeps serving; a process
+    still running after ``within`` seconds is killed and fails the test."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", "from tether.adapters.cli import main; main(prog_name='tether')", *args,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        out, err = await asyncio.wait_for(proc.communicate(), within)
     except TimeoutError:
         proc.kill()
         await proc.wait()
-        raise
+        pytest.fail(f"tether {' '.join(args)} did not end within {within} s")
     assert proc.returncode is not None
     return Ran(proc.returncode, out.decode(), err.decode())
 
@@ -173,6 +174,77 @@ def test_run_with_a_kafka_log_where_nothing_listens(tmp_path: Path) -> None:
     path = kubeconfig(tmp_path, "http://127.0.0.1:1")
     one_line(invoke("run", "--kubeconfig", str(path), "--log", f"kafka://127.0.0.1:{port}/x"),
              f"cannot reach the log kafka://127.0.0.1:{port}/x")
+
+
+def test_a_log_that_is_not_a_database_is_refused_by_every_command(tmp_path: Path) -> None:
+    garbage = tmp_path / "notadb.db"
+    garbage.write_text("garbage\n")
+    for command in (("replay",), ("log", "tail")):
+        one_line(invoke(*command, str(garbage)), f"{garbage} is not a tether log", "file is not a database")
+    one_line(invoke("run", "--kubeconfig", str(kubeconfig(tmp_path, "http://127.0.0.1:1")), "--log", str(garbage)),
+             "--log", f"{garbage} is not a tether log")
+    assert garbage.read_text() == "garbage\n"  # left as it was
+
+
+def test_a_directory_as_the_log_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    for command in (("replay",), ("log", "tail")):
+        one_line(invoke(*command, str(folder)), f"{folder} is a directory", f"{folder}/tether.db")
+    one_line(invoke("run", "--kubeconfig", str(kubeconfig(tmp_path, "http://127.0.0.1:1")), "--log", str(folder)),
+             "--log", f"{folder} is a directory")
+
+
+def test_a_log_in_a_directory_that_does_not_exist_is_refused_and_nothing_is_created(tmp_path: Path) -> None:
+    missing = tmp_path / "nonexistent" / "dir"
+    one_line(invoke("run", "--kubeconfig", str(kubeconfig(tmp_path, "http://127.0.0.1:1")), "--log",
+                    f"sqlite://{missing}/t.db"), "--log", f"the directory {missing} does not exist", "create it")
+    assert not (tmp_path / "nonexistent").exists()
+
+
+# --- the ports -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flag", ["--http-port", "--webhook-port"])
+def test_a_port_out_of_range_is_refused(flag: str) -> None:
+    one_line(invoke("run", flag, "99999"), f"'{flag}'", "99999 is not in the range 0<=x<=65535")
+
+
+def taken(address: str = "127.0.0.1") -> socket.socket:
+    """A socket listening on a free port of ``address``: what another process holding the port looks like."""
+    holder = socket.socket()
+    holder.bind((address, 0))
+    holder.listen()
+    return holder
+
+
+async def test_a_taken_port_ends_the_daemon_in_one_line(tmp_path: Path) -> None:
+    """The daemon got past every check, bound nothing and hung for ever with its log's threads running (a
+    traceback, then no exit); now each taken port is one line and exit 2, and the log is closed."""
+    async with KubeEmulator(crds=[crd_dir()]) as emulator:
+        config = str(emulator.kubeconfig_path(tmp_path))
+        with taken() as holder:
+            port = holder.getsockname()[1]
+            result = await run_tether("run", "--kubeconfig", config, "--log", str(tmp_path / "a.db"),
+                                      "--no-leader-elect", "--http-port", str(port), within=20)  # on 0.0.0.0
+            one_line(result, "--http-address/--http-port", f"cannot listen on 0.0.0.0:{port}",
+                     "Address already in use")
+            result = await run_tether("run", "--kubeconfig", config, "--log", str(tmp_path / "b.db"),
+                                      "--no-leader-elect", "--http-address", "127.0.0.1", "--http-port", "0",
+                                      "--binding-webhook", "--webhook-self-signed", "--webhook-cert-dir",
+                                      str(tmp_path / "certs"), "--webhook-address", "127.0.0.1",
+                                      "--webhook-port", str(port), within=20)
+            one_line(result, "--webhook-address/--webhook-port", f"cannot listen on 127.0.0.1:{port}",
+                     "Address already in use")
+
+
+async def test_an_address_this_host_does_not_have_is_refused(tmp_path: Path) -> None:
+    """``--http-address`` is where the endpoints listen: one this host does not have (TEST-NET-1) cannot be bound."""
+    async with KubeEmulator(crds=[crd_dir()]) as emulator:
+        result = await run_tether("run", "--kubeconfig", str(emulator.kubeconfig_path(tmp_path)), "--log",
+                                  str(tmp_path / "t.db"), "--no-leader-elect", "--http-address", "192.0.2.1",
+                                  within=20)
+    one_line(result, "--http-address/--http-port", "cannot listen on 192.0.2.1:8080")
 
 
 # --- the API server --------------------------------------------------------------------------------------------
@@ -286,6 +358,13 @@ def test_status_where_no_daemon_answers() -> None:
 
 def test_status_of_something_that_is_not_a_daemon(tmp_path: Path) -> None:
     one_line(invoke("status", "--url", "ftp://example"), "--url ftp://example", "expected http://HOST:PORT")
+
+
+@pytest.mark.parametrize("flag", ["--plugin-configmap", "--admission-configmap"])
+@pytest.mark.parametrize("value", ["noslash", "/name", "ns/", "Upper/name", "ns/name/more"])
+def test_a_configmap_that_is_not_namespace_slash_name_is_refused(flag: str, value: str) -> None:
+    """``--plugin-configmap noslash`` was accepted: nothing was watched, and every claim went UnknownSystem."""
+    one_line(invoke("run", flag, value), f"'{flag}'", f"{value!r} is not NAMESPACE/NAME of a ConfigMap")
 
 
 def test_a_max_hold_that_is_not_a_duration_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -111,10 +111,11 @@ def test_a_no_op_is_debug_a_failure_warning_and_partitions_are_named() -> None:
     decisions.applied(record(PLACE, causation="3:7"), [CommandFailed(
         command_id="c0ffee", command="set_binding_placement", target="ResourceBinding/ml/w", reason="Conflict",
         message="the object has been modified", retryable=True)])
-    decisions.superseded(record(PLACE))
+    decisions.superseded(record(PLACE), by=record(PLACE))
     assert [(level, text) for level, text, _ in recorder.lines] == [
         (logging.DEBUG, "binding placed: already so"), (logging.WARNING, "binding placed: failed"),
         (logging.DEBUG, "binding placed: superseded")]
+    assert recorder.lines[2][2]["superseded_by"] == "c0ffee"
     failed = recorder.lines[1][2]
     assert (failed["partition"], failed["offset"], failed["failure"], failed["retryable"]) == (3, 7, "Conflict", True)
     info = Recorder()

@@ -13,7 +13,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 WHY = "the emulator's own fault injection"
 
 
-async def test_injected_errors_match_and_expire(kube):
+async def test_injected_errors_match_and_expire(emulated_kube):
+    kube = emulated_kube  # (the emulator's own machinery: an emulator of its own)
     emulator = kube.require_emulator(WHY)
     core, ns = kube.core, kube.namespace
     await core.create_namespaced_config_map(ns, {"metadata": {"name": "a"}})
@@ -37,7 +38,8 @@ async def test_injected_errors_match_and_expire(kube):
     await core.list_namespaced_config_map(ns)
 
 
-async def test_latency_and_http_admin(kube):
+async def test_latency_and_http_admin(emulated_kube):
+    kube = emulated_kube  # (the emulator's own machinery: an emulator of its own)
     emulator = kube.require_emulator(WHY)
     core, ns = kube.core, kube.namespace
     emulator.faults.add_latency(0.2, verb="list", resource="configmaps", times=1)

@@ -33,7 +33,8 @@ def fixture(name: str) -> dict:
 
 
 @pytest.fixture(params=["karmada-crds", "tether-schemas"])
-async def karmada(kube, request):
+async def karmada(emulated_kube, request):
+    kube = emulated_kube  # (the emulator's own machinery: an emulator of its own)
     emu = kube.require_emulator(
         "tests the emulator's Karmada scheduler stand-in against what karmada-scheduler v1.18.2 did on the "
         "reference examples: Clusters named member1/member2 and messages counting every Cluster the scheduler "

@@ -12,11 +12,13 @@ from __future__ import annotations
 import re
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 
+from tether.adapters.sandbox.kube_emulator.crds import crd_dir
 from tether.adapters.sandbox.kube_emulator.printers import (
     AGE_DESCRIPTION,
     NAME_DESCRIPTION,
@@ -26,10 +28,14 @@ from tether.adapters.sandbox.kube_emulator.printers import (
 from tether.adapters.sandbox.kube_emulator.resources import ResourceType
 from tether.adapters.sandbox.kube_emulator.tables import cell, table
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
+from tether.adapters.testing.reference import crd_under_group
 
 pytestmark = pytest.mark.cluster
 
-GROUP = "/apis/datadependency.volcano.sh/v1alpha1"
+#: tether's CRDs are served under a group of the tests' own: a lived-in control plane may serve
+#: datadependency.volcano.sh with Volcano Global's CRDs (no printer columns), and a test never replaces a CRD.
+OWN_GROUP = "datadependency-tables.tether.dev"
+GROUP = f"/apis/{OWN_GROUP}/v1alpha1"
 #: What kubectl get sends.
 AS_TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io," \
            "application/json"
@@ -37,10 +43,16 @@ AGE = re.compile(r"^\d+s$")  # (just created)
 
 
 def claim(name: str) -> dict[str, Any]:
-    return {"apiVersion": "datadependency.volcano.sh/v1alpha1", "kind": "DataSourceClaim",
+    return {"apiVersion": f"{OWN_GROUP}/v1alpha1", "kind": "DataSourceClaim",
             "metadata": {"name": name},
             "spec": {"system": "amoro", "dataSourceType": "table", "dataSourceName": "prod.events.clicks",
                      "workload": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "train"}}}
+
+
+async def own_crd(kube: KubeEnv, directory: Path, plural: str) -> None:
+    """tether's CRD of ``plural`` (its printer columns), served under :data:`OWN_GROUP`."""
+    await kube.register_crds(crd_under_group(crd_dir() / f"datadependency.volcano.sh_{plural}.yaml", group=OWN_GROUP,
+                                             directory=directory))
 
 
 class Refused(Exception):
@@ -66,8 +78,8 @@ async def call(kube: KubeEnv, method: str, path: str, *, body: Any = None, accep
         response.release()
 
 
-async def test_claims_listed_as_a_table_have_the_crds_columns(kube: KubeEnv) -> None:
-    await kube.register_crds("datadependency.volcano.sh_datasourceclaims")
+async def test_claims_listed_as_a_table_have_the_crds_columns(kube: KubeEnv, tmp_path: Path) -> None:
+    await own_crd(kube, tmp_path, "datasourceclaims")
     claims = f"{GROUP}/namespaces/{kube.namespace}/datasourceclaims"
     created = await call(kube, "POST", claims, body=claim("clicks"))
     listed = await call(kube, "GET", claims, accept=AS_TABLE)
@@ -102,10 +114,11 @@ async def test_claims_listed_as_a_table_have_the_crds_columns(kube: KubeEnv) -> 
     assert plain["kind"] == "DataSourceClaimList"
 
 
-async def test_a_data_source_read_as_a_table_prints_lists_as_json_and_integers_as_numbers(kube: KubeEnv) -> None:
-    await kube.register_crds("datadependency.volcano.sh_datasources")
+async def test_a_data_source_read_as_a_table_prints_lists_as_json_and_integers_as_numbers(kube: KubeEnv,
+                                                                                          tmp_path: Path) -> None:
+    await own_crd(kube, tmp_path, "datasources")
     name = f"tether-test-table-{uuid.uuid4().hex[:8]}"
-    source = {"apiVersion": "datadependency.volcano.sh/v1alpha1", "kind": "DataSource", "metadata": {"name": name},
+    source = {"apiVersion": f"{OWN_GROUP}/v1alpha1", "kind": "DataSource", "metadata": {"name": name},
               "spec": {"system": "amoro", "type": "table", "name": "prod.events.clicks", "reclaimPolicy": "Retain",
                        "locality": {"clusterNames": ["member1", "member2"]}}}
     path = f"{GROUP}/datasources/{name}"
@@ -126,8 +139,9 @@ async def test_a_data_source_read_as_a_table_prints_lists_as_json_and_integers_a
         await call(kube, "DELETE", path)
 
 
-async def test_a_watch_read_as_a_table_sends_the_columns_with_its_first_event_only(kube: KubeEnv) -> None:
-    await kube.register_crds("datadependency.volcano.sh_datasourceclaims")
+async def test_a_watch_read_as_a_table_sends_the_columns_with_its_first_event_only(kube: KubeEnv,
+                                                                                  tmp_path: Path) -> None:
+    await own_crd(kube, tmp_path, "datasourceclaims")
     claims = f"{GROUP}/namespaces/{kube.namespace}/datasourceclaims"
     for name in ("first", "second"):
         await call(kube, "POST", claims, body=claim(name))

@@ -158,10 +158,11 @@ async def test_pod_deletion_is_graceful_even_when_immediate(kube):
     assert marked["deletionTimestamp"] and marked["deletionGracePeriodSeconds"] == 0
 
 
-async def test_bound_pod_deletion_waits_for_the_kubelet(kube):
+async def test_bound_pod_deletion_waits_for_the_kubelet(emulated_kube):
     """A bound pod gets its grace period (MODIFIED with deletionTimestamp in the future and the pod's
     terminationGracePeriodSeconds); the kubelet ends it with a grace-0 delete (MODIFIED, then DELETED). A real
     cluster needs a real node for that, hence emulator-only (the emulator's kubelet stand-in acts at once)."""
+    kube = emulated_kube  # (the emulator's own machinery: an emulator of its own)
     kube.require_emulator("a kubelet that ends a bound pod: the emulator's stand-in; the real control plane the "
                           "tests run on has no kubelet, and a real node is not a test's to run pods on")
     core, ns = kube.core, kube.namespace
@@ -187,7 +188,8 @@ async def test_timeout_seconds_ends_the_stream_cleanly(kube):
     assert [e for e in seen if e["type"] != "BOOKMARK"] == []
 
 
-async def test_bookmarks_carry_current_resource_version(kube):
+async def test_bookmarks_carry_current_resource_version(emulated_kube):
+    kube = emulated_kube  # (the emulator's own machinery: an emulator of its own)
     emulator = kube.require_emulator("bookmarks every 0.1 s (the emulator's bookmark_interval); a real API server "
                                      "sends one about a minute into a watch")
     emulator.bookmark_interval = 0.1
@@ -205,7 +207,8 @@ async def test_bookmarks_carry_current_resource_version(kube):
     assert types[0] == "ADDED" and types[-1] == "BOOKMARK"
 
 
-async def test_expired_resource_version_is_410(kube):
+async def test_expired_resource_version_is_410(emulated_kube):
+    kube = emulated_kube  # (the emulator's own machinery: an emulator of its own)
     emulator = kube.require_emulator("a watch history of 3 events (the emulator's hub); a real API server keeps "
                                      "its history until etcd compacts it, every 5 minutes by default")
     emulator.store.hub.history = type(emulator.store.hub.history)(maxlen=3)
@@ -229,7 +232,8 @@ async def test_expired_resource_version_is_410(kube):
     resp.release()
 
 
-async def test_dropped_watch_reconnects_from_last_version(kube):
+async def test_dropped_watch_reconnects_from_last_version(emulated_kube):
+    kube = emulated_kube  # (the emulator's own machinery: an emulator of its own)
     emulator = kube.require_emulator("watches dropped on demand (the emulator's fault injection)")
     core, ns = kube.core, kube.namespace
     rv = (await core.list_namespaced_config_map(ns)).metadata.resource_version

@@ -354,7 +354,8 @@ async def test_a_burst_of_200_bindings_across_4_queues_respects_order_and_capabi
                         return False
                 return True
 
-            await stack.eventually(scheduled, what="admitted bindings scheduled by Karmada")
+            await stack.eventually(scheduled, within=stack.scheduling_within,
+                                   what="admitted bindings scheduled by Karmada")
         finally:
             await running.stop()
             for name in queues:

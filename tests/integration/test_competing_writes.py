@@ -113,6 +113,34 @@ def test_the_binding_webhooks_own_change_is_not_another_writers() -> None:
     assert counted == ["ResourceBinding"] * 2
 
 
+def data_source(rv: int, bound: int) -> KubeObject:
+    raw: dict[str, Any] = {"apiVersion": "datadependency.volcano.sh/v1alpha1", "kind": "DataSource",
+                           "metadata": {"name": "amoro-table-db.t", "resourceVersion": str(rv), "uid": "u3"},
+                           "spec": {"system": "amoro", "type": "table", "name": "db.t"},
+                           "status": {"boundClaims": bound}}
+    return trim(raw)
+
+
+def test_a_shared_datasource_is_judged_only_once_this_process_wrote_it() -> None:
+    """With --watch-namespace a DataSource is shared with the tethers of other namespaces: their writes of one this
+    process never wrote are theirs to make (on a shared cluster, every other run's); once it wrote it, another's
+    change of it is a competitor's again."""
+    counted: list[str] = []
+    writes = CompetingWrites(count=counted.append, shared_kinds=frozenset({"DataSource"}))
+    for rv in range(1, 5):  # another namespace's tether writes it, again and again
+        writes.observed(data_source(rv, bound=rv))
+    assert counted == [] and writes.foreign == 0
+    writes.writing(data_source(5, 5).key)
+    writes.wrote(data_source(5, 5).key, data_source(5, bound=5))  # this process writes it
+    writes.observed(data_source(5, bound=5))  # its own echo
+    writes.observed(data_source(6, bound=9))  # then someone else's change
+    assert counted == ["DataSource"]
+    everything = CompetingWrites()  # without --watch-namespace: every DataSource is this tether's
+    everything.observed(data_source(1, bound=1))
+    everything.observed(data_source(2, bound=2))
+    assert everything.foreign == 1
+
+
 def test_a_deleted_object_is_forgotten() -> None:
     writes, counted = detector(Clock())
     writes.observed(claim(1, "Resolving"))

@@ -17,21 +17,14 @@ import random
 
 import pytest
 
-from tether.adapters.sandbox.kube_emulator.testing import KUBECONFIG_ENV
 from tether.adapters.testing.chaos_run import crash_restart, passed
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def emulator_only() -> None:
-    if os.environ.get(KUBECONFIG_ENV):
-        pytest.skip("starts a world of its own processes (emulator API servers for the control plane and the "
-                    "member, tether run, the catalog) and SIGKILLs tether at random: it does not use the cluster "
-                    "TETHER_TEST_KUBECONFIG names, and the emulator run runs it")
-
-
-async def test_sigkill_at_random_points_converges_with_every_guarantee(emulator_only: None) -> None:
+async def test_sigkill_at_random_points_converges_with_every_guarantee() -> None:
+    """A world of its own processes (emulator API servers for the control plane and the member, tether run, the
+    catalog): it runs alike whether or not TETHER_TEST_KUBECONFIG names a real cluster, which it does not use."""
     seed = int(os.environ.get("TETHER_CHAOS_SEED") or random.randrange(1 << 30))
     print(f"crash-restart seed {seed}")
     report = await crash_restart(claims=100, kills=4, tables=6, groups=3, seed=seed, settle_within=180)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tether.adapters.cli.record_lines import line
 from tether.adapters.daemon.loops import Loops
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import BINDINGS, CLAIMS, KubeClient
@@ -176,7 +177,7 @@ async def test_commands_of_one_object_run_in_order_and_a_queued_one_superseded_i
     executor = Gated(KubeExecutor(bench.kube))
     first, = await bench.append(bench.status("c", "First"))
     gate = executor.hold(first)
-    bench.start(executor)
+    runtime = bench.start(executor)
     await eventually(lambda: asyncio.sleep(0, first.id in executor.running), "the first command running")
 
     # queued behind the running one: B is superseded by C (same object, same purpose) before it starts
@@ -187,8 +188,15 @@ async def test_commands_of_one_object_run_in_order_and_a_queued_one_superseded_i
     gate.set()
     outcomes = await eventually(lambda: _have(bench, first.id, b.id, c.id), "every outcome")
     assert executor.started == [first.id, other.id, c.id]
-    assert outcomes[b.id][0].noop  # skipped: reported as a no-op, never sent
-    assert not outcomes[c.id][0].noop
+    # skipped, never sent: recorded (and counted) as superseded by C, not as "already satisfied"
+    assert outcomes[b.id][0].noop and outcomes[b.id][0].superseded_by == c.id
+    assert not outcomes[c.id][0].noop and not outcomes[c.id][0].superseded_by
+    counted = {(s.labels["command"], s.labels["outcome"]): s.value
+               for metric in runtime.metrics.outcomes.collect() for s in metric.samples if s.name.endswith("_total")}
+    assert counted == {("update_claim_status", "ok"): 3, ("update_claim_status", "superseded"): 1}
+    told = [line(r).plain async for records in bench.log.read("events") for r in records if r.causation == b.id]
+    assert len(told) == 1 and f"update_claim_status superseded by {c.id}" in told[0], told  # tether log tail's line
+    assert "already satisfied" not in told[0]
     assert await bench.phase_reason("c") == "C"
     await eventually(lambda: _at(bench, c.offset), "the position past every command")
 

@@ -3,7 +3,8 @@
 Every test drives time through the electors' ``clock``/``sleep`` with a :class:`ManualClock`: leases keep
 client-go's durations (15 s / 10 s / 2 s) and no test waits for them. "The candidate tried again and still does
 not lead" is asserted after its attempt counter moved, never after a sleep. The API is the emulator (or a real
-cluster with ``TETHER_TEST_KUBECONFIG``; the fault-injection test needs the emulator).
+cluster with ``TETHER_TEST_KUBECONFIG``, where the Lease writes refused on demand are refused by its RBAC:
+:class:`Refusals`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from tether.adapters.kubernetes.client import LEASES, KubeClient, KubeError, Resource
-from tether.adapters.kubernetes.leader import LeaderElector, _micro_time
+from tether.adapters.kubernetes.leader import LeaderElector, LeaseProblem, _micro_time
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
 from tether.adapters.testing.clock import ManualClock, next_attempt
 
@@ -58,6 +59,46 @@ async def lease(kube: KubeClient, env: KubeEnv, name: str) -> dict[str, Any]:
     got = await kube.get(LEASES, name, namespace=env.namespace)
     assert got is not None
     return got
+
+
+class Refusals:
+    """Lease writes the API server refuses on demand. On the emulator its fault rules (a 500); on a real control
+    plane its RBAC (a 403): the electors act as a ServiceAccount of the test's namespace, granted get, create and
+    update on leases, and the verbs refused are revoked — the real server's refusal, whatever its code."""
+
+    def __init__(self, env: KubeEnv) -> None:
+        self.env = env
+        self.user = ""
+        self.grant = ""
+
+    async def client(self) -> KubeClient:
+        if self.env.emulator is not None:
+            return KubeClient(self.env.api_client)
+        api, self.user = await self.env.client_without_rights()
+        await self.allow()
+        return KubeClient(api)
+
+    async def allow(self, verbs: tuple[str, ...] = ("get", "create", "update")) -> None:
+        if self.env.emulator is not None:
+            self.env.emulator.faults.clear()
+            return
+        if self.grant:
+            await self.env.revoke(self.grant, self.user, verb="get", resource="leases", api_group=LEASE_GROUP)
+        self.grant = await self.env.grant(self.user, verbs=list(verbs), resources=["leases"], api_group=LEASE_GROUP)
+
+    async def refuse(self, *verbs: str) -> None:
+        """Refuse ``verbs`` from now on (until :meth:`allow`)."""
+        if self.env.emulator is not None:
+            for verb in verbs:
+                self.env.emulator.faults.fail(code=500, verb=verb, resource="leases", times=None)
+            return
+        kept = tuple(v for v in ("get", "create", "update") if v not in verbs)
+        await self.env.revoke(self.grant, self.user, verb=verbs[0], resource="leases", api_group=LEASE_GROUP)
+        self.grant = await self.env.grant(self.user, verbs=list(kept), resources=["leases"],
+                                          api_group=LEASE_GROUP) if kept else ""
+
+
+LEASE_GROUP = "coordination.k8s.io"
 
 
 class ReadTogether(KubeClient):
@@ -117,12 +158,12 @@ async def test_of_two_running_candidates_exactly_one_leads(kube: KubeEnv, clock:
 async def test_renewal_failing_past_the_deadline_gives_leadership_up(kube: KubeEnv, clock: ManualClock,
                                                                      lease_name: str,
                                                                      running: list[asyncio.Task[None]]) -> None:
-    emulator = kube.require_emulator("injects API errors on the Lease")
-    leader = elector(KubeClient(kube.api_client), kube, clock, "leader", lease_name)
+    refusals = Refusals(kube)
+    leader = elector(await refusals.client(), kube, clock, "leader", lease_name)
     running.append(task := asyncio.create_task(leader.run()))
     await clock.settle(1)
     assert leader.is_leader.is_set()
-    emulator.faults.fail(code=500, resource="leases", times=None)  # every renewal fails from now on
+    await refusals.refuse("get", "update")  # every renewal fails from now on
     for _ in range(5):  # 10 s of failed renewals: not past the deadline yet
         await turn(clock, [leader])
         assert leader.is_leader.is_set() and not leader.lost.is_set()
@@ -130,7 +171,7 @@ async def test_renewal_failing_past_the_deadline_gives_leadership_up(kube: KubeE
     assert leader.lost.is_set()
     assert not leader.is_leader.is_set()  # it stops saying it leads: the daemon's readiness and release read this
     await asyncio.wait_for(task, 5)
-    emulator.faults.clear()
+    await refusals.allow()
     assert not await leader.release()  # a candidate that lost leadership touches the Lease no more
 
 
@@ -208,32 +249,32 @@ async def test_a_failing_lease_write_is_never_taken_for_leadership(kube: KubeEnv
                                                                   lease_name: str) -> None:
     """The API refusing the write (a 500 on the create or on the update, not a 409) is no leadership: only a write
     the API accepted is."""
-    emulator = kube.require_emulator("injects API errors on the Lease writes")
+    refusals = Refusals(kube)
     base = KubeClient(kube.api_client)
-    candidate = elector(base, kube, clock, "candidate", lease_name)
-    emulator.faults.fail(code=500, verb="create", resource="leases", times=1)
-    with pytest.raises(KubeError):
+    candidate = elector(await refusals.client(), kube, clock, "candidate", lease_name)
+    await refusals.refuse("create")
+    with pytest.raises((KubeError, LeaseProblem)):  # (a 403 is a problem to report: LeaseProblem)
         await candidate.try_acquire_or_renew()
     assert await base.get(LEASES, lease_name, namespace=kube.namespace) is None
+    await refusals.allow()
     assert await candidate.try_acquire_or_renew()  # (the API answers again)
-    emulator.faults.fail(code=500, verb="update", resource="leases", times=1)
-    with pytest.raises(KubeError):
+    await refusals.refuse("update")
+    with pytest.raises((KubeError, LeaseProblem)):
         await candidate.try_acquire_or_renew()  # the renewal's write failed: not renewed
 
 
 async def test_renewals_failing_only_on_the_write_give_leadership_up(kube: KubeEnv, clock: ManualClock,
                                                                      lease_name: str,
                                                                      running: list[asyncio.Task[None]]) -> None:
-    emulator = kube.require_emulator("injects API errors on the Lease writes")
-    leader = elector(KubeClient(kube.api_client), kube, clock, "leader", lease_name)
+    refusals = Refusals(kube)
+    leader = elector(await refusals.client(), kube, clock, "leader", lease_name)
     running.append(asyncio.create_task(leader.run()))
     await clock.settle(1)
     for _ in range(8):  # renewing well past a renew deadline: the deadline runs from the last renewal
         await turn(clock, [leader])
-    emulator.faults.fail(code=500, verb="update", resource="leases", times=1)
+    await refusals.refuse("update")  # every write fails from now on
     await turn(clock, [leader])  # one failed renewal, right after a good one: still the leader
     assert leader.is_leader.is_set() and not leader.lost.is_set()
-    emulator.faults.fail(code=500, verb="update", resource="leases", times=None)
     for _ in range(4):  # reads succeed, every write fails: 10 s since the last renewal, not past the deadline
         await turn(clock, [leader])
         assert leader.is_leader.is_set()
@@ -243,8 +284,8 @@ async def test_renewals_failing_only_on_the_write_give_leadership_up(kube: KubeE
 
 async def test_release_touches_only_a_lease_this_candidate_holds(kube: KubeEnv, clock: ManualClock,
                                                                  lease_name: str) -> None:
-    emulator = kube.require_emulator("injects an API error on the release")
-    base = KubeClient(kube.api_client)
+    refusals = Refusals(kube)
+    base = await refusals.client()
     first, other = (elector(base, kube, clock, who, lease_name) for who in ("first", "other"))
     assert not await other.release()  # never led: nothing to release
     assert await first.try_acquire_or_renew()
@@ -258,8 +299,9 @@ async def test_release_touches_only_a_lease_this_candidate_holds(kube: KubeEnv, 
     assert not await first.release()
     assert (await lease(base, kube, lease_name))["spec"]["holderIdentity"] == "other"
     other.is_leader.set()
-    emulator.faults.fail(code=500, verb="update", resource="leases", times=1)
+    await refusals.refuse("update")
     assert not await other.release()  # the API refused it: not released, says so
+    await refusals.allow()
     assert (await lease(base, kube, lease_name))["spec"]["holderIdentity"] == "other"
 
 

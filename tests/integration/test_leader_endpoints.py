@@ -137,12 +137,27 @@ async def test_a_conflict_on_the_slice_is_read_again_and_written_over(kube: Kube
     await client.delete(ENDPOINT_SLICES, slice_name(service), namespace=kube.namespace)
 
 
+class _CountingCreates(KubeClient):
+    creates = 0
+
+    async def create(self, res: Resource, body: dict[str, Any], *, namespace: str = "") -> dict[str, Any]:
+        self.creates += 1
+        return await super().create(res, body, namespace=namespace)
+
+
 async def test_a_refused_slice_write_is_not_retried(kube: KubeEnv) -> None:
-    emulator = kube.require_emulator("a 403 on demand (the emulator's fault rules)")
-    rule = emulator.faults.fail(code=403, verb="create", resource="endpointslices", times=None)
-    endpoints = LeaderEndpoints(KubeClient(kube.api_client), namespace=kube.namespace,
+    """A 403: the real API server's RBAC refusing a ServiceAccount without a role (on the emulator, which has no
+    RBAC, a fault rule)."""
+    if kube.emulator is not None:
+        kube.emulator.faults.fail(code=403, verb="create", resource="endpointslices", times=None)
+        client = _CountingCreates(kube.api_client)
+    else:  # the leader's Role without "create"
+        api, user = await kube.client_without_rights()
+        await kube.grant(user, verbs=["get", "update"], resources=["endpointslices"], api_group="discovery.k8s.io")
+        client = _CountingCreates(api)
+    endpoints = LeaderEndpoints(client, namespace=kube.namespace,
                                 services=[f"tether-push-{secrets.token_hex(3)}"], address="10.0.0.7",
                                 ports={"push": 8443})
     with pytest.raises(KubeError) as refused:
         await endpoints.publish()
-    assert refused.value.status == 403 and rule.fired == 1
+    assert refused.value.status == 403 and client.creates == 1

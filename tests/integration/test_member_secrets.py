@@ -7,8 +7,11 @@ member or the control plane affected — and the next observation of the Cluster
 token) reconnects the member with the new credentials at the next observation; the same Secret observed again
 (a status heartbeat) changes nothing.
 
-The member's API server is the emulator itself (its endpoint is the emulator's URL): only the credentials tether
-takes from the Secret are under test. Emulator only (one fault injection; the endpoint is the emulator's).
+The Clusters and their Secrets are on the control plane — the emulator, or the real one of
+``TETHER_TEST_KUBECONFIG`` — and the member's API server is an emulator (the control plane's own, or a private one
+beside a real control plane: ``KubeEnv.member_endpoint``), whose credentials the test makes up: only the credentials
+tether takes from the Secret are under test. A 403 on the Secret's read is a fault rule on the emulator and the
+real server's RBAC on a real control plane.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from tether.adapters.kubernetes.members import SECRETS, MemberClusters, MemberEx
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.sandbox.kube_emulator import KubeEmulator
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
+from tether.adapters.testing.member import CRDS as MEMBER_CRDS
 from tether.core.events import MemberDisconnected
 from tether.core.kube import trim
 
@@ -73,14 +77,14 @@ class Karmada:
 
 @pytest.fixture
 async def karmada(kube: KubeEnv, tmp_path: Path) -> AsyncIterator[Karmada]:
-    emulator = kube.require_emulator("the member's endpoint is the emulator itself")
-    log = await SqliteLog.open(tmp_path / "tether.db")
-    members = MemberClusters(log, MemberExecutor(), karmada=KubeClient(kube.api_client))
-    try:
-        yield Karmada(kube, emulator, members, log)
-    finally:
-        await members.stop()
-        await log.close()
+    async with kube.member_endpoint(crds=MEMBER_CRDS) as emulator:  # (Godel's and Fluid's: nothing absent to say)
+        log = await SqliteLog.open(tmp_path / "tether.db")
+        members = MemberClusters(log, MemberExecutor(), karmada=KubeClient(kube.api_client))
+        try:
+            yield Karmada(kube, emulator, members, log)
+        finally:
+            await members.stop()
+            await log.close()
 
 
 def b64(text: str | bytes) -> str:
@@ -97,6 +101,8 @@ def b64(text: str | bytes) -> str:
 async def test_a_bad_secret_leaves_only_that_member_unconnected_with_a_warning(
         karmada: Karmada, data: dict[str, str] | None, warning: str) -> None:
     if data is not None:
+        if data.get("token") == "not base64!":
+            karmada.kube.require_emulator("a Secret whose data is not base64, which a real API server refuses to store")
         await karmada.secret(data)
     warnings = await karmada.observe()
     assert [w["event"] for w in warnings] == [warning] and warnings[0]["cluster"] == karmada.name
@@ -110,12 +116,23 @@ async def test_a_bad_secret_leaves_only_that_member_unconnected_with_a_warning(
 
 
 async def test_an_unreadable_secret_is_retried_at_the_next_observation(karmada: Karmada) -> None:
+    """A 403 on the Secret's read: a fault rule on the emulator; on a real control plane its RBAC, tether reading
+    as a ServiceAccount without a role, then granted one."""
     await karmada.secret({"token": b64(TOKEN_A)})
-    karmada.emulator.faults.fail(code=403, verb="get", resource="secrets", times=1)
+    kube = karmada.kube
+    if kube.emulator is not None:
+        kube.emulator.faults.fail(code=403, verb="get", resource="secrets", times=1)
+    else:
+        api, user = await kube.client_without_rights()
+        await karmada.members.stop()
+        karmada.members = MemberClusters(karmada.log, MemberExecutor(), karmada=KubeClient(api))
     warnings = await karmada.observe()
     assert [w["event"] for w in warnings] == ["member cluster secret unreadable"] and warnings[0]["status"] == 403
     assert karmada.token() is None
+    if kube.emulator is None:
+        await kube.grant(user, verbs=["get"], resources=["secrets"])
     assert await karmada.observe() == [] and karmada.token() == TOKEN_A
+    await karmada.members.stop()
 
 
 async def test_a_rotated_secret_reconnects_the_member_with_the_new_token(karmada: Karmada) -> None:

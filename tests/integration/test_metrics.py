@@ -92,7 +92,7 @@ async def log_truth(stack: Stack) -> dict[str, Counter[Any]]:
             continue
         command = names[record.causation]
         if isinstance(event, CommandSucceeded):
-            outcomes[(command, "noop" if event.noop else "ok")] += 1
+            outcomes[(command, "superseded" if event.superseded_by else "noop" if event.noop else "ok")] += 1
         elif isinstance(event, CommandFailed):
             outcomes[(command, "failed")] += 1
         else:
@@ -216,6 +216,7 @@ def check_every_metric(running: Samples, stopped: Samples, truth: dict[str, Coun
     assert sorted(timers) == sorted(["admission-cycle", HOLD_PURPOSE])
     expect("tether_admission_bindings", {(queue, "admitted"): 1, (queue, "held"): 1}, "queue", "state")
     expect("tether_admission_config_valid", {(): 1})
+    expect("tether_plugin_config_valid", {("amoro",): 1}, "system")  # the stack's plugin ConfigMap, accepted
     # the loops: the decider caught up; the executor's committed position waits behind the lookup in flight (the
     # commands after it are applied, their position is committed in order), so its lag is at least that one
     lag = by(running, "tether_consumer_lag_records", "consumer")
@@ -248,8 +249,8 @@ def check_every_metric(running: Samples, stopped: Samples, truth: dict[str, Coun
     # histograms: one observation per thing timed
     expect("tether_decision_latency_seconds_count", {(): sum(truth["events"].values())}, samples=stopped)
     applied = Counter[str]()
-    for (command, _), n in truth["outcomes"].items():
-        applied[command] += n
+    for (command, outcome), n in truth["outcomes"].items():
+        applied[command] += n if outcome != "superseded" else 0  # (skipped: never applied, never timed)
     expect("tether_command_apply_seconds_count", {(k,): v for k, v in applied.items()}, "command", samples=stopped)
     expect("tether_webhook_seconds_count", {("/mutate/resourcebindings", k): v for k, v in truth["webhook"].items()},
            "webhook", "outcome", samples=stopped)

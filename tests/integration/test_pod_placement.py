@@ -109,7 +109,9 @@ async def test_a_data_process_follows_its_data_load(kube: KubeEnv, policy: str, 
             process = await m1.kube.create(process_res, {
                 "apiVersion": process_res.api_version, "kind": "DataProcess",
                 "metadata": {"name": "proc", "namespace": ns},
-                "spec": {"dataset": {"name": "d", "namespace": ns}, "processor": {"script": {"image": "x"}},
+                # valid under Fluid's own schema: a dataset's mountPath and a script's source are required
+                "spec": {"dataset": {"name": "d", "namespace": ns, "mountPath": "/data"},
+                         "processor": {"script": {"image": "x", "source": "echo processed"}},
                          "runAfter": {"kind": "DataLoad", "name": "load", "affinityStrategy": {"policy": policy}}}},
                 namespace=ns)
             # Fluid's controller has reconciled it (its status, which tether's condition needs: operation_status)
@@ -117,8 +119,8 @@ async def test_a_data_process_follows_its_data_load(kube: KubeEnv, policy: str, 
                                                                  "conditions": []}}, namespace=ns, subresource="status")
             process_job = await m1.kube.create(JOBS, _job(m1, "proc-job", "DataProcess", process), namespace=ns)
             await m1.kube.create(PODS, m1.pod("proc-pod", owner=_owned_by(process_job)), namespace=ns)
-            await m1.kube.patch(load_res, "load", {"status": {"phase": "Complete"}}, namespace=ns,
-                                subresource="status")
+            await m1.kube.patch(load_res, "load", {"status": {"phase": "Complete", "duration": "5s", "conditions": []}},
+                                namespace=ns, subresource="status")  # (Fluid's status schema requires all three)
             bound = await eventually(lambda: all_bound(m1, "proc-pod"), "proc-pod bound", within=30)
             assert bound == {"proc-pod": target}
             pod = await m1.kube.get(PODS, "proc-pod", namespace=ns)

@@ -3,7 +3,8 @@
 The other daemon tests run :class:`Daemon` in the test's process (or through ``adapters/testing/tether_stack.py``'s own
 entry point): what they cannot see is the command line — click's options and environment variables, the logging it
 configures, its signal handlers and its exit code. Here the real ``tether run`` (the console script) is started as a
-child process against the emulator, with the sandbox catalog:
+child process against the emulator (or the real control plane of ``TETHER_TEST_KUBECONFIG``), with the sandbox
+catalog:
 
 * with its flags, it becomes ready, binds a claim, logs JSON lines, keeps the push token out of its output, and
   stops on SIGTERM with exit code 0 and a final "tether stopped" line;
@@ -11,7 +12,8 @@ child process against the emulator, with the sandbox catalog:
   picks up what changed meanwhile, without a restart;
 * a malformed flag is a one-line usage error (exit 2), not a traceback.
 
-Emulator only: the outage is an emulator stopped and started again on its port, its store kept.
+The outage is an emulator of the test's own, stopped and started again on its port, its store kept (on either
+run).
 """
 
 from __future__ import annotations
@@ -32,11 +34,11 @@ import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from tether.adapters.kubernetes import manifests
-from tether.adapters.kubernetes.client import CLAIMS, CONFIGMAPS, KubeClient
+from tether.adapters.kubernetes.client import CLAIMS, CONFIGMAPS, DATASOURCES, KubeClient
 from tether.adapters.sandbox.catalog import SandboxCatalog
 from tether.adapters.sandbox.kube_emulator import KubeEmulator
-from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
-from tether.adapters.testing.tether_stack import CRDS, claim_phase, eventually
+from tether.adapters.sandbox.kube_emulator.testing import KUBECONFIG_ENV, KubeEnv
+from tether.adapters.testing.tether_stack import CRDS, claim_phase, eventually, release_and_delete
 
 ROOT = Path(__file__).resolve().parents[2]
 # the console script pip installed (``[project.scripts]``), as a supervisor runs it; else the same entry point
@@ -113,19 +115,20 @@ async def tether_run(*args: str, env: dict[str, str] | None = None) -> AsyncIter
 
 
 async def test_tether_run_serves_binds_a_claim_and_stops_cleanly_on_sigterm(kube: KubeEnv, tmp_path: Path) -> None:
-    emulator = kube.require_emulator("runs tether against the emulator's kubeconfig")
+    """On the emulator, or on the real control plane of TETHER_TEST_KUBECONFIG (its Lease in the test's namespace)."""
     await kube.register_crds(*CRDS)
     client = KubeClient(kube.api_client)
     ns = kube.namespace
+    kubeconfig = kube.emulator.kubeconfig_path(tmp_path) if kube.emulator is not None else os.environ[KUBECONFIG_ENV]
     async with SandboxCatalog(seed=False) as catalog:
         table = f"prod.{ns.replace('-', '_')}.orders"
         catalog.add_table(table, "s3://warehouse-east/orders")
         plugin = manifests.plugin_entry(url=catalog.url, port=None, mapping={"s3://warehouse-east/": ["east1"]})
         await client.create(CONFIGMAPS, manifests.plugin_configmap({"amoro": plugin}, namespace=ns, name="plugins"),
                             namespace=ns)
-        kubeconfig = emulator.kubeconfig_path(tmp_path)
+        kube.defer(lambda: _delete_data_sources_of(client, table))  # (cluster-scoped: a shared cluster keeps them)
         async with tether_run("--kubeconfig", str(kubeconfig), "--log", f"sqlite:///{tmp_path}/tether.db",
-                              "--plugin-configmap", f"{ns}/plugins", "--watch-namespace", ns,
+                              "--plugin-configmap", f"{ns}/plugins", "--watch-namespace", ns, "--lease-namespace", ns,
                               "--refresh-interval", "3600", "--log-level", "info", "--json-logs",
                               env={"TETHER_PUSH_TOKEN": TOKEN}) as run:
             await eventually(lambda: _ready(run), "tether run ready", within=30)
@@ -149,6 +152,13 @@ async def test_tether_run_serves_binds_a_claim_and_stops_cleanly_on_sigterm(kube
     assert any(entry["event"] == "tether running" for entry in logs)
     assert logs[-1]["event"] == "tether stopped" and logs[-1]["exit_code"] == 0
     assert not any(TOKEN in line for line in run.stderr)
+
+
+async def _delete_data_sources_of(client: KubeClient, table: str) -> None:
+    items, _ = await client.list(DATASOURCES)
+    for source in items:
+        if (source.get("spec") or {}).get("name") == table:
+            await release_and_delete(client, DATASOURCES, source["metadata"]["name"])
 
 
 async def _ready(run: TetherRun) -> bool:

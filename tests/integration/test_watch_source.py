@@ -32,7 +32,9 @@ def _configmap(name: str) -> dict[str, object]:
 
 
 async def test_a_watch_gap_beyond_the_history_is_relisted(kube: KubeEnv, tmp_path: Path) -> None:
-    emulator = kube.require_emulator("shortens the watch history and fails watch requests")
+    emulator = kube.require_emulator("a watch history shortened to a few events and watch requests failed on demand "
+                                     "(the emulator's hub and fault rules); a real API server keeps its history until "
+                                     "etcd compacts it")
     hub = emulator.store.hub
     kubeclient = KubeClient(kube.api_client)
     ns = kube.namespace

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import inspect
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -427,6 +428,37 @@ def test_impossible_values_are_refused_with_what_to_change(values: dict[str, Any
     with pytest.raises(helm.HelmError, match="install the release in that namespace"):
         chart.render({"webhooks": {"binding": {"enabled": True}, "certificates": {"mode": "selfSigned"}}},
                      namespace="elsewhere")
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"replicaz": 3}, "additional properties 'replicaz' not allowed"),
+    ({"webhooks": {"binding": {"enabeld": True}}}, "at '/webhooks/binding': additional properties 'enabeld'"),
+    ({"replicas": "3"}, "at '/replicas': got string, want integer"),
+    ({"replicas": 0}, "at '/replicas': minimum: got 0, want 1"),
+    ({"webhooks": {"port": 99999}}, "at '/webhooks/port': maximum"),
+    ({"webhooks": {"binding": {"failurePolicy": "fail"}}}, "value must be one of 'Fail', 'Ignore'"),
+    ({"members": {"kubeconfigs": [{"name": "m1"}]}}, "missing property 'secretName'"),
+    ({"logLevel": "verbose"}, "at '/logLevel': value must be one of"),
+])
+def test_values_the_chart_does_not_know_are_refused(values: dict[str, Any], message: str) -> None:
+    """``replicaz: 3`` rendered silently (two replicas, the typo ignored); values.schema.json refuses it."""
+    import helm_python as helm
+
+    with pytest.raises(helm.HelmError, match=re.escape(message)):
+        chart.render(values)
+
+
+def test_the_service_account_token_is_mounted_only_where_it_is_used() -> None:
+    """Karmada is reached with the kubeconfig Secret; the host cluster's token only lets the leader write the
+    leader-only Services' EndpointSlices. Without those Services (the defaults), no pod mounts a token."""
+    for case, used in (("defaults", False), ("everything", True), ("own-certificate", True)):
+        objects = host_objects(case)
+        sts = one(objects, "StatefulSet", "tether")["spec"]["template"]["spec"]
+        args = sts["containers"][0]["args"]
+        assert any(a.startswith("--leader-service=") for a in args) is used, case
+        assert sts["automountServiceAccountToken"] is used, case
+        for job in (o for o in objects if o["kind"] == "Job"):
+            assert job["spec"]["template"]["spec"]["automountServiceAccountToken"] is False, job["metadata"]["name"]
 
 
 def test_ops_deploy_is_the_charts_default_rendering() -> None:

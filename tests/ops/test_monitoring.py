@@ -281,7 +281,7 @@ def test_the_alert_rules_are_well_formed_and_query_only_what_tether_exports() ->
 
 
 @pytest.mark.parametrize("name", ["tether_leader", "tether_bindings_held", "tether_watch_errors_total",
-                                  "tether_admission_config_valid"])
+                                  "tether_admission_config_valid", "tether_plugin_config_valid"])
 def test_the_issues_metrics_are_watched(name: str) -> None:
-    """The metrics issue 22 made truthful have an alert each."""
+    """The metrics issue 22 made truthful have an alert each, and so has a refused plugin entry (issue 38)."""
     assert any(name in parse(rule["expr"]).metrics for rule in alert_rules())

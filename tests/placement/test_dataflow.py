@@ -7,7 +7,6 @@ The universe: a DataLoad ``default/load`` ran on node ``node01`` (zone ``zone-a`
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -15,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tether.adapters.testing.reference import REFERENCE
 from tether.core.keys import FLUID_LABELS_ANNOTATION
 from tether.core.kube import NodeAffinity, NodeSelectorTerm
 from tether.core.placement.dataflow import (
@@ -551,7 +551,7 @@ def test_decisions_are_deterministic() -> None:
     assert [t.weight for t in decoded.preferred] == [10, 20, 100]  # the strategy's order
 
 
-FLUID_CRDS = Path(__file__).resolve().parents[3] / "shared" / "reference" / "fluid"
+FLUID_CRDS = REFERENCE / "fluid"  # (../shared/reference, beside the main checkout for a worktree)
 
 
 @pytest.mark.skipif(not FLUID_CRDS.is_dir(), reason=f"Fluid reference CRDs not present at {FLUID_CRDS}")

@@ -11,7 +11,8 @@ standard library's loggers), ``/metrics``, ``/status``, every Kubernetes Event, 
 first shown to hold what the run did (so an empty capture cannot pass), and the search to find a secret where
 one is (the member's kubeconfig).
 
-Emulator only: the member is the emulator itself, reached with a token the test makes up.
+The member is an emulator reached with a token the test makes up — the control plane's own on the emulator, a
+private one beside a real control plane (``KubeEnv.member_endpoint``), where everything else runs for real.
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import CLUSTERS, CONFIGMAPS, EVENTS, KubeClient
 from tether.adapters.kubernetes.members import SECRETS
 from tether.adapters.kubernetes.webhook_certs import ensure_self_signed
+from tether.adapters.sandbox.kube_emulator import KubeEmulator
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
+from tether.adapters.testing.member import CRDS as MEMBER_CRDS
 from tether.adapters.testing.tether_stack import CRDS, Stack, eventually, tether_stack
 
 PUSH_TOKEN = f"push-{secrets.token_hex(16)}"
@@ -146,7 +149,11 @@ async def push(http: aiohttp.ClientSession, stack: Stack, context: ssl.SSLContex
 
 
 async def test_no_secret_appears_in_any_output_of_a_run(kube: KubeEnv, tmp_path: Path) -> None:
-    emulator = kube.require_emulator("the member is the emulator itself, reached with a token the test makes up")
+    async with kube.member_endpoint(crds=MEMBER_CRDS) as emulator:
+        await run_and_search_every_output(kube, tmp_path, emulator)
+
+
+async def run_and_search_every_output(kube: KubeEnv, tmp_path: Path, emulator: KubeEmulator) -> None:
     cert, key, ca = ensure_self_signed(tmp_path / "tls", names=["127.0.0.1"])
     context = ssl.create_default_context(cadata=ca.decode())
     config = member_kubeconfig(tmp_path / "member.kubeconfig", emulator.url)

@@ -148,6 +148,17 @@ class KubeEnv:
             _skip(f"{why}; TETHER_TEST_KUBECONFIG points at a real cluster")
         return self.emulator
 
+    @contextlib.asynccontextmanager
+    async def member_endpoint(self, *, crds: tuple[str | Path, ...] = ()) -> AsyncIterator[KubeEmulator]:
+        """An API server for a member cluster whose endpoint and credentials a test makes up: the emulator itself on
+        the emulator; beside a real control plane, a private emulator of its own (serving ``crds``) — the
+        control plane (Clusters, their Secrets, the daemon) stays the real one."""
+        if self.emulator is not None:
+            yield self.emulator
+            return
+        async with KubeEmulator(crds=crds) as emulator:
+            yield emulator
+
     def require_karmada_scheduler(self) -> None:
         """Skip on a real cluster declared to run no karmada-scheduler (``TETHER_TEST_KARMADA_SCHEDULER=0``). On the
         emulator the caller starts the stand-in (``KubeEmulator(karmada_scheduler=True)``)."""
@@ -177,6 +188,59 @@ class KubeEnv:
         outside its namespaces. Clean-ups run last deferred first, after the test's pods are forced out and before
         its namespaces go; one that fails does not stop the others."""
         self._deferred.append(cleanup)
+
+    async def client_without_rights(self) -> tuple[client.ApiClient, str]:
+        """A real cluster only (the emulator has no RBAC): a client acting as a ServiceAccount of the test's
+        namespace that holds no role, so that the API server's own authorization refuses its every request (403)
+        until the test grants it one (:meth:`grant`). Returns the client and the ServiceAccount's user name; both go
+        with the environment."""
+        assert self.emulator is None, "the emulator has no RBAC: inject a 403 with its fault rules"
+        name = "tether-test-no-rights"
+        try:
+            await self.core.create_namespaced_service_account(self.namespace, {"metadata": {"name": name}})
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+        user = f"system:serviceaccount:{self.namespace}:{name}"
+        api = client.ApiClient(self.configuration)
+        api.set_default_header("Impersonate-User", user)
+        self.defer(api.close)
+        return api, user
+
+    async def grant(self, user: str, *, verbs: list[str], resources: list[str], api_group: str = "") -> str:
+        """A Role of the test's namespace with ``verbs`` on ``resources``, bound to ``user`` (a real cluster), in
+        force once this returns; returns its name (for :meth:`revoke`)."""
+        rbac = client.RbacAuthorizationV1Api(self.api_client)
+        name = f"tether-test-grant-{secrets.token_hex(3)}"
+        await rbac.create_namespaced_role(self.namespace, {"metadata": {"name": name}, "rules": [
+            {"apiGroups": [api_group], "resources": resources, "verbs": verbs}]})
+        await rbac.create_namespaced_role_binding(self.namespace, {
+            "metadata": {"name": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                                    "name": name},
+            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}]})
+        await self._authorized(user, verbs[0], resources[0], api_group, allowed=True)
+        return name
+
+    async def revoke(self, name: str, user: str, *, verb: str, resource: str, api_group: str = "") -> None:
+        """Remove the grant ``name``; returns once ``user`` may no longer ``verb`` ``resource``."""
+        rbac = client.RbacAuthorizationV1Api(self.api_client)
+        await rbac.delete_namespaced_role_binding(name, self.namespace)
+        await rbac.delete_namespaced_role(name, self.namespace)
+        await self._authorized(user, verb, resource, api_group, allowed=False)
+
+    async def _authorized(self, user: str, verb: str, resource: str, api_group: str, *, allowed: bool) -> None:
+        """Until the API server's authorizer, which learns roles from its own watch, says ``allowed`` (a
+        SubjectAccessReview)."""
+        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
+            "user": user, "resourceAttributes": {"namespace": self.namespace, "verb": verb, "group": api_group,
+                                                 "resource": resource}}}
+        authorization = client.AuthorizationV1Api(self.api_client)
+        for _ in range(100):
+            if bool((await authorization.create_subject_access_review(review)).status.allowed) == allowed:
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"the API server does not say {user} {'may' if allowed else 'may not'} {verb} "
+                             f"{resource}")
 
     def toleration(self) -> dict[str, str]:
         """What a pod needs to land on the Nodes of :meth:`create_node`."""
@@ -387,11 +451,14 @@ async def kube_environment(
     namespace_prefix: str = "tether-test",
     emulator_options: dict[str, Any] | None = None,
     foreign_objects: bool = False,
+    emulated: bool = False,
 ) -> AsyncIterator[KubeEnv]:
     """Yield a :class:`KubeEnv` on a fresh namespace (emulator unless a kubeconfig is given or in the env).
     ``foreign_objects``: seed the emulator with objects the test does not own (:func:`_seed_foreign`) and fail at
-    the end if the test wrote to any of them; a real cluster has its own."""
-    kubeconfig = kubeconfig or os.environ.get(KUBECONFIG_ENV) or None
+    the end if the test wrote to any of them; a real cluster has its own. ``emulated``: an emulator of its own
+    whatever the environment says — for tests of the emulator's own machinery (its fault injection, its Karmada
+    stand-in, its watch hub), which on a real cluster would have nothing to test."""
+    kubeconfig = None if emulated else kubeconfig or os.environ.get(KUBECONFIG_ENV) or None
     emulator: KubeEmulator | None = None
     if kubeconfig:
         cfg = client.Configuration()
