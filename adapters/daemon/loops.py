@@ -37,18 +37,18 @@ nor the reading of later commands. Ordering and bounds:
   scheduling is not served by the API server, nor its answer read, behind the claim's and the DataSource's
   status writes and Events decided with it. A command waits only for the ones already running when its turn
   came, so it is never starved by a stream of later ones; a catalog lookup (which may be slow) holds nothing;
-* **bookkeeping waits, and coalesces** (``defer``): the writes a user reads but no scheduling waits for — a
-  claim's status, a DataSource's ``claimRefs``, a finalizer, an Event, a Queue's status — are not started before a
-  deadline set when their object's slot (purpose and object) first got one queued (``bookkeeping_delay`` seconds
-  after), nor while a command of ``first`` is read and not yet started (for ``bookkeeping_patience`` seconds past
-  the deadline at most: then they queue for a slot in turn, so a stream of placements cannot starve them), and
-  at most ``bookkeeping_concurrency`` of them run at once. A later command for the same slot keeps that deadline
-  (a stream of them cannot postpone the write) and replaces the earlier one (below): a claim's status goes from
-  nothing to Bound in one write when its lookup answered meanwhile, and the claims of a table that arrived together
-  are listed in its DataSource in one write. The API server every controller shares is written to less, and never
-  serves bookkeeping ahead of a placement this process has to make. A deferred command leaves its key's queue for
-  a queue of its slot (so that it holds back nothing of its object: a binding's placement never waits behind an
-  Event on it); within a slot, commands keep their log order;
+* **bookkeeping waits, and coalesces** (``defer``): the writes a user reads but no scheduling waits for — a claim's
+  status, a DataSource's ``claimRefs``, a finalizer, an Event, a Queue's status — are not started before a deadline
+  set when their object's slot (purpose and object) first got one queued (``bookkeeping_delay`` seconds after, twice
+  that for a DataSource's status), nor while a command of ``first`` is read and not yet started (for
+  ``bookkeeping_patience`` seconds past the deadline at most: then they queue for a slot in turn, so a stream of
+  placements cannot starve them), and at most ``bookkeeping_concurrency`` of them run at once. A later command for
+  the same slot keeps that deadline (a stream of them cannot postpone the write) and replaces the earlier one
+  (below): a claim's status goes from nothing to Bound in one write when its lookup answered meanwhile, and the
+  claims of a table that arrived together are listed in its DataSource in one write. The API server every controller
+  shares is written to less, and never serves bookkeeping ahead of a placement this process has to make. A deferred
+  command leaves its key's queue for a queue of its slot (so that it holds back nothing of its object: a binding's
+  placement never waits behind an Event on it); within a slot, commands keep their log order;
 * a queued command superseded by a later queued one for the same object and purpose is skipped (recorded as a
   no-op naming the later command, ``superseded_by``, and counted as the outcome ``superseded``: the later one
   carries the newer desired state); ``StartTimer`` commands are never skipped, nor are
@@ -136,8 +136,10 @@ BOOKKEEPING_DELAY = 1.0
 
 def bookkeeping(delay: float = BOOKKEEPING_DELAY) -> dict[type[Command], float]:
     """The commands the executor defers and coalesces, with their delay (module doc): the writes users read that no
-    scheduling waits for."""
-    return dict.fromkeys((UpdateClaimStatus, UpdateDataSourceStatus, EmitKubernetesEvent, UpdateQueueStatus), delay)
+    scheduling waits for. A DataSource's ``claimRefs`` wait twice as long: they list every claim of a table, so one
+    write carries the claims of a table that arrive a second or two apart too, and a user reads the claim first."""
+    return {**dict.fromkeys((UpdateClaimStatus, EmitKubernetesEvent, UpdateQueueStatus), delay),
+            UpdateDataSourceStatus: 2 * delay}
 
 
 class Executor(Protocol):
