@@ -6,17 +6,19 @@ out there, and tests read them from that place at test time. Without it those te
 names the missing path, never failed: the repository must stay testable on its own.
 
 The repository root is found from the ``tether`` package (``tether/`` is a folder of symlinks at the root), so the
-location does not depend on the working directory pytest was started from.
+location does not depend on the working directory pytest was started from; ``TETHER_SHARED`` names another place
+(a checkout whose sibling is not ``shared``, a git worktree).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import tether
 
 ROOT = Path(tether.__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
+SHARED = Path(os.environ.get("TETHER_SHARED") or ROOT.parent / "shared")
 REFERENCE = SHARED / "reference"
 
 
