@@ -99,6 +99,31 @@ class SetBindingPlacement(msgspec.Struct, tag=True, frozen=True):
     reschedule_at: str = ""
 
 
+class TierTerm(msgspec.Struct, frozen=True):
+    """One cluster group of a binding placed by locality tiers (``core.datadependency.tiers``): ``name`` is its
+    ``affinityName``, ``tier`` the tier it belongs to (data, near-data, anywhere), ``user_term`` the index of the
+    user's own affinity term it is intersected with, and ``clusters`` the tier's clusters (None: the user's term as
+    it is — the ``anywhere`` tier)."""
+
+    name: str
+    tier: str
+    user_term: int
+    clusters: tuple[str, ...] | None
+
+
+class SetBindingTiers(msgspec.Struct, tag=True, frozen=True):
+    """Make a binding's ``placement.clusterAffinities`` these ordered groups, each the user's own affinity term
+    intersected with a tier (``terms``), and record the user's affinity they replace in the
+    ``tether.dev/locality-tiers`` annotation (with ``note``: what was left out, and why). karmada-scheduler tries the
+    groups in order. A non-empty ``reschedule_at`` also sets ``spec.rescheduleTriggeredAt`` when the binding runs
+    on a cluster outside every group."""
+
+    binding: ObjectRef
+    terms: tuple[TierTerm, ...]
+    note: str = ""
+    reschedule_at: str = ""
+
+
 class LookupDataLocation(msgspec.Struct, tag=True, frozen=True):
     """Ask the catalog where ``identity``'s data lives. ``trigger``: miss | retry | refresh."""
 
@@ -206,6 +231,7 @@ Command = (
     | UpdateDataSourceLocality
     | DeleteDataSource
     | SetBindingPlacement
+    | SetBindingTiers
     | LookupDataLocation
     | StartTimer
     | EmitKubernetesEvent
@@ -227,6 +253,7 @@ COMMAND_TYPES: tuple[type[Command], ...] = (
     UpdateDataSourceLocality,
     DeleteDataSource,
     SetBindingPlacement,
+    SetBindingTiers,
     LookupDataLocation,
     StartTimer,
     EmitKubernetesEvent,
@@ -260,7 +287,7 @@ def _target_by_match(command: Command) -> ObjectKey:
             | DeleteDataSource(name=name)
         ):
             return object_key("DataSource", "", name)
-        case SetBindingPlacement(binding=ref):
+        case SetBindingPlacement(binding=ref) | SetBindingTiers(binding=ref):
             return ref.key
         case LookupDataLocation(identity=identity):
             return ObjectKey(f"Data/{identity.key}")
@@ -293,6 +320,7 @@ _TARGETS: dict[type, Callable[[Any], ObjectKey]] = {
     UpdateDataSourceLocality: _data_source_target,
     DeleteDataSource: _data_source_target,
     SetBindingPlacement: lambda c: c.binding.key,
+    SetBindingTiers: lambda c: c.binding.key,
     LookupDataLocation: lambda c: ObjectKey(f"Data/{c.identity.key}"),
     StartTimer: lambda c: ObjectKey(c.subject),
     EmitKubernetesEvent: lambda c: c.involved.key,

@@ -53,13 +53,15 @@ from tether.core.commands import (
     EmitKubernetesEvent,
     RemoveFinalizer,
     SetBindingPlacement,
+    SetBindingTiers,
     UpdateClaimStatus,
     UpdateDataSourceLocality,
     UpdateDataSourceStatus,
     command_name,
     command_target,
 )
-from tether.core.datadependency.exclusions import plan_placement
+from tether.core.datadependency.exclusions import PlacementPlan
+from tether.core.datadependency.tiers import plan_binding, plan_tiers
 from tether.core.envelope import CommandRecord
 from tether.core.events import CommandFailed, CommandSucceeded, Event
 from tether.core.keys import LOCATION_ANNOTATION
@@ -75,7 +77,8 @@ log = structlog.get_logger("tether.executor")
 #: The commands this executor applies (the others go to the catalog and timer adapters).
 KUBE_COMMANDS: tuple[type[Command], ...] = (
     AddFinalizer, RemoveFinalizer, UpdateClaimStatus, UpdateDataSourceStatus, CreateDataSource,
-    UpdateDataSourceLocality, DeleteDataSource, SetBindingPlacement, EmitKubernetesEvent, *ADMISSION_COMMANDS,
+    UpdateDataSourceLocality, DeleteDataSource, SetBindingPlacement, SetBindingTiers, EmitKubernetesEvent,
+    *ADMISSION_COMMANDS,
 )
 
 
@@ -423,24 +426,48 @@ class KubeExecutor(AdmissionCommands):
         spec = obj.get("spec") or {}
         meta = obj["metadata"]
         placement = spec.get("placement") or {}
-        plan = plan_placement(placement=placement, annotations=meta.get("annotations") or {},
-                              desired=frozenset(c.excluded_clusters) if c.injected else None)
+        plan = plan_binding(placement=placement, annotations=meta.get("annotations") or {},
+                            desired=frozenset(c.excluded_clusters) if c.injected else None)
         reschedule = c.injected and reschedule_needed(spec, obj.get("status") or {}, c.reschedule_at,
                                                       excluded=c.excluded_clusters)
-        if not plan.changed and not reschedule:
+        return await self._place(res, c.binding, obj, plan, c.reschedule_at if reschedule else "")
+
+    async def apply_set_binding_tiers(self, c: SetBindingTiers,
+                                      attempt: _Attempt = _FRESH) -> tuple[KubeObject | None, bool]:
+        res, obj = await self._read(c.binding, attempt)
+        if obj is None:
+            return None, True
+        spec = obj.get("spec") or {}
+        meta = obj["metadata"]
+        plan = plan_tiers(placement=spec.get("placement") or {}, annotations=meta.get("annotations") or {},
+                          terms=c.terms, note=c.note)
+        reschedule = False
+        if c.reschedule_at and all(t.clusters is not None for t in c.terms):
+            allowed = {name for t in c.terms for name in t.clusters or ()}
+            scheduled = {t.get("name") for t in spec.get("clusters") or [] if isinstance(t, dict)}
+            reschedule = reschedule_needed(spec, obj.get("status") or {}, c.reschedule_at,
+                                           excluded=tuple(sorted(n for n in scheduled - allowed if isinstance(n, str))))
+        return await self._place(res, c.binding, obj, plan, c.reschedule_at if reschedule else "")
+
+    async def _place(self, res: Resource, ref: ObjectRef, obj: dict[str, Any], plan: PlacementPlan,
+                     reschedule_at: str) -> tuple[KubeObject | None, bool]:
+        """Write ``plan`` (and ``rescheduleTriggeredAt``, when given) onto the binding ``obj`` as just read, guarded
+        by its resourceVersion; nothing when nothing changes."""
+        if not plan.changed and not reschedule_at:
             return trim(obj), True
+        meta = obj["metadata"]
         body: dict[str, Any] = {"metadata": {"resourceVersion": meta["resourceVersion"]}}
         if plan.annotations:
             body["metadata"]["annotations"] = plan.annotations
         spec_patch: dict[str, Any] = {}
-        placement_patch = merge_patch(placement, plan.placement)
+        placement_patch = merge_patch((obj.get("spec") or {}).get("placement") or {}, plan.placement)
         if placement_patch:
             spec_patch["placement"] = placement_patch
-        if reschedule:
-            spec_patch["rescheduleTriggeredAt"] = c.reschedule_at
+        if reschedule_at:
+            spec_patch["rescheduleTriggeredAt"] = reschedule_at
         if spec_patch:
             body["spec"] = spec_patch
-        out = await self.kube.patch(res, c.binding.name, body, namespace=c.binding.namespace)
+        out = await self.kube.patch(res, ref.name, body, namespace=ref.namespace)
         return trim(out), False
 
     async def apply_emit_kubernetes_event(self, c: EmitKubernetesEvent,

@@ -3,10 +3,10 @@
 The decider's scenario tests, the property tests and the replay benchmark need a world that answers commands
 the way the real adapters do, thousands of times per second and deterministically. :class:`FakeCluster` is that
 world: a dictionary of raw objects with a resourceVersion counter, finalizer/deletion semantics and the same
-placement arithmetic as the Kubernetes executor (``core.datadependency.exclusions.plan_placement``); a dictionary of
-table locations stands in for the catalog. It is not an API server — the emulator (``adapters/kube_emulator``) is,
-and the integration tests run the real adapters against it. This one only has to agree with the executors on
-*what* each command does, which ``tests/integration`` checks for the real pair.
+placement arithmetic as the Kubernetes executor (``core.datadependency.tiers.plan_binding``, ``plan_tiers``); a
+dictionary of table locations stands in for the catalog. It is not an API server — the emulator
+(``adapters/kube_emulator``) is, and the integration tests run the real adapters against it. This one only has to
+agree with the executors on *what* each command does, which ``tests/integration`` checks for the real pair.
 
 Member clusters' objects (pods, nodes, PodGroups) may be kept too, under their member keys (``put(raw,
 cluster=...)``): a ``ReleasePod`` on a pod the fake holds is applied as the member executor does (tether's terms
@@ -44,6 +44,7 @@ from tether.core.commands import (
     ResumeBinding,
     SetAdmissionHold,
     SetBindingPlacement,
+    SetBindingTiers,
     StartTimer,
     UpdateClaimStatus,
     UpdateDataSourceLocality,
@@ -52,7 +53,7 @@ from tether.core.commands import (
     command_name,
     command_target,
 )
-from tether.core.datadependency.exclusions import plan_placement
+from tether.core.datadependency.tiers import plan_binding, plan_tiers
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import (
     CommandFailed,
@@ -250,14 +251,23 @@ class FakeCluster:
                     return fail("Conflict", f"uid precondition failed for {target}", retryable=True)
                 obj, gone = self.delete(target)
                 return [*ok(None if gone else obj), *([("watch", ObjectDeleted(obj=obj))] if gone else [])]
-            case SetBindingPlacement():
+            case SetBindingPlacement() | SetBindingTiers():
                 spec = raw.setdefault("spec", {})
-                plan = plan_placement(placement=spec.get("placement"), annotations=meta.get("annotations", {}),
-                                      desired=frozenset(command.excluded_clusters) if command.injected else None)
+                if isinstance(command, SetBindingTiers):
+                    plan = plan_tiers(placement=spec.get("placement"), annotations=meta.get("annotations", {}),
+                                      terms=command.terms, note=command.note)
+                    allowed = {n for t in command.terms for n in t.clusters or ()}
+                    scheduled = {t.get("name") for t in spec.get("clusters") or [] if isinstance(t, dict)}
+                    excluded = tuple(sorted(str(n) for n in scheduled - allowed)) \
+                        if all(t.clusters is not None for t in command.terms) else ()
+                    injected = True
+                else:
+                    plan = plan_binding(placement=spec.get("placement"), annotations=meta.get("annotations", {}),
+                                        desired=frozenset(command.excluded_clusters) if command.injected else None)
+                    excluded, injected = command.excluded_clusters, command.injected
                 # (the executor's own rule: a trigger only while it has a job to do — KubeExecutor's)
-                reschedule = command.injected and reschedule_needed(spec, raw.get("status") or {},
-                                                                    command.reschedule_at,
-                                                                    excluded=command.excluded_clusters)
+                reschedule = injected and reschedule_needed(spec, raw.get("status") or {}, command.reschedule_at,
+                                                            excluded=excluded)
                 if not plan.changed and not reschedule:
                     return ok(trim(raw), noop=True)
                 spec["placement"] = plan.placement
@@ -357,7 +367,8 @@ def _expected_uid(command: Command) -> str:
     match command:
         case AddFinalizer(target=ref) | RemoveFinalizer(target=ref) | UpdateClaimStatus(claim=ref):
             return ref.uid
-        case SetBindingPlacement(binding=ref) | ResumeBinding(binding=ref) | SetAdmissionHold(binding=ref):
+        case SetBindingPlacement(binding=ref) | SetBindingTiers(binding=ref) | ResumeBinding(binding=ref) | \
+                SetAdmissionHold(binding=ref):
             return ref.uid
         case ReleasePod(pod=ref):
             return ref.uid
