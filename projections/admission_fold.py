@@ -70,7 +70,7 @@ from tether.core.world.admission_state import (
     QueueObserved,
     WorkloadQueue,
 )
-from tether.core.world.views import workload_key
+from tether.core.world.views import observed_affinity, workload_key
 
 QUEUE = "Queue"
 PRIORITY_CLASS = "PriorityClass"
@@ -99,7 +99,8 @@ def parse_admission_binding(obj: KubeObject) -> AdmissionBinding:
     replicas = spec.get("replicas")
     placement = as_mapping(spec.get("placement"))
     scheduling_type = dig(placement, "replicaScheduling", "replicaSchedulingType")
-    affinity = as_mapping(placement.get("clusterAffinity"))
+    affinity = as_mapping(placement.get("clusterAffinity")) if not placement.get("clusterAffinities") else \
+        affinity_group(placement, observed_affinity(obj))
     clusters = as_list(spec.get("clusters"))
     priority = dig(spec, "schedulePriority", "priority")
     annotations = meta.annotations
@@ -126,6 +127,14 @@ def parse_admission_binding(obj: KubeObject) -> AdmissionBinding:
         released=annotations.get(RELEASED_ANNOTATION),
         admitted_request=admitted, problem=problem,
     )
+
+
+def affinity_group(placement: dict[str, Any], observing: str) -> dict[str, Any]:
+    """The group of a placement's ``clusterAffinities`` a binding is charged by: the one karmada-scheduler placed it
+    by (``observing``), else the first, which it tries first (a binding held by admission is not scheduled yet) —
+    so the charge follows the group, a locality tier, the binding is in."""
+    groups = [t for t in as_list(placement.get("clusterAffinities")) if isinstance(t, dict)]
+    return next((t for t in groups if observing and t.get("affinityName") == observing), groups[0] if groups else {})
 
 
 def _relevant(state: AdmissionState, obj: KubeObject) -> bool:
