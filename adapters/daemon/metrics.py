@@ -75,6 +75,13 @@ class Metrics:
         self.competing_writes = Counter(
             "tether_competing_writes_total", "Changes to fields tether owns that this process did not make (another "
             "tether without leader election, another controller), by kind", ["kind"], registry=r)
+        self.locality_config_valid = Gauge(
+            "tether_locality_config_valid", "0 while a locality setting in force is refused (a plugin ConfigMap's "
+            "malformed locality, whose previous one stays in force; a topology key no Cluster carries; a claim's "
+            "malformed spec.locality), else 1", registry=r)
+        self.bindings_by_tier = Gauge("tether_bindings_by_tier", "ResourceBindings placed by locality tiers, by the "
+                                      "tier karmada-scheduler placed them in (none: not placed yet)", ["tier"],
+                                      registry=r)
         self.gc_frozen = Gauge("tether_gc_frozen_objects",
                                "Objects moved out of the cyclic GC's reach at startup (DaemonConfig.freeze_heap)",
                                registry=r)

@@ -10,6 +10,8 @@ webhook answers) are incremented where things happen; this module sets what is a
   is advanced by the difference since the last reading, so it only ever grows) and whether an optional resource
   is absent;
 * each consumer's lag behind its stream's end;
+* bindings placed by locality tiers, by tier, and whether every locality setting in force is accepted — a refused
+  one is logged once per distinct set of problems;
 * with admission on, queue-managed bindings per queue and whether the admission ConfigMap is accepted — a
   refused one is logged once per distinct error, with its key.
 """
@@ -25,6 +27,8 @@ from tether.adapters.daemon.loops import Loops
 from tether.adapters.daemon.metrics import Metrics
 from tether.adapters.kubernetes.watch import WatchSource
 from tether.adapters.log import EventLog
+from tether.core.datadependency.tiers import TIERS, locality_problems, tier_of
+from tether.core.keys import LOCALITY_TIERS_ANNOTATION
 from tether.core.world import World
 from tether.core.world.admission_state import AdmissionState
 
@@ -50,6 +54,15 @@ def held_bindings(admission: AdmissionState) -> dict[str, int]:
     return held
 
 
+def tiers_in_use(world: World) -> dict[str, int]:
+    """Bindings placed by locality tiers, by the tier they are in (``none``: not placed yet)."""
+    counts = dict.fromkeys((*TIERS, "none"), 0)
+    for binding in list(world.bindings.values()):
+        if LOCALITY_TIERS_ANNOTATION in binding.annotations:
+            counts[tier_of(binding.observed_affinity) or "none"] += 1
+    return counts
+
+
 def world_gauges(world: World) -> dict[str, dict[str, int]]:
     """The world's state gauges as ``{gauge: {label value or "": count}}`` (tests read it too)."""
     phases = dict.fromkeys(CLAIM_PHASES, 0)
@@ -68,6 +81,7 @@ def world_gauges(world: World) -> dict[str, dict[str, int]]:
         "lookups_in_flight": {"": len(world.lookups_in_flight)},
         "timers": {"": len(world.timers)},
         "lists_pending": {"": len(world.lists_pending)},
+        "bindings_by_tier": tiers_in_use(world),
     }
 
 
@@ -81,12 +95,25 @@ class StateReporter:
         self.log = log_
         self.admission_configmap = admission_configmap
         self._errors_seen: dict[str, int] = {}
+        self._locality_problems: list[str] = []
 
     def set_world_gauges(self) -> None:
         for gauge, values in world_gauges(self.loops.world).items():
             metric = getattr(self.metrics, gauge)
             for label, count in values.items():
                 (metric.labels(label) if label else metric).set(count)
+
+    def set_locality(self) -> None:
+        """``tether_locality_config_valid``, and a warning once per distinct set of refused locality settings."""
+        problems = locality_problems(self.loops.world)
+        self.metrics.locality_config_valid.set(0 if problems else 1)
+        if problems != self._locality_problems:
+            if problems:
+                log.warning("locality setting refused: placements already made stay as they are, new ones are "
+                            "Required", problems=problems)
+            elif self._locality_problems:
+                log.info("locality settings accepted")
+            self._locality_problems = problems
 
     def set_watch_gauges(self) -> None:
         for source in self.sources():
@@ -111,6 +138,7 @@ class StateReporter:
         await self.loops.recovered.wait()
         while True:
             self.set_world_gauges()
+            self.set_locality()
             self.set_watch_gauges()
             await self.set_lag()
             await asyncio.sleep(interval)

@@ -8,6 +8,7 @@ Sections, each answering an operator's question:
 * ``world`` — what is tracked: claims (bound, pending), DataSources, bindings (placements injected), Karmada
   Clusters, commands and catalog lookups in flight (and which tables are being looked up), timers, lists pending;
 * ``admission`` — with ``--admission``: the configuration's state and, per queue, the bindings held and admitted;
+* ``locality`` — locality tiers: the settings refused (and why), the bindings by tier, which tier each is in and why;
 * ``members`` — every cluster tether knows: Karmada's Ready flag, and for a connected member (pod placement) how it
   is connected, whether it is still listing, its nodes and pods;
 * ``watches`` — each watch: listed yet, errors, the last one;
@@ -25,6 +26,10 @@ from __future__ import annotations
 import time
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
+
+from tether.adapters.daemon.reporting import tiers_in_use
+from tether.core.datadependency.tiers import DATA, locality_problems, tier_of, tier_standing
+from tether.core.keys import LOCALITY_TIERS_ANNOTATION
 
 if TYPE_CHECKING:
     from tether.adapters.daemon.daemon import Daemon
@@ -89,6 +94,25 @@ def _admission(daemon: Daemon) -> dict[str, Any]:
     return section
 
 
+def _locality(daemon: Daemon) -> dict[str, Any]:
+    """Locality tiers: the settings refused, the bindings by tier, and which tier each is in and why (the ones that
+    fell over first)."""
+    loops = daemon.loops
+    if loops is None or not loops.recovered.is_set():
+        return {"problems": [], "tiers": {}, "bindings": [], "bindings_count": 0}
+    world = loops.world
+    rows: list[tuple[int, str]] = []
+    for key, binding in sorted(world.bindings.items()):
+        if LOCALITY_TIERS_ANNOTATION not in binding.annotations:
+            continue
+        standing = tier_standing(binding.placement, binding.annotations, binding.observed_affinity)
+        first = tier_of(binding.observed_affinity) == DATA
+        rows.append((1 if first else 0, f"{key.split('/', 1)[1]}: {standing}"))
+    rows.sort(key=lambda row: row[0])  # (stable: by key within; those that fell over first)
+    return {"problems": locality_problems(world), "tiers": tiers_in_use(world),
+            "bindings": [text for _, text in rows][:LIST_LIMIT], "bindings_count": len(rows)}
+
+
 def _members(daemon: Daemon) -> list[dict[str, Any]]:
     world = daemon.loops.world if daemon.loops is not None and daemon.loops.recovered.is_set() else None
     ready = dict(world.clusters) if world is not None else {}
@@ -144,6 +168,7 @@ async def daemon_status(daemon: Daemon, *, started_at: float) -> dict[str, Any]:
         "leader": _leader(daemon),
         "world": _world(daemon),
         "admission": _admission(daemon),
+        "locality": _locality(daemon),
         "members": _members(daemon),
         "watches": _watches(daemon),
         "decisions": list(reversed(loops.recent.decisions)) if loops is not None else [],

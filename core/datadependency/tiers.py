@@ -380,8 +380,38 @@ def plan_groups(world: World, *, tiers: list[tuple[str, set[str] | None]], data:
                     summary=summary)
 
 
+def tier_standing(placement: Mapping[str, Any], annotations: Mapping[str, str], observing: str,
+                  condition: Mapping[str, Any] | None = None) -> str:
+    """Which locality tier a binding is in and why, from karmada-scheduler's ``schedulerObservingAffinityName``
+    (``observing``) and, when given, its ``Scheduled`` condition; "" when tiers do not place it."""
+    if tiers_record(annotations) is None:
+        return ""
+    groups = [g for g in placement.get("clusterAffinities") or () if isinstance(g, dict)]
+    names = [str(g.get("affinityName", "")) for g in groups]
+
+    def shown(group: Mapping[str, Any]) -> str:
+        clusters = group.get("clusterNames")
+        where = ",".join(str(c) for c in clusters) if isinstance(clusters, list) and clusters else "any cluster"
+        return f"{tier_of(str(group.get('affinityName', ''))) or group.get('affinityName')} ({where})"
+
+    failed = condition is not None and condition.get("status") == "False"
+    why = f"{condition.get('reason')}: {condition.get('message')}" if failed and condition is not None else ""
+    if observing not in names:
+        return f"in no tier yet: {why}" if why else "in no tier yet: not placed by karmada-scheduler yet"
+    index = names.index(observing)
+    text = f"tier {shown(groups[index])} [{observing}]"
+    if index == 0:
+        text += ": the first group, next to the data"
+    else:
+        text += (f": karmada-scheduler fell over to it — {', '.join(shown(g) for g in groups[:index])} could not "
+                 "hold it when it was placed")
+    if why:
+        text += f"; its last scheduling failed ({why})"
+    return text
+
+
 __all__ = [
     "ANYWHERE", "DATA", "NEAR_DATA", "TIERS", "Keep", "TierPlan", "claim_locality", "data_place",
     "locality_problems", "plan_binding", "plan_groups", "plan_tiers", "selected", "term_name", "tier_of",
-    "tier_sets", "tiers_record", "user_affinity", "user_terms",
+    "tier_sets", "tier_standing", "tiers_record", "user_affinity", "user_terms",
 ]

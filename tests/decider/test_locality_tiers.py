@@ -23,6 +23,7 @@ from tether.core.datadependency.tiers import (
     plan_tiers,
     selected,
     tier_of,
+    tier_standing,
     user_affinity,
 )
 from tether.core.events import DataLocationResolved
@@ -245,3 +246,19 @@ def test_a_term_selects_clusters_as_karmadas_affinity_filter_does(term: dict[str
     places = {"a": ClusterPlace(labels={"r": "1"}), "b": ClusterPlace(labels={"r": "2"}, region="eu"),
               "c": ClusterPlace()}
     assert selected(term, ["c", "b", "a"], places) == expected
+
+
+def test_the_standing_says_the_tier_and_why_from_the_observed_group() -> None:
+    h = setup()
+    rb = workload(h, "etl", "db.east")
+    placement, annotations = rb["spec"]["placement"], rb["metadata"]["annotations"]
+    first, second = (t["affinityName"] for t in placement["clusterAffinities"])
+    assert tier_standing(placement, annotations, "") == "in no tier yet: not placed by karmada-scheduler yet"
+    assert tier_standing(placement, annotations, first) == f"tier data (e1) [{first}]: the first group, next to " \
+        "the data"
+    assert tier_standing(placement, annotations, second) == (
+        f"tier near-data (e2) [{second}]: karmada-scheduler fell over to it — data (e1) could not hold it when it "
+        "was placed")
+    failed = {"type": "Scheduled", "status": "False", "reason": "Unschedulable", "message": "not enough"}
+    assert tier_standing(placement, annotations, "", failed) == "in no tier yet: Unschedulable: not enough"
+    assert tier_standing({"clusterAffinity": {}}, {}, "") == ""  # not placed by tiers
