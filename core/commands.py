@@ -204,6 +204,30 @@ class SetAdmissionHold(msgspec.Struct, tag=True, frozen=True):
     text: str
 
 
+class CheckStatus(msgspec.Struct, frozen=True):
+    """One admission check of a binding (``core.admission.checks``): its ``state`` (Pending, Ready, Retry,
+    Rejected), the attempt it is at, when the state began (``since_ms``) and when it ends by itself
+    (``until_ms``: a Pending attempt's timeout, a Retry's backoff; 0: never), why, and for ``data-loaded`` the
+    clusters the data is loaded in."""
+
+    name: str
+    state: str
+    attempt: int = 1
+    since_ms: int = 0
+    until_ms: int = 0
+    reason: str = ""
+    clusters: tuple[str, ...] = ()
+
+
+class SetAdmissionChecks(msgspec.Struct, tag=True, frozen=True):
+    """The admission checks of a queue-managed binding are now ``checks``: say so on the binding
+    (``tether.dev/admission-checks``; none: the annotation removed). The world holds them from the moment this is
+    issued (``projections.admission_fold``), as it holds an admission."""
+
+    binding: ObjectRef
+    checks: tuple[CheckStatus, ...]
+
+
 class UpdateQueueStatus(msgspec.Struct, tag=True, frozen=True):
     """Write a Volcano Queue's status as admission sees it: ``allocated`` (quantities), ``pending`` (bindings
     held), ``running`` (bindings admitted), ``inqueue`` (admitted in the last cycle, not scheduled yet)."""
@@ -240,6 +264,7 @@ Command = (
     | EmitMemberEvent
     | ResumeBinding
     | SetAdmissionHold
+    | SetAdmissionChecks
     | UpdateQueueStatus
     | CreateQueue
 )
@@ -262,6 +287,7 @@ COMMAND_TYPES: tuple[type[Command], ...] = (
     EmitMemberEvent,
     ResumeBinding,
     SetAdmissionHold,
+    SetAdmissionChecks,
     UpdateQueueStatus,
     CreateQueue,
 )
@@ -299,7 +325,9 @@ def _target_by_match(command: Command) -> ObjectKey:
             return ObjectKey(f"{cluster}:{ref.key}")
         case SetMemberCondition(cluster=cluster, target=ref) | EmitMemberEvent(cluster=cluster, involved=ref):
             return ObjectKey(f"{cluster}:{ref.key}")
-        case ResumeBinding(binding=ref) | SetAdmissionHold(binding=ref) | UpdateQueueStatus(queue=ref):
+        case ResumeBinding(binding=ref) | SetAdmissionHold(binding=ref) | SetAdmissionChecks(binding=ref):
+            return ref.key
+        case UpdateQueueStatus(queue=ref):
             return ref.key
         case CreateQueue(name=name):
             return object_key("Queue", "", name)
@@ -329,6 +357,7 @@ _TARGETS: dict[type, Callable[[Any], ObjectKey]] = {
     EmitMemberEvent: lambda c: ObjectKey(f"{c.cluster}:{c.involved.key}"),
     ResumeBinding: lambda c: c.binding.key,
     SetAdmissionHold: lambda c: c.binding.key,
+    SetAdmissionChecks: lambda c: c.binding.key,
     UpdateQueueStatus: lambda c: c.queue.key,
     CreateQueue: lambda c: object_key("Queue", "", c.name),
 }

@@ -167,6 +167,12 @@ def _admission_table(doc: dict[str, Any]) -> Group | None:
     if not section.get("queues"):
         table.caption = "no queue yet"
     parts.append(table)
+    if section.get("checks"):
+        line = Text("admission checks", style="bold")
+        line.append("  " + "  ·  ".join(f"{queue}: {', '.join(names)}" for queue, names in section["checks"].items()))
+        if section.get("check_states"):
+            line.append("  —  " + ", ".join(f"{k} {n}" for k, n in section["check_states"].items()))
+        parts.append(line)
     return Group(*parts)
 
 

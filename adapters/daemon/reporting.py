@@ -12,8 +12,8 @@ webhook answers) are incremented where things happen; this module sets what is a
 * each consumer's lag behind its stream's end;
 * bindings placed by locality tiers, by tier, and whether every locality setting in force is accepted — a refused
   one is logged once per distinct set of problems;
-* with admission on, queue-managed bindings per queue and whether the admission ConfigMap is accepted — a
-  refused one is logged once per distinct error, with its key.
+* with admission on, queue-managed bindings per queue, their admission checks by check and state, and whether the
+  admission ConfigMap is accepted — a refused one is logged once per distinct error, with its key.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from tether.adapters.log import EventLog
 from tether.core.datadependency.tiers import TIERS, locality_problems, tier_of
 from tether.core.keys import LOCALITY_TIERS_ANNOTATION
 from tether.core.world import World
+from tether.core.world.admission_checks import STATES
 from tether.core.world.admission_state import AdmissionState
 
 log = structlog.get_logger("tether.daemon")
@@ -52,6 +53,17 @@ def held_bindings(admission: AdmissionState) -> dict[str, int]:
         elif binding.hold is not None:
             held["data"] += 1
     return held
+
+
+def admission_checks(state: AdmissionState) -> dict[tuple[str, str], int]:
+    """Bindings' admission checks by (check, state), every pair of a check some queue names (0 included)."""
+    names = sorted({policy.name for policies in state.checks_config.queues.values() for policy in policies} |
+                   {check.name for checks in state.checks.values() for check in checks})
+    counts = {(name, s): 0 for name in names for s in STATES}
+    for checks in list(state.checks.values()):
+        for check in checks:
+            counts[(check.name, check.state)] = counts.get((check.name, check.state), 0) + 1
+    return counts
 
 
 def tiers_in_use(world: World) -> dict[str, int]:
@@ -160,6 +172,9 @@ class StateReporter:
                     log.info("admission configuration accepted", configmap=self.admission_configmap)
             if self.metrics.admission_config_valid is not None:
                 self.metrics.admission_config_valid.set(0 if state.config_error else 1)
+            if self.metrics.admission_checks is not None:
+                for labels, count in admission_checks(state).items():
+                    self.metrics.admission_checks.labels(*labels).set(count)
             counts: dict[tuple[str, str], int] = {}
             for key, binding in state.bindings.items():
                 if not state.managed.manages(binding.workload_kind, binding.ref.namespace):

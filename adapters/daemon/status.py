@@ -7,7 +7,8 @@ Sections, each answering an operator's question:
 * ``log`` — where the log is, its end per stream, how far the decider and the executor are, and their lag;
 * ``world`` — what is tracked: claims (bound, pending), DataSources, bindings (placements injected), Karmada
   Clusters, commands and catalog lookups in flight (and which tables are being looked up), timers, lists pending;
-* ``admission`` — with ``--admission``: the configuration's state and, per queue, the bindings held and admitted;
+* ``admission`` — with ``--admission``: the configuration's state, per queue the bindings held and admitted and
+  the admission checks it names, and the bindings' checks by check and state;
 * ``locality`` — locality tiers: the settings refused (and why), the bindings by tier, which tier each is in and why;
 * ``members`` — every cluster tether knows: Karmada's Ready flag, and for a connected member (pod placement) how it
   is connected, whether it is still listing, its nodes and pods;
@@ -27,7 +28,7 @@ import time
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-from tether.adapters.daemon.reporting import tiers_in_use
+from tether.adapters.daemon.reporting import admission_checks, tiers_in_use
 from tether.core.datadependency.tiers import DATA, locality_problems, tier_of, tier_standing
 from tether.core.keys import LOCALITY_TIERS_ANNOTATION
 
@@ -71,6 +72,9 @@ def _admission(daemon: Daemon) -> dict[str, Any]:
         return section
     state = daemon.loops.world.admission
     section["config_error"] = state.config_error
+    section["checks"] = {queue: [p.name for p in policies]
+                         for queue, policies in sorted(state.checks_config.queues.items())}
+    section["check_states"] = {f"{check} {s}": n for (check, s), n in admission_checks(state).items() if n}
     queues: dict[str, dict[str, Any]] = {}
     for name, observed in sorted(state.queues.items()):
         queues[name] = {"name": name, "open": observed.queue.open, "weight": observed.queue.weight,

@@ -30,6 +30,7 @@ from typing import Any
 from tether.adapters.kubernetes.executor import reschedule_needed
 from tether.adapters.kubernetes.manifests import data_source_manifest
 from tether.core import api
+from tether.core.admission.checks import annotation_text
 from tether.core.commands import (
     AddFinalizer,
     Command,
@@ -42,6 +43,7 @@ from tether.core.commands import (
     ReleasePod,
     RemoveFinalizer,
     ResumeBinding,
+    SetAdmissionChecks,
     SetAdmissionHold,
     SetBindingPlacement,
     SetBindingTiers,
@@ -71,6 +73,7 @@ from tether.core.events import (
 from tether.core.identity import DataIdentity
 from tether.core.keys import (
     ADMISSION_ANNOTATION,
+    ADMISSION_CHECKS_ANNOTATION,
     ADMITTED_REQUEST_ANNOTATION,
     LOCATION_ANNOTATION,
     PLACEMENT_ANNOTATION,
@@ -296,14 +299,16 @@ class FakeCluster:
                 meta["generation"] = meta.get("generation", 1) + 1
                 self.resumed.append(target)
                 return ok(self._bump(raw))
-            case SetAdmissionHold():
+            case SetAdmissionHold() | SetAdmissionChecks():
+                key, text = (command.annotation, command.text) if isinstance(command, SetAdmissionHold) else \
+                    (ADMISSION_CHECKS_ANNOTATION, annotation_text(command.checks))
                 annotations = meta.setdefault("annotations", {})
-                if annotations.get(command.annotation) == (command.text or None):
+                if annotations.get(key) == (text or None):
                     return ok(trim(raw), noop=True)
-                if command.text:
-                    annotations[command.annotation] = command.text
+                if text:
+                    annotations[key] = text
                 else:
-                    annotations.pop(command.annotation, None)
+                    annotations.pop(key, None)
                 return ok(self._bump(raw))
             case UpdateQueueStatus():
                 wanted = {"allocated": dict(command.allocated), "pending": command.pending,
@@ -368,7 +373,7 @@ def _expected_uid(command: Command) -> str:
         case AddFinalizer(target=ref) | RemoveFinalizer(target=ref) | UpdateClaimStatus(claim=ref):
             return ref.uid
         case SetBindingPlacement(binding=ref) | SetBindingTiers(binding=ref) | ResumeBinding(binding=ref) | \
-                SetAdmissionHold(binding=ref):
+                SetAdmissionHold(binding=ref) | SetAdmissionChecks(binding=ref):
             return ref.uid
         case ReleasePod(pod=ref):
             return ref.uid

@@ -25,6 +25,7 @@ from ..kube import Condition
 from ..locality import Locality
 from ..plugin_config import map_location
 from ..world import World
+from ..world.admission_checks import DATA_LOADED, READY
 from ..world.views import Binding, Claim, Source
 from .decision_pass import PassBase, creation
 from .exclusions import PlacementPlan
@@ -148,8 +149,18 @@ class BindingPlacement(PassBase):
         return plan_groups(world, tiers=tiers, data=data, placement=binding.placement,
                            annotations=binding.annotations)
 
+    #: Whether an admission check's clusters narrow the placement (``core.admission.checks`` asks without them).
+    restrict = True
+
     def restriction(self, binding: Binding) -> frozenset[str] | None:
-        """The clusters an admission check restricts the binding to (None: none does)."""
+        """The clusters an admission check narrows the binding to (None: none does): the clusters its ``data-loaded``
+        check found the data loaded in, once Ready (``core.admission.checks``)."""
+        if not self.restrict:
+            return None
+        checks = self.world.admission.checks.get(binding.ref.key) if self.world.admission.checks else None
+        for check in checks or ():
+            if check.name == DATA_LOADED and check.state == READY and check.clusters:
+                return frozenset(check.clusters)
         return None
 
     def desired_exclusions(self, binding: Binding) -> frozenset[str] | None:

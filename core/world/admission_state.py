@@ -19,8 +19,10 @@ from typing import Any
 
 import msgspec
 
+from ..commands import CheckStatus
 from ..kube import ObjectRef
 from ..quantity import ResourceList
+from .admission_checks import NO_CHECKS, ChecksConfig
 
 CYCLE_PURPOSE = "admission-cycle"  # the timer of the admission decider's cycles
 
@@ -146,6 +148,8 @@ class AdmissionState(msgspec.Struct):
     position: int = 0  # offset of the last event folded
     cycle_due: int = 0  # fire time of the armed admission-cycle timer (0: none armed)
     max_hold_ms: int = DEFAULT_MAX_HOLD_MS  # the bound of a hold for data (SettingsApplied; core.admission.data_hold)
+    checks_config: ChecksConfig = NO_CHECKS  # the admission checks each queue names (admission_checks.py)
+    checks: dict[str, tuple[CheckStatus, ...]] = {}  # binding key → its checks, as last decided (noted on issue)
 
 
 __all__ = [

@@ -80,6 +80,7 @@ def test_command_target_table_matches_the_match() -> None:
         c.EmitMemberEvent(cluster="m1", involved=REF, event_type="Normal", reason="r", message="m"),
         c.ResumeBinding(binding=REF, admitted_request=(("cpu", "1"),)),
         c.SetAdmissionHold(binding=REF, annotation="a", text="t"),
+        c.SetAdmissionChecks(binding=REF, checks=(c.CheckStatus(name="data-bound", state="Ready"),)),
         c.UpdateQueueStatus(queue=REF, allocated=(), pending=0, running=0, inqueue=0),
         c.CreateQueue(name="default"),
     ]

@@ -219,6 +219,7 @@ def check_every_metric(running: Samples, stopped: Samples, truth: dict[str, Coun
     # no locality tiers in this scenario: every setting accepted, no binding placed by tiers
     expect("tether_locality_config_valid", {(): 1})
     expect("tether_bindings_by_tier", {}, "tier")
+    expect("tether_admission_checks", {}, "check", "state")  # no queue names a check here
     # the loops: the decider caught up; the executor's committed position waits behind the lookup in flight (the
     # commands after it are applied, their position is committed in order), so its lag is at least that one
     lag = by(running, "tether_consumer_lag_records", "consumer")
