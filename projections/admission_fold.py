@@ -401,7 +401,9 @@ def fold_admission(state: AdmissionState, record: EventRecord, *, admission_conf
     elif isinstance(event, ObjectsListed):
         _forget_listed(state, event)
     elif isinstance(event, TimerFired) and event.purpose == CYCLE_PURPOSE:
-        state.cycle_due = 0
+        fired = event.timer_id.rpartition("|")[2]
+        if not fired.isdigit() or int(fired) >= state.cycle_due:
+            state.cycle_due = 0  # (a cycle armed earlier than the one due replaced it: that one's firing is spent)
     elif isinstance(event, SettingsApplied):
         state.max_hold_ms = max(0, event.max_hold_ms)
 

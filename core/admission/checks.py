@@ -67,6 +67,7 @@ from ..world.admission_checks import (
     CheckPolicy,
     ChecksConfig,
 )
+from ..world.admission_state import CYCLE_PURPOSE as CYCLE_PURPOSE_OF_ADMISSION
 from ..world.admission_state import AdmissionBinding, AdmissionState
 from .config import AdmissionConfigError, load_yaml
 from .data_hold import format_duration
@@ -352,6 +353,8 @@ class _Pass:
         if new != current:
             self.emit(SetAdmissionChecks(binding=binding.ref, checks=new),
                       f"{key}: admission checks " + "; ".join(f"{c.name} {c.state}: {c.reason}" for c in new))
+        if all(c.state == READY for c in new):
+            self.admit_soon(key, binding)
         for check in new:
             if check.until_ms and check.state in (PENDING, RETRY):
                 self.emit(StartTimer(timer_id=f"{CHECK_PURPOSE}|{key}|{check.name}|{check.attempt}|{check.until_ms}",
@@ -364,6 +367,26 @@ class _Pass:
                                               reason="AdmissionCheckRejected",
                                               message=f"admission check {check.name} rejected: {check.reason}"),
                           f"{key}: admission check {check.name} rejected")
+
+
+    def admit_soon(self, key: str, binding: AdmissionBinding) -> None:
+        """Every check passed and the placement they ask for is on the binding: its queue's next cycle need not
+        wait for the timer armed a second after the last — one runs now (a cycle timer due now; the one armed
+        before it then fires spent: ``projections.admission_fold``)."""
+        from .decider import CYCLE_SUBJECT  # (the decider imports this module)
+
+        state, now = self.world.admission, self.record.at_ms
+        view = self.world.bindings.get(key)
+        if not state.cycle_due or state.cycle_due <= now or view is None:
+            return  # no cycle armed yet (the decider arms one), or one is due now
+        self.data.restrict = True
+        plan, desired = self.data.plan(key, view)
+        self.data.restrict = False
+        if desired is not None and (plan.changed or not view.injected):
+            return  # the placement is being written: its outcome brings the binding back here
+        self.emit(StartTimer(timer_id=f"{CYCLE_PURPOSE_OF_ADMISSION}|{now}", fire_at_ms=now,
+                             purpose=CYCLE_PURPOSE_OF_ADMISSION, subject=CYCLE_SUBJECT),
+                  f"{key}: its admission checks passed: the next admission cycle now")
 
 
 def _everyone(touched: Touched, record: EventRecord) -> bool:

@@ -40,6 +40,7 @@ from ..identity import DataIdentity, identity_problem, make_identity
 from ..keys import (
     ADDED_BY_TERM_ANNOTATION,
     CLAIM_FINALIZER,
+    DATASET_ANNOTATION,
     DATASOURCE_FINALIZER,
     EXCLUDED_CLUSTERS_ANNOTATION,
     LOCALITY_TIERS_ANNOTATION,
@@ -337,12 +338,15 @@ def parse_claim(obj: KubeObject, previous: Claim | None = None) -> Claim:
     if previous is not None and meta.generation > 0 and previous.generation == meta.generation and \
             previous.ref.uid == meta.uid:
         ref, identity, problem, workload = previous.ref, previous.identity, previous.problem, previous.workload
-        locality, dataset = previous.locality, previous.dataset
+        locality, dataset = previous.locality, previous.__dict__.get("spec_dataset", "")
     else:
         ref = _ref(obj, _CLAIM)
         identity, problem, workload = _claim_spec_of(obj)
         locality, dataset = _claim_extras(obj, workload)
-    return Claim(
+    spec_dataset = dataset
+    if not dataset and meta.annotations:  # (metadata: no generation of its own, read every time)
+        dataset = _named_dataset(meta.annotations.get(DATASET_ANNOTATION, ""), workload, meta.namespace)
+    claim = Claim(
         ref=ref,
         resource_version=meta.resource_version,
         generation=meta.generation,
@@ -355,6 +359,20 @@ def parse_claim(obj: KubeObject, previous: Claim | None = None) -> Claim:
         locality=locality,
         dataset=dataset,
     )
+    if spec_dataset:
+        claim.__dict__["spec_dataset"] = spec_dataset  # (a later status write reuses it)
+    return claim
+
+
+def _named_dataset(value: str, workload: str, namespace: str) -> str:
+    """``[namespace/]name`` of the ``tether.dev/dataset`` annotation as ``namespace/name`` (the workload's namespace
+    by default); "" when it names none."""
+    value = value.strip()
+    if not value:
+        return ""
+    if "/" in value:
+        return value
+    return f"{workload.split('/')[2] if workload.count('/') >= 3 else namespace}/{value}"
 
 
 class _Dataset(msgspec.Struct, gc=False):
