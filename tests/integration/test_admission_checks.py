@@ -12,6 +12,7 @@ by annotation, which works under either CRD (Volcano Global's prunes ``spec.data
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import secrets
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import CLUSTERS, CONFIGMAPS, DEPLOYMENTS, QUEUES, KubeClient
@@ -192,3 +194,42 @@ async def test_a_failed_dataload_gives_retry_then_rejected_after_its_limit(karma
 
             [event] = await stack.eventually(rejected_event, within=30, what="the AdmissionCheckRejected Event")
             assert event["type"] == "Warning" and "failed" in event["message"]
+
+
+@pytest.mark.parametrize("bad", ["queues: {QUEUE: [data-warm]}\n",
+                                 "queues: {QUEUE: [{name: data-loaded, retryLimit: many}]}\n"],
+                         ids=["unknown-check", "malformed-check"])
+async def test_a_bad_check_is_refused_with_a_reason_and_nothing_admitted_changes(karmada_kube: KubeEnv,
+                                                                                 bad: str) -> None:
+    from tether.adapters.daemon.status import daemon_status
+
+    with tempfile.TemporaryDirectory() as tmp:
+        async with checks_stack(karmada_kube, tmp, "queues: {QUEUE: [data-loaded]}\n") as (stack, m, queue, table):
+            binding = await workload(stack, m, queue, table)
+            await dataload(m, "load")
+            await phase(m, "load", "Complete")
+            admitted = await stack.wait_scheduled(binding, [m.name], within=30)
+            assert stack.daemon is not None
+            daemon = stack.daemon
+            with structlog.testing.capture_logs() as logs:
+                await stack.kube.patch(CONFIGMAPS, "tether-admission",
+                                       {"data": {"admission-checks": bad.replace("QUEUE", queue)}},
+                                       namespace=stack.namespace)
+
+                async def refused() -> bool:
+                    await asyncio.sleep(0)
+                    return daemon.metrics.registry.get_sample_value("tether_admission_config_valid") == 0.0
+
+                await stack.eventually(refused, what="tether_admission_config_valid 0")
+                await asyncio.sleep(1.2)  # (the reporter's next pass logs it)
+            why = "unknown check 'data-warm'" if "warm" in bad else "retryLimit: expected a non-negative integer"
+            assert why in daemon.world.admission.config_error
+            assert [p.name for p in daemon.world.admission.checks_config.queues[queue]] == ["data-loaded"]
+            assert any(e.get("log_level") == "warning" and why in str(e.get("error")) for e in logs), logs
+            status = await daemon_status(daemon, started_at=0)
+            assert why in status["admission"]["config_error"]
+            await stack.wait_idle()
+            now = await stack.get("ResourceBinding", binding)
+            assert now is not None and now["spec"]["clusters"] == admitted["spec"]["clusters"]
+            assert now["spec"]["placement"] == admitted["spec"]["placement"]
+            assert checks_of(now) == checks_of(admitted)
