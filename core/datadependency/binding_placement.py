@@ -119,6 +119,13 @@ class BindingPlacement(PassBase):
             return None
         plugins = world.plugins.plugins
         claims = world.claims
+        for key in keys:  # the common case first: no locality anywhere near this workload (a lookup per claim)
+            claim = claims[key]
+            plugin = plugins.get(claim.identity.system) if claim.identity is not None else None
+            if claim.locality is not None or (plugin is not None and plugin.locality.configured):
+                break
+        else:
+            return None
         preferred: list[tuple[tuple[str, ...], Locality]] = []
         bound: set[str] | None = None
         refused = ""
