@@ -60,8 +60,7 @@ from tether.core.commands import (
     command_name,
     command_target,
 )
-from tether.core.datadependency.exclusions import PlacementPlan
-from tether.core.datadependency.tiers import plan_binding, plan_tiers
+from tether.core.datadependency.tiers import plan_command
 from tether.core.envelope import CommandRecord
 from tether.core.events import CommandFailed, CommandSucceeded, Event
 from tether.core.keys import LOCATION_ANNOTATION
@@ -418,57 +417,37 @@ class KubeExecutor(AdmissionCommands):
             return None, True
         return (trim(out) if out.get("kind") == "DataSource" else None), False
 
-    async def apply_set_binding_placement(self, c: SetBindingPlacement,
+    async def apply_set_binding_placement(self, c: SetBindingPlacement | SetBindingTiers,
                                           attempt: _Attempt = _FRESH) -> tuple[KubeObject | None, bool]:
+        """``SetBindingPlacement`` (and ``SetBindingTiers``: :meth:`apply_set_binding_tiers`) on the binding as just
+        read: tether's share of its placement planned from it, written with ``rescheduleTriggeredAt`` while that has
+        a job to do, guarded by its resourceVersion; nothing when nothing changes."""
         res, obj = await self._read(c.binding, attempt)
         if obj is None:
             return None, True
         spec = obj.get("spec") or {}
         meta = obj["metadata"]
-        placement = spec.get("placement") or {}
-        plan = plan_binding(placement=placement, annotations=meta.get("annotations") or {},
-                            desired=frozenset(c.excluded_clusters) if c.injected else None)
-        reschedule = c.injected and reschedule_needed(spec, obj.get("status") or {}, c.reschedule_at,
-                                                      excluded=c.excluded_clusters)
-        return await self._place(res, c.binding, obj, plan, c.reschedule_at if reschedule else "")
-
-    async def apply_set_binding_tiers(self, c: SetBindingTiers,
-                                      attempt: _Attempt = _FRESH) -> tuple[KubeObject | None, bool]:
-        res, obj = await self._read(c.binding, attempt)
-        if obj is None:
-            return None, True
-        spec = obj.get("spec") or {}
-        meta = obj["metadata"]
-        plan = plan_tiers(placement=spec.get("placement") or {}, annotations=meta.get("annotations") or {},
-                          terms=c.terms, note=c.note)
-        reschedule = False
-        if c.reschedule_at and all(t.clusters is not None for t in c.terms):
-            allowed = {name for t in c.terms for name in t.clusters or ()}
-            scheduled = {t.get("name") for t in spec.get("clusters") or [] if isinstance(t, dict)}
-            reschedule = reschedule_needed(spec, obj.get("status") or {}, c.reschedule_at,
-                                           excluded=tuple(sorted(n for n in scheduled - allowed if isinstance(n, str))))
-        return await self._place(res, c.binding, obj, plan, c.reschedule_at if reschedule else "")
-
-    async def _place(self, res: Resource, ref: ObjectRef, obj: dict[str, Any], plan: PlacementPlan,
-                     reschedule_at: str) -> tuple[KubeObject | None, bool]:
-        """Write ``plan`` (and ``rescheduleTriggeredAt``, when given) onto the binding ``obj`` as just read, guarded
-        by its resourceVersion; nothing when nothing changes."""
-        if not plan.changed and not reschedule_at:
+        plan, excluded, injected = plan_command(c, spec=spec, annotations=meta.get("annotations") or {})
+        reschedule = injected and reschedule_needed(spec, obj.get("status") or {}, c.reschedule_at, excluded=excluded)
+        if not plan.changed and not reschedule:
             return trim(obj), True
-        meta = obj["metadata"]
         body: dict[str, Any] = {"metadata": {"resourceVersion": meta["resourceVersion"]}}
         if plan.annotations:
             body["metadata"]["annotations"] = plan.annotations
         spec_patch: dict[str, Any] = {}
-        placement_patch = merge_patch((obj.get("spec") or {}).get("placement") or {}, plan.placement)
+        placement_patch = merge_patch(spec.get("placement") or {}, plan.placement)
         if placement_patch:
             spec_patch["placement"] = placement_patch
-        if reschedule_at:
-            spec_patch["rescheduleTriggeredAt"] = reschedule_at
+        if reschedule:
+            spec_patch["rescheduleTriggeredAt"] = c.reschedule_at
         if spec_patch:
             body["spec"] = spec_patch
-        out = await self.kube.patch(res, ref.name, body, namespace=ref.namespace)
+        out = await self.kube.patch(res, c.binding.name, body, namespace=c.binding.namespace)
         return trim(out), False
+
+    async def apply_set_binding_tiers(self, c: SetBindingTiers,
+                                      attempt: _Attempt = _FRESH) -> tuple[KubeObject | None, bool]:
+        return await self.apply_set_binding_placement(c, attempt)
 
     async def apply_emit_kubernetes_event(self, c: EmitKubernetesEvent,
                                           attempt: _Attempt = _FRESH) -> tuple[KubeObject | None, bool]:

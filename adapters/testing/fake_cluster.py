@@ -3,7 +3,7 @@
 The decider's scenario tests, the property tests and the replay benchmark need a world that answers commands
 the way the real adapters do, thousands of times per second and deterministically. :class:`FakeCluster` is that
 world: a dictionary of raw objects with a resourceVersion counter, finalizer/deletion semantics and the same
-placement arithmetic as the Kubernetes executor (``core.datadependency.tiers.plan_binding``, ``plan_tiers``); a
+placement arithmetic as the Kubernetes executor (``core.datadependency.tiers.plan_command``); a
 dictionary of table locations stands in for the catalog. It is not an API server — the emulator
 (``adapters/kube_emulator``) is, and the integration tests run the real adapters against it. This one only has to
 agree with the executors on *what* each command does, which ``tests/integration`` checks for the real pair.
@@ -55,7 +55,7 @@ from tether.core.commands import (
     command_name,
     command_target,
 )
-from tether.core.datadependency.tiers import plan_binding, plan_tiers
+from tether.core.datadependency.tiers import plan_command
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import (
     CommandFailed,
@@ -256,18 +256,7 @@ class FakeCluster:
                 return [*ok(None if gone else obj), *([("watch", ObjectDeleted(obj=obj))] if gone else [])]
             case SetBindingPlacement() | SetBindingTiers():
                 spec = raw.setdefault("spec", {})
-                if isinstance(command, SetBindingTiers):
-                    plan = plan_tiers(placement=spec.get("placement"), annotations=meta.get("annotations", {}),
-                                      terms=command.terms, note=command.note)
-                    allowed = {n for t in command.terms for n in t.clusters or ()}
-                    scheduled = {t.get("name") for t in spec.get("clusters") or [] if isinstance(t, dict)}
-                    excluded = tuple(sorted(str(n) for n in scheduled - allowed)) \
-                        if all(t.clusters is not None for t in command.terms) else ()
-                    injected = True
-                else:
-                    plan = plan_binding(placement=spec.get("placement"), annotations=meta.get("annotations", {}),
-                                        desired=frozenset(command.excluded_clusters) if command.injected else None)
-                    excluded, injected = command.excluded_clusters, command.injected
+                plan, excluded, injected = plan_command(command, spec=spec, annotations=meta.get("annotations", {}))
                 # (the executor's own rule: a trigger only while it has a job to do — KubeExecutor's)
                 reschedule = injected and reschedule_needed(spec, raw.get("status") or {}, command.reschedule_at,
                                                             excluded=excluded)

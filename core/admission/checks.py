@@ -68,7 +68,7 @@ from ..world.admission_checks import (
     ChecksConfig,
 )
 from ..world.admission_state import CYCLE_PURPOSE as CYCLE_PURPOSE_OF_ADMISSION
-from ..world.admission_state import AdmissionBinding, AdmissionState
+from ..world.admission_state import CYCLE_SUBJECT, AdmissionBinding, AdmissionState
 from .config import AdmissionConfigError, load_yaml
 from .data_hold import format_duration
 from .model import DEFAULT_QUEUE
@@ -373,8 +373,6 @@ class _Pass:
         """Every check passed and the placement they ask for is on the binding: its queue's next cycle need not
         wait for the timer armed a second after the last — one runs now (a cycle timer due now; the one armed
         before it then fires spent: ``projections.admission_fold``)."""
-        from .decider import CYCLE_SUBJECT  # (the decider imports this module)
-
         state, now = self.world.admission, self.record.at_ms
         view = self.world.bindings.get(key)
         if not state.cycle_due or state.cycle_due <= now or view is None:

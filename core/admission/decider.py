@@ -59,7 +59,7 @@ from ..events import CommandSucceeded, ObjectObserved, TimerFired
 from ..keys import ADMISSION_ANNOTATION, OVERRUN_ANNOTATION, RELEASED_ANNOTATION
 from ..quantity import ResourceList, format_milli, scale
 from ..world import Touched, World
-from ..world.admission_state import CYCLE_PURPOSE, AdmissionBinding, AdmissionState
+from ..world.admission_state import CYCLE_PURPOSE, CYCLE_SUBJECT, AdmissionBinding, AdmissionState
 from ..world.views import Binding as BindingView
 from .binding_events import UNSEEN, BindingMark, binding_events
 from .checks import checks_hold, checks_passed
@@ -70,7 +70,6 @@ from .session import admission_cycle, recheck_admitted
 from .webhook_decision import waiting_for_data
 
 DECIDER = "admission"
-CYCLE_SUBJECT = "Admission//cycle"
 CYCLE_INTERVAL_MS = 1_000
 
 

@@ -145,25 +145,19 @@ def decide_binding_admission(*, world: World, operation: str, obj: Mapping[str, 
     reasons: list[str] = []
     plan, desired = decide.plan_view(view, annotations)
     excluded: tuple[str, ...] = ()
+    if desired is not None and plan.changed:  # tether's placement, as the data-dependency decider would write it
+        if plan.placement != (spec.get("placement") or {}):
+            ops.append({"op": "replace" if "placement" in spec else "add", "path": "/spec/placement",
+                        "value": plan.placement})
+        wanted.update(plan.annotations)
     if isinstance(desired, TierPlan | Keep):
-        if plan.changed:
-            if plan.placement != (spec.get("placement") or {}):
-                ops.append({"op": "replace" if "placement" in spec else "add", "path": "/spec/placement",
-                            "value": plan.placement})
-            wanted.update(plan.annotations)
         reasons.append(f"workload {view.workload} prefers its data's clusters: locality tiers {desired.summary}"
                        if isinstance(desired, TierPlan) else f"{desired.reason}: its locality tiers are kept")
     elif desired is not None:
         excluded = tuple(sorted(desired))
-        if plan.changed:
-            if plan.placement != (spec.get("placement") or {}):
-                ops.append({"op": "replace" if "placement" in spec else "add", "path": "/spec/placement",
-                            "value": plan.placement})
-            wanted.update(plan.annotations)
-            reasons.append(f"workload {view.workload} must run where its data is: excluding "
-                           f"{','.join(excluded) or '<none>'}")
-        else:
-            reasons.append(f"the data constraint is in place (excluding {','.join(excluded) or '<none>'})")
+        reasons.append(f"workload {view.workload} must run where its data is: excluding "
+                       f"{','.join(excluded) or '<none>'}" if plan.changed else
+                       f"the data constraint is in place (excluding {','.join(excluded) or '<none>'})")
     max_hold_ms = world.admission.max_hold_ms
     waiting = waiting_for_data(decide, world, view.workload) if max_hold_ms > 0 else []  # 0: the hold is off
     namespace = kube_object.metadata.namespace

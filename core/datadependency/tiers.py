@@ -45,7 +45,7 @@ from typing import Any
 
 import msgspec
 
-from ..commands import TierTerm
+from ..commands import SetBindingPlacement, SetBindingTiers, TierTerm
 from ..keys import (
     ADDED_BY_TERM_ANNOTATION,
     EXCLUDED_CLUSTERS_ANNOTATION,
@@ -56,7 +56,7 @@ from ..locality import NO_PLUGIN_LOCALITY, Locality, resolve_locality
 from ..world import World
 from ..world.clusters import NOWHERE, ClusterPlace
 from ..world.views import Claim
-from .exclusions import PlacementPlan, plan_placement
+from .exclusions import PlacementPlan, json_annotation, plan_placement
 
 DATA, NEAR_DATA, ANYWHERE = "data", "near-data", "anywhere"
 TIERS = (DATA, NEAR_DATA, ANYWHERE)
@@ -136,14 +136,7 @@ def _digest(terms: list[dict[str, Any]]) -> str:
 
 def tiers_record(annotations: Mapping[str, str]) -> dict[str, Any] | None:
     """The ``tether.dev/locality-tiers`` annotation, parsed (None: absent or not an object)."""
-    raw = annotations.get(LOCALITY_TIERS_ANNOTATION)
-    if not raw:
-        return None
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        return None
-    return doc if isinstance(doc, dict) else None
+    return json_annotation(annotations, LOCALITY_TIERS_ANNOTATION)
 
 
 def user_affinity(placement: Mapping[str, Any], annotations: Mapping[str, str]) -> dict[str, Any]:
@@ -237,6 +230,24 @@ def plan_binding(*, placement: Mapping[str, Any] | None, annotations: Mapping[st
     patch = {k: v for k, v in wanted.items() if annotations.get(k) != v}
     return PlacementPlan(placement=plan.placement, annotations=patch, added=plan.added,
                          changed=bool(patch) or plan.placement != before)
+
+
+def plan_command(command: SetBindingPlacement | SetBindingTiers, *, spec: Mapping[str, Any],
+                 annotations: Mapping[str, str]) -> tuple[PlacementPlan, tuple[str, ...], bool]:
+    """What a placement command does to a binding whose ``spec`` and ``annotations`` were just read (the Kubernetes
+    executor's and the fake cluster's one rule): its plan, the clusters it runs on that the placement no longer
+    allows (what a ``rescheduleTriggeredAt`` is for), and whether tether's share stays on it."""
+    if isinstance(command, SetBindingTiers):
+        plan = plan_tiers(placement=spec.get("placement") or {}, annotations=annotations, terms=command.terms,
+                          note=command.note)
+        if any(t.clusters is None for t in command.terms):  # (an anywhere group: no cluster is outside)
+            return plan, (), True
+        allowed = {name for t in command.terms for name in t.clusters or ()}
+        scheduled = {t.get("name") for t in spec.get("clusters") or () if isinstance(t, dict)}
+        return plan, tuple(sorted(n for n in scheduled - allowed if isinstance(n, str))), True
+    plan = plan_binding(placement=spec.get("placement") or {}, annotations=annotations,
+                        desired=frozenset(command.excluded_clusters) if command.injected else None)
+    return plan, command.excluded_clusters, command.injected
 
 
 # --- which clusters a term selects ------------------------------------------------------------------------------
@@ -412,6 +423,6 @@ def tier_standing(placement: Mapping[str, Any], annotations: Mapping[str, str], 
 
 __all__ = [
     "ANYWHERE", "DATA", "NEAR_DATA", "TIERS", "Keep", "TierPlan", "claim_locality", "data_place",
-    "locality_problems", "plan_binding", "plan_groups", "plan_tiers", "selected", "term_name", "tier_of",
-    "tier_sets", "tier_standing", "tiers_record", "user_affinity", "user_terms",
+    "locality_problems", "plan_binding", "plan_command", "plan_groups", "plan_tiers", "selected", "term_name",
+    "tier_of", "tier_sets", "tier_standing", "tiers_record", "user_affinity", "user_terms",
 ]

@@ -25,6 +25,7 @@ from ..quantity import ResourceList
 from .admission_checks import NO_CHECKS, ChecksConfig
 
 CYCLE_PURPOSE = "admission-cycle"  # the timer of the admission decider's cycles
+CYCLE_SUBJECT = "Admission//cycle"  # its subject
 
 
 class Queue(msgspec.Struct, frozen=True, gc=False, kw_only=True):
@@ -153,7 +154,7 @@ class AdmissionState(msgspec.Struct):
 
 
 __all__ = [
-    "CYCLE_PURPOSE", "DEFAULT_ADMISSION_CONFIG", "DEFAULT_MAX_HOLD_MS", "AdmissionBinding", "AdmissionConfig",
-    "AdmissionState", "ObservedCluster", "PluginOption", "Queue", "QueueManaged", "QueueObserved", "Tier",
+    "CYCLE_PURPOSE", "CYCLE_SUBJECT", "DEFAULT_ADMISSION_CONFIG", "DEFAULT_MAX_HOLD_MS", "AdmissionBinding",
+    "AdmissionConfig", "AdmissionState", "ObservedCluster", "PluginOption", "Queue", "QueueManaged", "QueueObserved", "Tier",
     "WorkloadQueue",
 ]

@@ -35,6 +35,7 @@ from tether.adapters.daemon.status import daemon_status
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import BINDINGS, CLUSTERS, CONFIGMAPS, KubeClient
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
+from tether.adapters.testing.binding_history import BindingHistory
 from tether.adapters.testing.tether_stack import Stack, delete_cluster_scoped, tether_stack
 from tether.core.datadependency.tiers import tier_of
 from tether.core.keys import KARMADA_REGION_LABEL, LOCALITY_TIERS_ANNOTATION, PLACEMENT_INJECTED_ANNOTATION
@@ -71,33 +72,6 @@ class Clusters:
                 await delete_cluster_scoped(self.kube, CLUSTERS, name)
 
 
-class History:
-    """Every ``spec.clusters`` each binding of the namespace had, from a watch."""
-
-    def __init__(self, kube: KubeClient, namespace: str) -> None:
-        self.kube, self.namespace = kube, namespace
-        self.clusters: dict[str, list[list[str]]] = {}
-        self.task: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        _, version = await self.kube.list(BINDINGS, namespace=self.namespace)
-        self.task = asyncio.create_task(self._run(version))
-
-    async def _run(self, version: str) -> None:
-        async for event in self.kube.watch(BINDINGS, resource_version=version, namespace=self.namespace):
-            obj = event.get("object") or {}
-            name = (obj.get("metadata") or {}).get("name")
-            if name:
-                self.clusters.setdefault(name, []).append([c["name"] for c in (obj.get("spec") or {}).get(
-                    "clusters") or []])
-
-    async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.task
-
-
 @contextlib.asynccontextmanager
 async def tiers_stack(env: KubeEnv) -> AsyncIterator[tuple[Stack, Clusters]]:
     kube = KubeClient(env.api_client)
@@ -114,7 +88,7 @@ async def tiers_stack(env: KubeEnv) -> AsyncIterator[tuple[Stack, Clusters]]:
                   "locality": {"policy": "Preferred", "topologyKey": KEY,
                                "byTablePrefix": {f"req{clusters.id}.": {"policy": "Required"}}}}
         async with tether_stack(env, plugin_options=plugin) as stack:
-            history = History(stack.kube, stack.namespace)
+            history = BindingHistory(stack.kube, stack.namespace)
             await history.start()
             stack.history = history  # type: ignore[attr-defined]
             try:
