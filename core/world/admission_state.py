@@ -155,6 +155,6 @@ class AdmissionState(msgspec.Struct):
 
 __all__ = [
     "CYCLE_PURPOSE", "CYCLE_SUBJECT", "DEFAULT_ADMISSION_CONFIG", "DEFAULT_MAX_HOLD_MS", "AdmissionBinding",
-    "AdmissionConfig", "AdmissionState", "ObservedCluster", "PluginOption", "Queue", "QueueManaged", "QueueObserved", "Tier",
-    "WorkloadQueue",
+    "AdmissionConfig", "AdmissionState", "ObservedCluster", "PluginOption", "Queue", "QueueManaged", "QueueObserved",
+    "Tier", "WorkloadQueue",
 ]

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import structlog
 
+from tether.adapters.cli.replay.diff import diff
 from tether.adapters.kubernetes import manifests
 from tether.adapters.kubernetes.client import CLUSTERS, CONFIGMAPS, DEPLOYMENTS, QUEUES, KubeClient
 from tether.adapters.kubernetes.members import FLUID
@@ -107,6 +108,14 @@ async def phase(m: TestMember, name: str, value: str) -> None:
                        subresource="status")
 
 
+async def no_differences(stack: Stack) -> None:
+    """``tether replay --diff`` of the daemon's log re-derives every decision (the checks' states and timers too)."""
+    await stack.wait_idle()
+    assert stack.log is not None
+    _, differences = await diff(stack.log)
+    assert [(d.kind, d.causation, d.detail) for d in differences] == []
+
+
 def checks_of(rb: dict[str, Any] | None) -> dict[str, Any]:
     raw = ((rb or {}).get("metadata") or {}).get("annotations", {}).get(ADMISSION_CHECKS_ANNOTATION)
     return json.loads(raw) if raw else {}
@@ -164,6 +173,7 @@ async def test_a_binding_is_held_while_its_dataload_runs_and_admitted_onto_its_c
             events = await stack.events_for(binding)
             assert any(e.get("reason") == "Admitted" and "admission checks passed" in e.get("message", "")
                        for e in events), events
+            await no_differences(stack)
 
 
 async def test_a_failed_dataload_gives_retry_then_rejected_after_its_limit(karmada_kube: KubeEnv) -> None:
@@ -194,6 +204,16 @@ async def test_a_failed_dataload_gives_retry_then_rejected_after_its_limit(karma
 
             [event] = await stack.eventually(rejected_event, within=30, what="the AdmissionCheckRejected Event")
             assert event["type"] == "Warning" and "failed" in event["message"]
+            assert stack.daemon is not None
+            registry = stack.daemon.metrics.registry
+
+            async def counted() -> bool:  # (the reporter sets the gauge once a second)
+                await asyncio.sleep(0)
+                return registry.get_sample_value("tether_admission_checks", {"check": "data-loaded",
+                                                                             "state": "Rejected"}) == 1.0
+
+            await stack.eventually(counted, within=10, what="tether_admission_checks{data-loaded,Rejected} 1")
+            await no_differences(stack)
 
 
 @pytest.mark.parametrize("bad", ["queues: {QUEUE: [data-warm]}\n",

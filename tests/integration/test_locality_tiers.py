@@ -30,6 +30,7 @@ import pytest
 import structlog
 from prometheus_client import generate_latest
 
+from tether.adapters.cli.replay.diff import diff
 from tether.adapters.cli.replay.trail import explain
 from tether.adapters.daemon.status import daemon_status
 from tether.adapters.kubernetes import manifests
@@ -194,6 +195,15 @@ async def test_without_room_it_falls_over_to_near_data_and_required_stays_unsche
         status = await daemon_status(stack.daemon, started_at=0)
         assert any(row.startswith(f"{stack.namespace}/{preferred}: tier near-data") for row in
                    status["locality"]["bindings"]), status["locality"]
+        registry = stack.daemon.metrics.registry
+
+        async def counted() -> bool:  # (the reporter sets the gauge once a second)
+            await asyncio.sleep(0)
+            return registry.get_sample_value("tether_bindings_by_tier", {"tier": "near-data"}) == 1.0
+
+        await stack.eventually(counted, within=10, what="tether_bindings_by_tier{near-data} 1")
+        _, differences = await diff(stack.log)
+        assert [(d.kind, d.causation, d.detail) for d in differences] == []
 
 
 async def test_a_table_move_rewrites_the_groups_and_a_users_affinities_are_intersected(
