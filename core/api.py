@@ -68,6 +68,31 @@ Attributes = Annotated[
 ]
 
 
+class LocalityPreference(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True, rename="camel"):
+    """How strictly the workload is kept next to the data (docs/locality-tiers.md). Every field is optional and
+    overrides what the plugin ConfigMap says for the system or the table's prefix."""
+
+    policy: Annotated[
+        str, Meta(description="Required (the default): the workload runs only on the clusters next to the data, "
+                              "and waits while they are full. Preferred: the binding's placement lists ordered "
+                              "cluster groups (data, near-data, anywhere when allowed) and Karmada falls over to "
+                              "the next group only when one cannot hold the workload.",
+                  extra_json_schema={"enum": ["Required", "Preferred"]})] = ""
+    topology_key: Annotated[
+        str, _doc("A label of the Karmada Clusters (e.g. topology.karmada.io/region): with Preferred, the "
+                  "near-data group is every cluster sharing its value with a cluster next to the data.")] = ""
+    anywhere: Annotated[
+        bool, _doc("With Preferred, a last group: any cluster the binding's own affinity allows.")] = False
+
+
+class DatasetReference(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True, rename="camel"):
+    """A Fluid Dataset (data.fluid.io) in the member clusters."""
+
+    name: Annotated[str, _doc("Name of the Dataset.")]
+    namespace: Annotated[str, _doc("Namespace of the Dataset in the member clusters; empty means the "
+                                   "workload's.")] = ""
+
+
 class DataSourceClaimSpec(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True, rename="camel"):
     """What a workload reads: system + type + name (+ attributes) identify the data."""
 
@@ -82,6 +107,16 @@ class DataSourceClaimSpec(msgspec.Struct, kw_only=True, frozen=True, omit_defaul
         _doc("The workload that reads the data. tether keeps its Karmada ResourceBinding on the clusters "
              "next to the data, and moves it when the data moves."),
     ]
+    locality: Annotated[
+        LocalityPreference | None,
+        _doc("How strictly the workload is kept next to the data (Required by default). Optional: the plugin "
+             "ConfigMap may say it for the system or a table prefix."),
+    ] = None
+    dataset: Annotated[
+        DatasetReference | None,
+        _doc("The Fluid Dataset the data is loaded into in the member clusters: a queue whose admission checks "
+             "include data-loaded admits the workload only once a DataLoad of it completed, onto those clusters."),
+    ] = None
 
 
 class DataSourceClaimStatus(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True, rename="camel"):

@@ -110,6 +110,31 @@ class SetBindingPlacement(msgspec.Struct, tag=True, frozen=True):
     reschedule_at: str = ""
 
 
+class TierTerm(msgspec.Struct, frozen=True):
+    """One cluster group of a binding placed by locality tiers (``core.datadependency.tiers``): ``name`` is its
+    ``affinityName``, ``tier`` the tier it belongs to (data, near-data, anywhere), ``user_term`` the index of the
+    user's own affinity term it is intersected with, and ``clusters`` the tier's clusters (None: the user's term as
+    it is — the ``anywhere`` tier)."""
+
+    name: str
+    tier: str
+    user_term: int
+    clusters: tuple[str, ...] | None
+
+
+class SetBindingTiers(msgspec.Struct, tag=True, frozen=True):
+    """Make a binding's ``placement.clusterAffinities`` these ordered groups, each the user's own affinity term
+    intersected with a tier (``terms``), and record the user's affinity they replace in the
+    ``tether.dev/locality-tiers`` annotation (with ``note``: what was left out, and why). karmada-scheduler tries the
+    groups in order. A non-empty ``reschedule_at`` also sets ``spec.rescheduleTriggeredAt`` when the binding runs
+    on a cluster outside every group."""
+
+    binding: ObjectRef
+    terms: tuple[TierTerm, ...]
+    note: str = ""
+    reschedule_at: str = ""
+
+
 class LookupDataLocation(msgspec.Struct, tag=True, frozen=True):
     """Ask the catalog where ``identity``'s data lives. ``trigger``: miss | retry | refresh."""
 
@@ -190,6 +215,30 @@ class SetAdmissionHold(msgspec.Struct, tag=True, frozen=True):
     text: str
 
 
+class CheckStatus(msgspec.Struct, frozen=True):
+    """One admission check of a binding (``core.admission.checks``): its ``state`` (Pending, Ready, Retry,
+    Rejected), the attempt it is at, when the state began (``since_ms``) and when it ends by itself
+    (``until_ms``: a Pending attempt's timeout, a Retry's backoff; 0: never), why, and for ``data-loaded`` the
+    clusters the data is loaded in."""
+
+    name: str
+    state: str
+    attempt: int = 1
+    since_ms: int = 0
+    until_ms: int = 0
+    reason: str = ""
+    clusters: tuple[str, ...] = ()
+
+
+class SetAdmissionChecks(msgspec.Struct, tag=True, frozen=True):
+    """The admission checks of a queue-managed binding are now ``checks``: say so on the binding
+    (``tether.dev/admission-checks``; none: the annotation removed). The world holds them from the moment this is
+    issued (``projections.admission_fold``), as it holds an admission."""
+
+    binding: ObjectRef
+    checks: tuple[CheckStatus, ...]
+
+
 class UpdateQueueStatus(msgspec.Struct, tag=True, frozen=True):
     """Write a Volcano Queue's status as admission sees it: ``allocated`` (quantities), ``pending`` (bindings
     held), ``running`` (bindings admitted), ``inqueue`` (admitted in the last cycle, not scheduled yet)."""
@@ -217,6 +266,7 @@ Command = (
     | UpdateDataSourceLocality
     | DeleteDataSource
     | SetBindingPlacement
+    | SetBindingTiers
     | LookupDataLocation
     | StartTimer
     | EmitKubernetesEvent
@@ -225,6 +275,7 @@ Command = (
     | EmitMemberEvent
     | ResumeBinding
     | SetAdmissionHold
+    | SetAdmissionChecks
     | UpdateQueueStatus
     | CreateQueue
 )
@@ -238,6 +289,7 @@ COMMAND_TYPES: tuple[type[Command], ...] = (
     UpdateDataSourceLocality,
     DeleteDataSource,
     SetBindingPlacement,
+    SetBindingTiers,
     LookupDataLocation,
     StartTimer,
     EmitKubernetesEvent,
@@ -246,6 +298,7 @@ COMMAND_TYPES: tuple[type[Command], ...] = (
     EmitMemberEvent,
     ResumeBinding,
     SetAdmissionHold,
+    SetAdmissionChecks,
     UpdateQueueStatus,
     CreateQueue,
 )
@@ -271,7 +324,7 @@ def _target_by_match(command: Command) -> ObjectKey:
             | DeleteDataSource(name=name)
         ):
             return object_key("DataSource", "", name)
-        case SetBindingPlacement(binding=ref):
+        case SetBindingPlacement(binding=ref) | SetBindingTiers(binding=ref):
             return ref.key
         case LookupDataLocation(identity=identity):
             return ObjectKey(f"Data/{identity.key}")
@@ -283,7 +336,9 @@ def _target_by_match(command: Command) -> ObjectKey:
             return ObjectKey(f"{cluster}:{ref.key}")
         case SetMemberCondition(cluster=cluster, target=ref) | EmitMemberEvent(cluster=cluster, involved=ref):
             return ObjectKey(f"{cluster}:{ref.key}")
-        case ResumeBinding(binding=ref) | SetAdmissionHold(binding=ref) | UpdateQueueStatus(queue=ref):
+        case ResumeBinding(binding=ref) | SetAdmissionHold(binding=ref) | SetAdmissionChecks(binding=ref):
+            return ref.key
+        case UpdateQueueStatus(queue=ref):
             return ref.key
         case CreateQueue(name=name):
             return object_key("Queue", "", name)
@@ -304,6 +359,7 @@ _TARGETS: dict[type, Callable[[Any], ObjectKey]] = {
     UpdateDataSourceLocality: _data_source_target,
     DeleteDataSource: _data_source_target,
     SetBindingPlacement: lambda c: c.binding.key,
+    SetBindingTiers: lambda c: c.binding.key,
     LookupDataLocation: lambda c: ObjectKey(f"Data/{c.identity.key}"),
     StartTimer: lambda c: ObjectKey(c.subject),
     EmitKubernetesEvent: lambda c: c.involved.key,
@@ -312,6 +368,7 @@ _TARGETS: dict[type, Callable[[Any], ObjectKey]] = {
     EmitMemberEvent: lambda c: ObjectKey(f"{c.cluster}:{c.involved.key}"),
     ResumeBinding: lambda c: c.binding.key,
     SetAdmissionHold: lambda c: c.binding.key,
+    SetAdmissionChecks: lambda c: c.binding.key,
     UpdateQueueStatus: lambda c: c.queue.key,
     CreateQueue: lambda c: object_key("Queue", "", c.name),
 }

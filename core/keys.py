@@ -23,6 +23,14 @@ EXCLUDED_CLUSTERS_ANNOTATION = "datadependency.volcano.sh/excluded-clusters"
 
 #: tether's additions per affinity term (a JSON object), on a binding whose placement has ``clusterAffinities``.
 ADDED_BY_TERM_ANNOTATION = "tether.dev/added-exclusions"
+#: tether's share of a binding placed by locality tiers (a JSON object): the user's own cluster affinity it replaced,
+#: a digest of the ``clusterAffinities`` it wrote (a detector revert shows as a mismatch), and what it left out.
+LOCALITY_TIERS_ANNOTATION = "tether.dev/locality-tiers"
+#: On a DataSourceClaim: the Fluid Dataset (``[namespace/]name``) its data is loaded into, for a claim stored under a
+#: CRD without ``spec.dataset`` (Volcano Global's prunes it); ``spec.dataset`` wins when both say one.
+DATASET_ANNOTATION = "tether.dev/dataset"
+#: The state of each admission check of a queue-managed binding (a JSON object: check → state, reason).
+ADMISSION_CHECKS_ANNOTATION = "tether.dev/admission-checks"
 #: On a DataSource: the catalog location its locality was computed from.
 LOCATION_ANNOTATION = "tether.dev/data-location"
 #: Admission's mark, on two kinds: on a ResourceBinding the reason it is held (set by the binding webhook when it

@@ -16,8 +16,10 @@ tether accepts that unchanged and understands a few optional keys of its own, al
 ``type`` (which resolver serves the system: ``amoro``, ``iceberg-rest``, ``s3``, ``hdfs`` or a third-party
 entry point; default: the system name), ``basePath`` and ``prefix`` (Iceberg REST addressing), ``auth.type:
 oauth2`` with ``tokenUrl``/``clientId``/``clientSecret``/``scope``, ``concurrency``, ``circuitBreaker``
-``{failureThreshold, resetTimeout}``, ``refreshInterval`` (the migration poll) and ``reclaimPolicy`` (for the
-DataSources this plugin's lookups create).
+``{failureThreshold, resetTimeout}``, ``refreshInterval`` (the migration poll), ``reclaimPolicy`` (for the
+DataSources this plugin's lookups create) and ``locality`` (``Required`` or ``Preferred`` locality tiers, for the
+system and per table prefix: ``core.locality``). A malformed ``locality`` does not spoil its plugin: it is reported
+in :attr:`PluginSet.locality_errors` and the plugin's previous locality stays in force.
 
 **Secrets by reference.** Volcano Global's format puts ``password``, ``token`` and ``clientSecret`` in the
 ConfigMap itself — readable by whoever may read ConfigMaps, and recorded in tether's event log with every
@@ -36,6 +38,8 @@ import re
 from typing import Any
 
 import msgspec
+
+from .locality import NO_PLUGIN_LOCALITY, PluginLocality, parse_plugin_locality
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -131,13 +135,17 @@ class PluginConfig(msgspec.Struct, frozen=True):
     concurrency: int = 8
     refresh_interval: float = 300.0
     reclaim_policy: str = "Retain"
+    locality: PluginLocality = NO_PLUGIN_LOCALITY
+    locality_error: str = ""  # why the entry's locality was refused (parse_plugin_configmap keeps the previous one)
 
 
 class PluginSet(msgspec.Struct, frozen=True):
-    """All plugins of one ConfigMap, indexed by system; ``errors`` maps a ConfigMap key to what is wrong."""
+    """All plugins of one ConfigMap, indexed by system; ``errors`` maps a ConfigMap key to what is wrong;
+    ``locality_errors`` a system to why its ``locality`` was refused (its previous one stays in force)."""
 
     plugins: dict[str, PluginConfig] = {}
     errors: dict[str, str] = {}
+    locality_errors: dict[str, str] = {}
 
 
 EMPTY_PLUGINS = PluginSet()
@@ -260,6 +268,11 @@ def parse_plugin(key: str, text: str) -> PluginConfig:
     reclaim = _str(doc, "reclaimPolicy", "plugin", "Retain") or "Retain"
     if reclaim not in {"Retain", "Delete"}:
         raise ValueError(f"reclaimPolicy: expected Retain or Delete, got {reclaim!r}")
+    locality, locality_error = NO_PLUGIN_LOCALITY, ""
+    try:
+        locality = parse_plugin_locality(doc.get("locality"))
+    except ValueError as exc:  # refused alone: the plugin serves its claims as before (module doc)
+        locality_error = _one_line(str(exc))
     return PluginConfig(
         key=key,
         system=system,
@@ -275,6 +288,8 @@ def parse_plugin(key: str, text: str) -> PluginConfig:
         concurrency=concurrency,
         refresh_interval=parse_duration(doc.get("refreshInterval", 300.0), field="refreshInterval"),
         reclaim_policy=reclaim,
+        locality=locality,
+        locality_error=locality_error,
     )
 
 
@@ -296,10 +311,12 @@ def _one_line(message: str) -> str:
     return message if len(message) <= _MAX_ERROR else message[: _MAX_ERROR - 1] + "…"
 
 
-def parse_plugin_configmap(data: dict[str, str]) -> PluginSet:
-    """Every key of the ConfigMap's ``data``; bad entries land in ``errors`` instead of raising."""
+def parse_plugin_configmap(data: dict[str, str], previous: PluginSet | None = None) -> PluginSet:
+    """Every key of the ConfigMap's ``data``; bad entries land in ``errors`` instead of raising. A refused
+    ``locality`` lands in ``locality_errors``, and the plugin keeps the one it had in ``previous``."""
     plugins: dict[str, PluginConfig] = {}
     errors: dict[str, str] = {}
+    locality_errors: dict[str, str] = {}
     for key in sorted(data):
         try:
             plugin = parse_plugin(key, data[key])
@@ -313,8 +330,13 @@ def parse_plugin_configmap(data: dict[str, str]) -> PluginSet:
             errors[key] = _one_line(f"system {plugin.system!r} is already configured by key "
                                     f"{plugins[plugin.system].key!r}")
             continue
+        if plugin.locality_error:
+            locality_errors[plugin.system] = plugin.locality_error
+            before = previous.plugins.get(plugin.system) if previous is not None else None
+            plugin = msgspec.structs.replace(plugin, locality=before.locality if before is not None
+                                             else NO_PLUGIN_LOCALITY)
         plugins[plugin.system] = plugin
-    return PluginSet(plugins=plugins, errors=errors)
+    return PluginSet(plugins=plugins, errors=errors, locality_errors=locality_errors)
 
 
 def map_location(

@@ -18,9 +18,10 @@ What is kept, per kind:
   workload itself;
 * **ResourceBinding**: :class:`~tether.core.world.admission_state.AdmissionBinding` (suspension, per-replica
   request, replicas, Divided or Duplicated, ``schedulePriority``, tether's admission annotations);
-* **the admission ConfigMap**: the plugin tiers (``volcano-scheduler.conf``) and which bindings are
-  queue-managed. A configuration that does not parse keeps the previous one and records the error (the decider
-  reports it; nothing is lost).
+* **the admission ConfigMap**: the plugin tiers (``volcano-scheduler.conf``), which bindings are
+  queue-managed, and each queue's admission checks (``admission-checks``: ``core.admission.checks``). A
+  configuration that does not parse keeps the previous one and records the error (the decider reports it; nothing
+  is lost).
 
 ``max_hold_ms`` is the bound of a hold for data (``core.admission.data_hold``), from the daemon's
 :class:`~tether.core.events.SettingsApplied` (the default without one).
@@ -39,8 +40,10 @@ from typing import Any
 import msgspec
 import yaml
 
+from tether.core.admission.checks import CHECKS_KEY, parse_checks
 from tether.core.admission.config import AdmissionConfigError, load_yaml, parse_admission_config
 from tether.core.admission.objects import queue_from_object, workload_queue_name
+from tether.core.commands import CheckStatus
 from tether.core.envelope import EventRecord, parse_rfc3339_ms
 from tether.core.events import (
     CommandFailed,
@@ -59,6 +62,7 @@ from tether.core.keys import (
 )
 from tether.core.kube import KubeObject, as_list, as_mapping, dig, ref_of
 from tether.core.quantity import InvalidQuantity, ResourceList, resource_list
+from tether.core.world.admission_checks import NO_CHECKS
 from tether.core.world.admission_state import (
     CYCLE_PURPOSE,
     DEFAULT_ADMISSION_CONFIG,
@@ -70,7 +74,7 @@ from tether.core.world.admission_state import (
     QueueObserved,
     WorkloadQueue,
 )
-from tether.core.world.views import workload_key
+from tether.core.world.views import observed_affinity, workload_key
 
 QUEUE = "Queue"
 PRIORITY_CLASS = "PriorityClass"
@@ -99,7 +103,8 @@ def parse_admission_binding(obj: KubeObject) -> AdmissionBinding:
     replicas = spec.get("replicas")
     placement = as_mapping(spec.get("placement"))
     scheduling_type = dig(placement, "replicaScheduling", "replicaSchedulingType")
-    affinity = as_mapping(placement.get("clusterAffinity"))
+    affinity = as_mapping(placement.get("clusterAffinity")) if not placement.get("clusterAffinities") else \
+        affinity_group(placement, observed_affinity(obj))
     clusters = as_list(spec.get("clusters"))
     priority = dig(spec, "schedulePriority", "priority")
     annotations = meta.annotations
@@ -126,6 +131,14 @@ def parse_admission_binding(obj: KubeObject) -> AdmissionBinding:
         released=annotations.get(RELEASED_ANNOTATION),
         admitted_request=admitted, problem=problem,
     )
+
+
+def affinity_group(placement: dict[str, Any], observing: str) -> dict[str, Any]:
+    """The group of a placement's ``clusterAffinities`` a binding is charged by: the one karmada-scheduler placed it
+    by (``observing``), else the first, which it tries first (a binding held by admission is not scheduled yet) —
+    so the charge follows the group, a locality tier, the binding is in."""
+    groups = [t for t in as_list(placement.get("clusterAffinities")) if isinstance(t, dict)]
+    return next((t for t in groups if observing and t.get("affinityName") == observing), groups[0] if groups else {})
 
 
 def _relevant(state: AdmissionState, obj: KubeObject) -> bool:
@@ -187,15 +200,18 @@ def forget_admission_config(state: AdmissionState) -> None:
 def _fold_config(state: AdmissionState, obj: KubeObject | None) -> None:
     if obj is None:
         state.config, state.managed, state.config_error = DEFAULT_ADMISSION_CONFIG, QueueManaged(), ""
+        state.checks_config = NO_CHECKS
         return
     try:
         raw = obj.data.get(CONFIG_KEY)
         config = parse_admission_config(raw) if raw else DEFAULT_ADMISSION_CONFIG
         managed = parse_managed(obj.data[MANAGED_KEY]) if obj.data.get(MANAGED_KEY) else QueueManaged()
+        checks = parse_checks(obj.data[CHECKS_KEY]) if obj.data.get(CHECKS_KEY) else NO_CHECKS
     except (AdmissionConfigError, yaml.YAMLError) as error:
         state.config_error = f"ConfigMap {obj.metadata.namespace}/{obj.metadata.name}: {error}"
         return  # the previous configuration stays in force
     state.config, state.managed, state.config_error = config, managed, ""
+    state.checks_config = checks
 
 
 def fold_admission_binding(state: AdmissionState, key: str, obj: KubeObject) -> None:
@@ -226,6 +242,7 @@ def _fold_object(state: AdmissionState, obj: KubeObject, *, deleted: bool, admis
         if deleted:
             state.bindings.pop(key, None)
             state.admitted.pop(key, None)
+            state.checks.pop(key, None)
         else:
             fold_admission_binding(state, key, obj)
     elif kind == CLUSTER:
@@ -332,6 +349,7 @@ def _forget_listed(state: AdmissionState, listed: ObjectsListed) -> None:
                           if k not in present and (not listed.namespace or b.ref.namespace == listed.namespace)):
             del state.bindings[key]
             state.admitted.pop(key, None)
+            state.checks.pop(key, None)
     elif listed.kind == CLUSTER:
         for name in sorted(n for n in state.clusters if f"{CLUSTER}//{n}" not in present):
             del state.clusters[name]
@@ -383,7 +401,9 @@ def fold_admission(state: AdmissionState, record: EventRecord, *, admission_conf
     elif isinstance(event, ObjectsListed):
         _forget_listed(state, event)
     elif isinstance(event, TimerFired) and event.purpose == CYCLE_PURPOSE:
-        state.cycle_due = 0
+        fired = event.timer_id.rpartition("|")[2]
+        if not fired.isdigit() or int(fired) >= state.cycle_due:
+            state.cycle_due = 0  # (a cycle armed earlier than the one due replaced it: that one's firing is spent)
     elif isinstance(event, SettingsApplied):
         state.max_hold_ms = max(0, event.max_hold_ms)
 
@@ -391,6 +411,14 @@ def fold_admission(state: AdmissionState, record: EventRecord, *, admission_conf
 def note_cycle_armed(state: AdmissionState, *, fire_at_ms: int) -> None:
     """The admission decider armed its next cycle (``StartTimer`` issued)."""
     state.cycle_due = fire_at_ms
+
+
+def note_checks(state: AdmissionState, *, binding_key: str, checks: tuple[CheckStatus, ...]) -> None:
+    """A SetAdmissionChecks was issued: the binding's checks are these from now on (``core.admission.checks``)."""
+    if checks:
+        state.checks[binding_key] = checks
+    else:
+        state.checks.pop(binding_key, None)
 
 
 def note_resume(state: AdmissionState, *, binding_key: str, command_id: str) -> None:

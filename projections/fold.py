@@ -32,6 +32,7 @@ from tether.core.commands import (
     LookupDataLocation,
     ReleasePod,
     ResumeBinding,
+    SetAdmissionChecks,
     StartTimer,
     UpdateClaimStatus,
     command_name,
@@ -54,10 +55,12 @@ from tether.core.events import (
     list_source,
 )
 from tether.core.identity import DataIdentity, data_source_name
+from tether.core.keys import LOCALITY_TIERS_ANNOTATION
 from tether.core.kube import KubeObject
 from tether.core.plugin_config import EMPTY_PLUGINS, parse_plugin_configmap
 from tether.core.world import SMALL_INDEX, Index, Lookup, Settings, Timer, Touched, World, slot
 from tether.core.world.admission_state import CYCLE_PURPOSE
+from tether.core.world.clusters import cluster_place
 from tether.core.world.data_operation import OPERATION_KINDS
 from tether.core.world.views import (
     BINDING,
@@ -75,7 +78,7 @@ from tether.core.world.views import (
 )
 
 from .admission_fold import READ_KINDS as ADMISSION_READ_KINDS
-from .admission_fold import fold_admission, forget_admission_config, note_cycle_armed, note_resume
+from .admission_fold import fold_admission, forget_admission_config, note_checks, note_cycle_armed, note_resume
 from .member_fold import (
     member_disconnected,
     member_listed,
@@ -398,15 +401,37 @@ def _observe(world: World, obj: KubeObject, touched: Touched, *, deleted: bool =
         before = world.clusters.get(name)
         if deleted:
             world.clusters.pop(name, None)
+            world.cluster_places.pop(name, None)
         else:
-            world.clusters[name] = cluster_ready(obj)
+            put_cluster(world, name, obj, touched)
         if deleted or before is None:  # membership changes every binding's exclusions; readiness does not
             touched.all_bindings = True
     elif kind == CONFIGMAP and f"{meta.namespace}/{meta.name}" == world.settings.plugin_configmap:
-        world.plugins = EMPTY_PLUGINS if deleted else parse_plugin_configmap(dict(obj.data))
+        world.plugins = EMPTY_PLUGINS if deleted else parse_plugin_configmap(dict(obj.data), world.plugins)
         touched.all_claims = True
         touched.all_bindings = True
     return ""
+
+
+def put_cluster(world: World, name: str, obj: KubeObject, touched: Touched) -> None:
+    """Fold an observation of a Karmada Cluster: its readiness, and its place (labels, provider/region/zone) — a
+    place that changed re-plans the bindings when locality tiers are in use (their ``near-data`` tier follows a
+    topology label), and only then: nothing else reads a Cluster's labels."""
+    world.clusters[name] = cluster_ready(obj)
+    place = cluster_place(obj)
+    held = world.cluster_places.get(name)
+    if held == place:
+        return
+    world.cluster_places[name] = place
+    if held is not None and locality_in_use(world):
+        touched.all_bindings = True
+
+
+def locality_in_use(world: World) -> bool:
+    """Whether any claim, plugin or binding uses locality tiers (a Cluster's labels then matter to placements)."""
+    return any(plugin.locality.configured for plugin in world.plugins.plugins.values()) or \
+        any(claim.locality is not None for claim in world.claims.values()) or \
+        any(LOCALITY_TIERS_ANNOTATION in binding.annotations for binding in world.bindings.values())
 
 
 def _forget_missing(world: World, listed: ObjectsListed, touched: Touched) -> None:
@@ -427,6 +452,7 @@ def _forget_missing(world: World, listed: ObjectsListed, touched: Touched) -> No
     elif listed.kind == CLUSTER:
         for name in sorted(n for n in world.clusters if gone(f"{CLUSTER}//{n}", "")):
             del world.clusters[name]
+            world.cluster_places.pop(name, None)
             touched.all_bindings = True
 
 
@@ -734,6 +760,8 @@ def note_issued(world: World, command: Command, command_id: str, *, command_slot
         world.statuses_in_flight[command.claim.key] = command.transition
     elif isinstance(command, ResumeBinding):
         note_resume(world.admission, binding_key=command.binding.key, command_id=command_id)
+    elif isinstance(command, SetAdmissionChecks):
+        note_checks(world.admission, binding_key=command.binding.key, checks=command.checks)
     elif isinstance(command, StartTimer):
         world.timers[command.timer_id] = Timer(fire_at_ms=command.fire_at_ms, purpose=command.purpose,
                                                subject=command.subject)
@@ -753,7 +781,7 @@ def note_issued(world: World, command: Command, command_id: str, *, command_slot
 
 #: The commands :func:`note_issued` reads more of than their type, target and id.
 _NOTED_FROM_BODY = frozenset({"LookupDataLocation", "UpdateClaimStatus", "ResumeBinding", "StartTimer",
-                              "EmitMemberEvent", "ReleasePod"})
+                              "EmitMemberEvent", "ReleasePod", "SetAdmissionChecks"})
 #: Each command's tag (its class name, as encoded) → its name (``command_name``).
 _NAMES_BY_TAG = {cls.__name__: command_name(cls) for cls in COMMAND_TYPES}
 
@@ -770,6 +798,6 @@ def note_recorded(world: World, head: CommandHead) -> None:
 
 
 __all__ = [
-    "LOCATION_WRITES", "TOMBSTONES", "adopt_location", "canonical_indexes", "evolve", "location_moved", "note_issued",
-    "note_recorded", "writing_location",
+    "LOCATION_WRITES", "TOMBSTONES", "adopt_location", "canonical_indexes", "evolve", "locality_in_use",
+    "location_moved", "note_issued", "note_recorded", "put_cluster", "writing_location",
 ]

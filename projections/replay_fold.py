@@ -85,7 +85,6 @@ from tether.core.world.views import (
     CONFIGMAP,
     DATASOURCE,
     _source_spec_fields,
-    cluster_ready,
     parse_binding,
     parse_claim,
     parse_source,
@@ -108,6 +107,7 @@ from .fold import (
     adopt_location,
     location_moved,
     note_recorded,
+    put_cluster,
     writing_location,
 )
 from .member_fold import observe_member, release_done
@@ -329,7 +329,7 @@ class ReplayFold:
         self.bindings.clear()
         self._put_sources()
         for name, obj in self.clusters.items():
-            world.clusters[name] = cluster_ready(obj)
+            put_cluster(world, name, obj, unread)
             fold_admission_cluster(world.admission, obj)
         self.clusters.clear()
         self._admit_all()

@@ -24,6 +24,7 @@ It sits at the top of the pure stack: it composes the fold (``projections.fold``
 
 from __future__ import annotations
 
+from tether.core.admission.checks import decide_checks
 from tether.core.admission.decider import binding_observed, decide_admission, decide_binding_events
 from tether.core.commands import StartTimer, command_id, command_name, command_target
 from tether.core.datadependency.decider import decide
@@ -63,6 +64,7 @@ def step(world: World, record: EventRecord) -> list[CommandRecord]:
         decisions += decide_pods(world, record, touched)
     if not world.lists_pending and world.admission.bindings:  # queue admission, a sibling decider (its own module)
         decisions += decide_admission(world, record, touched)
+        decisions += decide_checks(world, record, touched)  # its admission checks (core/admission/checks.py)
     if observed is not None and (noted := decide_binding_events(world, record, observed)):
         decisions = noted + decisions  # what the binding became, before what is decided on it
     if isinstance(record.event, CommandFailed):

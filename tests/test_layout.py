@@ -170,7 +170,7 @@ def test_the_layers_and_rooms_are_the_folders_the_rule_names() -> None:
     assert rooms == sorted((*CAPABILITIES, *LANGUAGE_FOLDERS))
     shared = sorted(p.stem for p in (ROOT / "core").glob("*.py") if p.stem != "__init__")
     assert shared == ["api", "commands", "decision", "envelope", "events", "identity", "integers", "keys", "kube",
-                      "lazy", "plugin_config", "quantity"]
+                      "lazy", "locality", "plugin_config", "quantity"]
     adapter_rooms = sorted(p.name for p in (ROOT / "adapters").iterdir() if p.is_dir() and p.name != "__pycache__")
     assert adapter_rooms == sorted((*PRODUCT_ROOMS, *NOT_PRODUCT))
 

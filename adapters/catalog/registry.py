@@ -15,6 +15,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 import aiohttp
+import msgspec
 
 from tether.adapters.catalog.iceberg_rest import (
     ENTRY_POINT_GROUP,
@@ -26,6 +27,7 @@ from tether.adapters.catalog.iceberg_rest import (
     _failed,
 )
 from tether.core.identity import DataIdentity
+from tether.core.locality import NO_PLUGIN_LOCALITY
 from tether.core.plugin_config import EMPTY_PLUGINS, PATH_SYSTEMS, PluginConfig, PluginSet
 
 
@@ -65,6 +67,11 @@ def load_resolver(
     return resolver
 
 
+def _catalog_part(plugin: PluginConfig) -> PluginConfig:
+    """What of a plugin's configuration its resolver uses: all of it but its locality."""
+    return msgspec.structs.replace(plugin, locality=NO_PLUGIN_LOCALITY, locality_error="")
+
+
 class ResolverSet:
     """One resolver per configured system, rebuilt when that system's plugin config changes."""
 
@@ -99,8 +106,9 @@ class ResolverSet:
         for system in set(self._configs) - set(plugins.plugins):
             self._retire(system)
         for system, plugin in plugins.plugins.items():
-            if self._configs.get(system) == plugin and system in self._resolvers:
-                continue
+            held = self._configs.get(system)
+            if held is not None and system in self._resolvers and _catalog_part(held) == _catalog_part(plugin):
+                continue  # (a locality change is the decider's business: the resolver stays)
             self._retire(system)
             self._configs[system] = plugin
             try:

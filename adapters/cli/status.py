@@ -168,6 +168,29 @@ def _admission_table(doc: dict[str, Any]) -> Group | None:
     if not section.get("queues"):
         table.caption = "no queue yet"
     parts.append(table)
+    if section.get("checks"):
+        line = Text("admission checks", style="bold")
+        line.append("  " + "  ·  ".join(f"{queue}: {', '.join(names)}" for queue, names in section["checks"].items()))
+        if section.get("check_states"):
+            line.append("  —  " + ", ".join(f"{k} {n}" for k, n in section["check_states"].items()))
+        parts.append(line)
+    return Group(*parts)
+
+
+def _locality_table(doc: dict[str, Any]) -> Group | None:
+    section = doc.get("locality") or {}
+    problems, count = section.get("problems") or [], int(section.get("bindings_count") or 0)
+    if not problems and not count:
+        return None
+    parts: list[Any] = [Text(f"locality setting refused: {p}", style="red") for p in problems]
+    if count:
+        tiers = section.get("tiers") or {}
+        line = Text("locality tiers", style="bold")
+        line.append("  " + "  ·  ".join(f"{tier} {n}" for tier, n in tiers.items()))
+        parts.append(line)
+        parts += [Text(f"  {row}") for row in section.get("bindings") or []]
+        if count > len(section.get("bindings") or []):
+            parts.append(Text(f"  and {count - len(section['bindings'])} more", style="dim"))
     return Group(*parts)
 
 
@@ -240,7 +263,7 @@ def _errors_table(doc: dict[str, Any]) -> Table:
 def render_status(doc: dict[str, Any], *, url: str) -> Group:
     """The screen of ``tether status`` (module doc)."""
     parts: list[Any] = [_header(doc, url), Text(""), _log_table(doc), Text(""), _world_table(doc)]
-    for optional in (_admission_table(doc), _members_table(doc), _watches_table(doc)):
+    for optional in (_admission_table(doc), _locality_table(doc), _members_table(doc), _watches_table(doc)):
         if optional is not None:
             parts += [Text(""), optional]
     parts += [Text(""), _decisions_table(doc), Text(""), _errors_table(doc)]

@@ -43,8 +43,10 @@ from tether.core.commands import (
     ReleasePod,
     RemoveFinalizer,
     ResumeBinding,
+    SetAdmissionChecks,
     SetAdmissionHold,
     SetBindingPlacement,
+    SetBindingTiers,
     SetMemberCondition,
     StartTimer,
     UpdateClaimStatus,
@@ -97,6 +99,11 @@ def _placement(c: SetBindingPlacement) -> Phrase:
     return INFO, "binding placed", fields
 
 
+def _tiers(c: SetBindingTiers) -> Phrase:
+    groups = "; ".join(f"{t.name} {_names(t.clusters) if t.clusters is not None else 'any'}" for t in c.terms)
+    return INFO, "binding rescheduled by tiers" if c.reschedule_at else "binding placed by tiers", {"tiers": groups}
+
+
 def _hold(c: SetAdmissionHold) -> Phrase:
     overrun = c.annotation == OVERRUN_ANNOTATION
     if not c.text:
@@ -130,6 +137,7 @@ PHRASES: dict[type, Callable[[Any], Phrase]] = {
                                                               "location": c.location}),
     DeleteDataSource: lambda c: (INFO, "DataSource deleted", {}),
     SetBindingPlacement: _placement,
+    SetBindingTiers: _tiers,
     LookupDataLocation: lambda c: (DEBUG, "data lookup", {"trigger": c.trigger, "attempt": c.attempt}),
     StartTimer: lambda c: (DEBUG, "timer started", {"purpose": c.purpose}),
     EmitKubernetesEvent: lambda c: (DEBUG, "Kubernetes Event", {"event_reason": c.reason}),
@@ -138,6 +146,8 @@ PHRASES: dict[type, Callable[[Any], Phrase]] = {
     EmitMemberEvent: _member_event,
     ResumeBinding: lambda c: (INFO, "binding admitted", {"admitted": c.reason}),
     SetAdmissionHold: _hold,
+    SetAdmissionChecks: lambda c: (INFO, "binding admission checks", {
+        "checks": ", ".join(f"{check.name} {check.state}" for check in c.checks) or "none"}),
     UpdateQueueStatus: lambda c: (DEBUG, "queue status", {"pending": c.pending, "running": c.running}),
     CreateQueue: lambda c: (INFO, "queue created", {}),
 }

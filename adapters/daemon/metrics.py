@@ -69,6 +69,10 @@ class Metrics:
             "tether_admission_config_valid",
             "0 while the admission ConfigMap is refused (the previous configuration stays in force), else 1; "
             "exported only with admission on", registry=r) if admission else None
+        self.admission_checks: Gauge | None = Gauge(
+            "tether_admission_checks", "Admission checks of queue-managed bindings by check and state (Pending, "
+            "Ready, Retry, Rejected); exported only with admission on", ["check", "state"],
+            registry=r) if admission else None
         self.admission_cycle = Histogram("tether_admission_cycle_seconds", "One admission cycle (decider step)",
                                          buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0), registry=r)
         self.webhook_latency = Histogram(
@@ -81,6 +85,13 @@ class Metrics:
         self.events_dropped = Counter(
             "tether_events_dropped_total", "Kubernetes Events not written because their object's bucket was empty (25, "
             "refilled at one per 5 minutes, as client-go's recorder; the decision stays in the log)", registry=r)
+        self.locality_config_valid = Gauge(
+            "tether_locality_config_valid", "0 while a locality setting in force is refused (a plugin ConfigMap's "
+            "malformed locality, whose previous one stays in force; a topology key no Cluster carries; a claim's "
+            "malformed spec.locality), else 1", registry=r)
+        self.bindings_by_tier = Gauge("tether_bindings_by_tier", "ResourceBindings placed by locality tiers, by the "
+                                      "tier karmada-scheduler placed them in (none: not placed yet)", ["tier"],
+                                      registry=r)
         self.gc_frozen = Gauge("tether_gc_frozen_objects",
                                "Objects moved out of the cyclic GC's reach at startup (DaemonConfig.freeze_heap)",
                                registry=r)

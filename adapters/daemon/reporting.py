@@ -12,8 +12,10 @@ webhook answers) are incremented where things happen; this module sets what is a
 * each consumer's lag behind its stream's end;
 * whether each system of the plugin ConfigMap is in force (``tether_plugin_config_valid``) — an entry refused is
   logged at warning once per distinct error, with its system and the parse error;
-* with admission on, queue-managed bindings per queue and whether the admission ConfigMap is accepted — a
-  refused one is logged once per distinct error, with its key.
+* bindings placed by locality tiers, by tier, and whether every locality setting in force is accepted — a refused
+  one is logged once per distinct set of problems;
+* with admission on, queue-managed bindings per queue, their admission checks by check and state, and whether the
+  admission ConfigMap is accepted — a refused one is logged once per distinct error, with its key.
 """
 
 from __future__ import annotations
@@ -27,8 +29,11 @@ from tether.adapters.daemon.loops import Loops
 from tether.adapters.daemon.metrics import Metrics
 from tether.adapters.kubernetes.watch import WatchSource
 from tether.adapters.log import EventLog
+from tether.core.datadependency.tiers import TIERS, locality_problems, tier_of
+from tether.core.keys import LOCALITY_TIERS_ANNOTATION
 from tether.core.plugin_config import PluginSet
 from tether.core.world import World
+from tether.core.world.admission_checks import STATES
 from tether.core.world.admission_state import AdmissionState
 
 log = structlog.get_logger("tether.daemon")
@@ -57,6 +62,24 @@ def plugin_validity(plugins: PluginSet) -> dict[str, int]:
     """``tether_plugin_config_valid``: 1 for every system in force, 0 for every name a claim may give as its system
     and be refused for (``PluginConfigInvalid``: the decider's rule, ``why_pending``)."""
     return {**{name: 0 for name in plugins.errors if name not in plugins.plugins}, **dict.fromkeys(plugins.plugins, 1)}
+def admission_checks(state: AdmissionState) -> dict[tuple[str, str], int]:
+    """Bindings' admission checks by (check, state), every pair of a check some queue names (0 included)."""
+    names = sorted({policy.name for policies in state.checks_config.queues.values() for policy in policies} |
+                   {check.name for checks in state.checks.values() for check in checks})
+    counts = {(name, s): 0 for name in names for s in STATES}
+    for checks in list(state.checks.values()):
+        for check in checks:
+            counts[(check.name, check.state)] = counts.get((check.name, check.state), 0) + 1
+    return counts
+
+
+def tiers_in_use(world: World) -> dict[str, int]:
+    """Bindings placed by locality tiers, by the tier they are in (``none``: not placed yet)."""
+    counts = dict.fromkeys((*TIERS, "none"), 0)
+    for binding in list(world.bindings.values()):
+        if LOCALITY_TIERS_ANNOTATION in binding.annotations:
+            counts[tier_of(binding.observed_affinity) or "none"] += 1
+    return counts
 
 
 def world_gauges(world: World) -> dict[str, dict[str, int]]:
@@ -77,6 +100,7 @@ def world_gauges(world: World) -> dict[str, dict[str, int]]:
         "lookups_in_flight": {"": len(world.lookups_in_flight)},
         "timers": {"": len(world.timers)},
         "lists_pending": {"": len(world.lists_pending)},
+        "bindings_by_tier": tiers_in_use(world),
     }
 
 
@@ -115,12 +139,25 @@ class StateReporter:
         for system in sorted(set(self._plugin_errors) - set(refused)):
             log.info("plugin configuration accepted", configmap=self.plugin_configmap, system=system)
         self._plugin_errors = refused
+        self._locality_problems: list[str] = []
 
     def set_world_gauges(self) -> None:
         for gauge, values in world_gauges(self.loops.world).items():
             metric = getattr(self.metrics, gauge)
             for label, count in values.items():
                 (metric.labels(label) if label else metric).set(count)
+
+    def set_locality(self) -> None:
+        """``tether_locality_config_valid``, and a warning once per distinct set of refused locality settings."""
+        problems = locality_problems(self.loops.world)
+        self.metrics.locality_config_valid.set(0 if problems else 1)
+        if problems != self._locality_problems:
+            if problems:
+                log.warning("locality setting refused: placements already made stay as they are, new ones are "
+                            "Required", problems=problems)
+            elif self._locality_problems:
+                log.info("locality settings accepted")
+            self._locality_problems = problems
 
     def set_watch_gauges(self) -> None:
         for source in self.sources():
@@ -146,6 +183,7 @@ class StateReporter:
         while True:
             self.set_world_gauges()
             self.set_plugin_gauges()
+            self.set_locality()
             self.set_watch_gauges()
             await self.set_lag()
             await asyncio.sleep(interval)
@@ -167,6 +205,9 @@ class StateReporter:
                     log.info("admission configuration accepted", configmap=self.admission_configmap)
             if self.metrics.admission_config_valid is not None:
                 self.metrics.admission_config_valid.set(0 if state.config_error else 1)
+            if self.metrics.admission_checks is not None:
+                for labels, count in admission_checks(state).items():
+                    self.metrics.admission_checks.labels(*labels).set(count)
             counts: dict[tuple[str, str], int] = {}
             for key, binding in state.bindings.items():
                 if not state.managed.manages(binding.workload_kind, binding.ref.namespace):

@@ -9,7 +9,9 @@ Sections, each answering an operator's question:
   Clusters, commands and catalog lookups in flight (and which tables are being looked up), timers, lists pending;
 * ``plugins`` — the plugin ConfigMap, the systems in force and those refused, with why (their claims stay
   ``PluginConfigInvalid``);
-* ``admission`` — with ``--admission``: the configuration's state and, per queue, the bindings held and admitted;
+* ``admission`` — with ``--admission``: the configuration's state, per queue the bindings held and admitted and
+  the admission checks it names, and the bindings' checks by check and state;
+* ``locality`` — locality tiers: the settings refused (and why), the bindings by tier, which tier each is in and why;
 * ``members`` — every cluster tether knows: Karmada's Ready flag, and for a connected member (pod placement) how it
   is connected, whether it is still listing, its nodes and pods;
 * ``watches`` — each watch: listed yet, errors, the last one;
@@ -27,6 +29,10 @@ from __future__ import annotations
 import time
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
+
+from tether.adapters.daemon.reporting import admission_checks, tiers_in_use
+from tether.core.datadependency.tiers import DATA, locality_problems, tier_of, tier_standing
+from tether.core.keys import LOCALITY_TIERS_ANNOTATION
 
 if TYPE_CHECKING:
     from tether.adapters.daemon.daemon import Daemon
@@ -68,6 +74,9 @@ def _admission(daemon: Daemon) -> dict[str, Any]:
         return section
     state = daemon.loops.world.admission
     section["config_error"] = state.config_error
+    section["checks"] = {queue: [p.name for p in policies]
+                         for queue, policies in sorted(state.checks_config.queues.items())}
+    section["check_states"] = {f"{check} {s}": n for (check, s), n in admission_checks(state).items() if n}
     queues: dict[str, dict[str, Any]] = {}
     for name, observed in sorted(state.queues.items()):
         queues[name] = {"name": name, "open": observed.queue.open, "weight": observed.queue.weight,
@@ -99,6 +108,25 @@ def _plugins(daemon: Daemon) -> dict[str, Any]:
     section["systems"] = sorted(plugins.plugins)
     section["refused"] = {name: error for name, error in sorted(plugins.errors.items()) if name not in plugins.plugins}
     return section
+
+
+def _locality(daemon: Daemon) -> dict[str, Any]:
+    """Locality tiers: the settings refused, the bindings by tier, and which tier each is in and why (the ones that
+    fell over first)."""
+    loops = daemon.loops
+    if loops is None or not loops.recovered.is_set():
+        return {"problems": [], "tiers": {}, "bindings": [], "bindings_count": 0}
+    world = loops.world
+    rows: list[tuple[int, str]] = []
+    for key, binding in sorted(world.bindings.items()):
+        if LOCALITY_TIERS_ANNOTATION not in binding.annotations:
+            continue
+        standing = tier_standing(binding.placement, binding.annotations, binding.observed_affinity)
+        first = tier_of(binding.observed_affinity) == DATA
+        rows.append((1 if first else 0, f"{key.split('/', 1)[1]}: {standing}"))
+    rows.sort(key=lambda row: row[0])  # (stable: by key within; those that fell over first)
+    return {"problems": locality_problems(world), "tiers": tiers_in_use(world),
+            "bindings": [text for _, text in rows][:LIST_LIMIT], "bindings_count": len(rows)}
 
 
 def _members(daemon: Daemon) -> list[dict[str, Any]]:
@@ -157,6 +185,7 @@ async def daemon_status(daemon: Daemon, *, started_at: float) -> dict[str, Any]:
         "world": _world(daemon),
         "plugins": _plugins(daemon),
         "admission": _admission(daemon),
+        "locality": _locality(daemon),
         "members": _members(daemon),
         "watches": _watches(daemon),
         "decisions": list(reversed(loops.recent.decisions)) if loops is not None else [],

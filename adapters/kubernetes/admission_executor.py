@@ -7,6 +7,8 @@ exists per command and they share its retry loop and object cache.
   just read. A binding already unsuspended is a no-op, so a retried resume changes nothing and reports success:
   the world counted the binding as admitted when the command was issued, never again.
 * ``SetAdmissionHold`` — the hold (or overrun) annotation, written only when it differs.
+* ``SetAdmissionChecks`` — the binding's admission checks as the ``tether.dev/admission-checks`` annotation (JSON),
+  written only when it differs; none removes it.
 * ``UpdateQueueStatus`` — the Volcano Queue's status subresource: ``allocated``, ``pending``, ``running``,
   ``inqueue`` (fields of the Queue CRD), only the ones that differ.
 * ``CreateQueue`` — creates ``default`` (weight 1, reclaimable) as Volcano Global does; an existing one is a no-op.
@@ -16,13 +18,14 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from tether.core.commands import CreateQueue, ResumeBinding, SetAdmissionHold, UpdateQueueStatus
-from tether.core.keys import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION
+from tether.core.admission.checks import annotation_text
+from tether.core.commands import CreateQueue, ResumeBinding, SetAdmissionChecks, SetAdmissionHold, UpdateQueueStatus
+from tether.core.keys import ADMISSION_ANNOTATION, ADMISSION_CHECKS_ANNOTATION, ADMITTED_REQUEST_ANNOTATION
 from tether.core.kube import KubeObject, ObjectRef, trim
 
 from .client import QUEUES, KubeClient, KubeError, Resource
 
-ADMISSION_COMMANDS = (ResumeBinding, SetAdmissionHold, UpdateQueueStatus, CreateQueue)
+ADMISSION_COMMANDS = (ResumeBinding, SetAdmissionHold, SetAdmissionChecks, UpdateQueueStatus, CreateQueue)
 
 
 class _Reader(Protocol):
@@ -62,6 +65,11 @@ class AdmissionCommands:
         body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"],
                              "annotations": {c.annotation: wanted}}}
         return trim(await self.kube.patch(res, c.binding.name, body, namespace=c.binding.namespace)), False
+
+    async def apply_set_admission_checks(self, c: SetAdmissionChecks, attempt: Any) -> tuple[KubeObject | None, bool]:
+        return await self.apply_set_admission_hold(
+            SetAdmissionHold(binding=c.binding, annotation=ADMISSION_CHECKS_ANNOTATION, text=annotation_text(c.checks)),
+            attempt)
 
     async def apply_update_queue_status(self, c: UpdateQueueStatus, attempt: Any) -> tuple[KubeObject | None, bool]:
         obj = await self.kube.get(QUEUES, c.queue.name)

@@ -52,13 +52,14 @@ from tether.core.commands import (
     EmitKubernetesEvent,
     RemoveFinalizer,
     SetBindingPlacement,
+    SetBindingTiers,
     UpdateClaimStatus,
     UpdateDataSourceLocality,
     UpdateDataSourceStatus,
     command_name,
     command_target,
 )
-from tether.core.datadependency.exclusions import plan_placement
+from tether.core.datadependency.tiers import plan_command
 from tether.core.envelope import CommandRecord
 from tether.core.events import CommandFailed, CommandSucceeded, Event
 from tether.core.keys import LOCATION_ANNOTATION
@@ -75,7 +76,8 @@ log = structlog.get_logger("tether.executor")
 #: The commands this executor applies (the others go to the catalog and timer adapters).
 KUBE_COMMANDS: tuple[type[Command], ...] = (
     AddFinalizer, RemoveFinalizer, UpdateClaimStatus, UpdateDataSourceStatus, CreateDataSource,
-    UpdateDataSourceLocality, DeleteDataSource, SetBindingPlacement, EmitKubernetesEvent, *ADMISSION_COMMANDS,
+    UpdateDataSourceLocality, DeleteDataSource, SetBindingPlacement, SetBindingTiers, EmitKubernetesEvent,
+    *ADMISSION_COMMANDS,
 )
 
 
@@ -416,25 +418,25 @@ class KubeExecutor(AdmissionCommands):
             return None, True
         return (trim(out) if out.get("kind") == "DataSource" else None), False
 
-    async def apply_set_binding_placement(self, c: SetBindingPlacement,
+    async def apply_set_binding_placement(self, c: SetBindingPlacement | SetBindingTiers,
                                           attempt: _Attempt = _FRESH) -> tuple[KubeObject | None, bool]:
+        """``SetBindingPlacement`` (and ``SetBindingTiers``: :meth:`apply_set_binding_tiers`) on the binding as just
+        read: tether's share of its placement planned from it, written with ``rescheduleTriggeredAt`` while that has
+        a job to do, guarded by its resourceVersion; nothing when nothing changes."""
         res, obj = await self._read(c.binding, attempt)
         if obj is None:
             return None, True
         spec = obj.get("spec") or {}
         meta = obj["metadata"]
-        placement = spec.get("placement") or {}
-        plan = plan_placement(placement=placement, annotations=meta.get("annotations") or {},
-                              desired=frozenset(c.excluded_clusters) if c.injected else None)
-        reschedule = c.injected and reschedule_needed(spec, obj.get("status") or {}, c.reschedule_at,
-                                                      excluded=c.excluded_clusters)
+        plan, excluded, injected = plan_command(c, spec=spec, annotations=meta.get("annotations") or {})
+        reschedule = injected and reschedule_needed(spec, obj.get("status") or {}, c.reschedule_at, excluded=excluded)
         if not plan.changed and not reschedule:
             return trim(obj), True
         body: dict[str, Any] = {"metadata": {"resourceVersion": meta["resourceVersion"]}}
         if plan.annotations:
             body["metadata"]["annotations"] = plan.annotations
         spec_patch: dict[str, Any] = {}
-        placement_patch = merge_patch(placement, plan.placement)
+        placement_patch = merge_patch(spec.get("placement") or {}, plan.placement)
         if placement_patch:
             spec_patch["placement"] = placement_patch
         if reschedule:
@@ -443,6 +445,10 @@ class KubeExecutor(AdmissionCommands):
             body["spec"] = spec_patch
         out = await self.kube.patch(res, c.binding.name, body, namespace=c.binding.namespace)
         return trim(out), False
+
+    async def apply_set_binding_tiers(self, c: SetBindingTiers,
+                                      attempt: _Attempt = _FRESH) -> tuple[KubeObject | None, bool]:
+        return await self.apply_set_binding_placement(c, attempt)
 
     async def apply_emit_kubernetes_event(self, c: EmitKubernetesEvent,
                                           attempt: _Attempt = _FRESH) -> tuple[KubeObject | None, bool]:

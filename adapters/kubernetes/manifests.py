@@ -32,13 +32,15 @@ def claim(
     workload_api_version: str = "apps/v1",
     workload_namespace: str | None = None,
     attributes: dict[str, str] | None = None,
+    locality: api.LocalityPreference | None = None,
+    dataset: api.DatasetReference | None = None,
 ) -> dict[str, Any]:
     """A DataSourceClaim on ``table`` for a workload (``workload`` or the claim's own name), written through the
     kind's type (:class:`tether.core.api.DataSourceClaimSpec`): the fields it describes, as it names them."""
     spec = api.DataSourceClaimSpec(
         system=system, data_source_type=type_, data_source_name=table, attributes=attributes or {},
         workload=api.WorkloadReference(api_version=workload_api_version, kind=workload_kind, name=workload or name,
-                                       namespace=workload_namespace or ""))
+                                       namespace=workload_namespace or ""), locality=locality, dataset=dataset)
     return {
         "apiVersion": api.DATASOURCECLAIM.api_version,
         "kind": api.DATASOURCECLAIM.kind,

@@ -3,10 +3,10 @@
 The decider's scenario tests, the property tests and the replay benchmark need a world that answers commands
 the way the real adapters do, thousands of times per second and deterministically. :class:`FakeCluster` is that
 world: a dictionary of raw objects with a resourceVersion counter, finalizer/deletion semantics and the same
-placement arithmetic as the Kubernetes executor (``core.datadependency.exclusions.plan_placement``); a dictionary of
-table locations stands in for the catalog. It is not an API server — the emulator (``adapters/kube_emulator``) is,
-and the integration tests run the real adapters against it. This one only has to agree with the executors on
-*what* each command does, which ``tests/integration`` checks for the real pair.
+placement arithmetic as the Kubernetes executor (``core.datadependency.tiers.plan_command``); a
+dictionary of table locations stands in for the catalog. It is not an API server — the emulator
+(``adapters/kube_emulator``) is, and the integration tests run the real adapters against it. This one only has to
+agree with the executors on *what* each command does, which ``tests/integration`` checks for the real pair.
 
 Member clusters' objects (pods, nodes, PodGroups) may be kept too, under their member keys (``put(raw,
 cluster=...)``): a ``ReleasePod`` on a pod the fake holds is applied as the member executor does (tether's terms
@@ -30,6 +30,7 @@ from typing import Any
 from tether.adapters.kubernetes.executor import reschedule_needed
 from tether.adapters.kubernetes.manifests import data_source_manifest
 from tether.core import api
+from tether.core.admission.checks import annotation_text
 from tether.core.commands import (
     AddFinalizer,
     Command,
@@ -42,8 +43,10 @@ from tether.core.commands import (
     ReleasePod,
     RemoveFinalizer,
     ResumeBinding,
+    SetAdmissionChecks,
     SetAdmissionHold,
     SetBindingPlacement,
+    SetBindingTiers,
     StartTimer,
     UpdateClaimStatus,
     UpdateDataSourceLocality,
@@ -52,7 +55,7 @@ from tether.core.commands import (
     command_name,
     command_target,
 )
-from tether.core.datadependency.exclusions import plan_placement
+from tether.core.datadependency.tiers import plan_command
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import (
     CommandFailed,
@@ -70,6 +73,7 @@ from tether.core.events import (
 from tether.core.identity import DataIdentity
 from tether.core.keys import (
     ADMISSION_ANNOTATION,
+    ADMISSION_CHECKS_ANNOTATION,
     ADMITTED_REQUEST_ANNOTATION,
     LOCATION_ANNOTATION,
     PLACEMENT_ANNOTATION,
@@ -250,14 +254,12 @@ class FakeCluster:
                     return fail("Conflict", f"uid precondition failed for {target}", retryable=True)
                 obj, gone = self.delete(target)
                 return [*ok(None if gone else obj), *([("watch", ObjectDeleted(obj=obj))] if gone else [])]
-            case SetBindingPlacement():
+            case SetBindingPlacement() | SetBindingTiers():
                 spec = raw.setdefault("spec", {})
-                plan = plan_placement(placement=spec.get("placement"), annotations=meta.get("annotations", {}),
-                                      desired=frozenset(command.excluded_clusters) if command.injected else None)
+                plan, excluded, injected = plan_command(command, spec=spec, annotations=meta.get("annotations", {}))
                 # (the executor's own rule: a trigger only while it has a job to do — KubeExecutor's)
-                reschedule = command.injected and reschedule_needed(spec, raw.get("status") or {},
-                                                                    command.reschedule_at,
-                                                                    excluded=command.excluded_clusters)
+                reschedule = injected and reschedule_needed(spec, raw.get("status") or {}, command.reschedule_at,
+                                                            excluded=excluded)
                 if not plan.changed and not reschedule:
                     return ok(trim(raw), noop=True)
                 spec["placement"] = plan.placement
@@ -286,14 +288,16 @@ class FakeCluster:
                 meta["generation"] = meta.get("generation", 1) + 1
                 self.resumed.append(target)
                 return ok(self._bump(raw))
-            case SetAdmissionHold():
+            case SetAdmissionHold() | SetAdmissionChecks():
+                key, text = (command.annotation, command.text) if isinstance(command, SetAdmissionHold) else \
+                    (ADMISSION_CHECKS_ANNOTATION, annotation_text(command.checks))
                 annotations = meta.setdefault("annotations", {})
-                if annotations.get(command.annotation) == (command.text or None):
+                if annotations.get(key) == (text or None):
                     return ok(trim(raw), noop=True)
-                if command.text:
-                    annotations[command.annotation] = command.text
+                if text:
+                    annotations[key] = text
                 else:
-                    annotations.pop(command.annotation, None)
+                    annotations.pop(key, None)
                 return ok(self._bump(raw))
             case UpdateQueueStatus():
                 wanted = {"allocated": dict(command.allocated), "pending": command.pending,
@@ -357,7 +361,8 @@ def _expected_uid(command: Command) -> str:
     match command:
         case AddFinalizer(target=ref) | RemoveFinalizer(target=ref) | UpdateClaimStatus(claim=ref):
             return ref.uid
-        case SetBindingPlacement(binding=ref) | ResumeBinding(binding=ref) | SetAdmissionHold(binding=ref):
+        case SetBindingPlacement(binding=ref) | SetBindingTiers(binding=ref) | ResumeBinding(binding=ref) | \
+                SetAdmissionHold(binding=ref) | SetAdmissionChecks(binding=ref):
             return ref.uid
         case ReleasePod(pod=ref):
             return ref.uid

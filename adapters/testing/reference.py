@@ -7,11 +7,13 @@ Without it those tests are skipped with a reason that names the missing path, ne
 stay testable on its own.
 
 The repository root is found from the ``tether`` package (``tether/`` is a folder of symlinks at the root), so the
-location does not depend on the working directory pytest was started from.
+location does not depend on the working directory pytest was started from; ``TETHER_SHARED`` names another place
+(a checkout whose sibling is not ``shared``, a git worktree).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import tether
@@ -37,7 +39,7 @@ def _shared(root: Path) -> Path:
     return main.parent / "shared" if (main.parent / "shared").is_dir() else beside
 
 
-SHARED = _shared(ROOT)
+SHARED = Path(os.environ["TETHER_SHARED"]) if os.environ.get("TETHER_SHARED") else _shared(ROOT)
 REFERENCE = SHARED / "reference"
 
 

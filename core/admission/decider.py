@@ -59,9 +59,10 @@ from ..events import CommandSucceeded, ObjectObserved, TimerFired
 from ..keys import ADMISSION_ANNOTATION, OVERRUN_ANNOTATION, RELEASED_ANNOTATION
 from ..quantity import ResourceList, format_milli, scale
 from ..world import Touched, World
-from ..world.admission_state import CYCLE_PURPOSE, AdmissionBinding, AdmissionState
+from ..world.admission_state import CYCLE_PURPOSE, CYCLE_SUBJECT, AdmissionBinding, AdmissionState
 from ..world.views import Binding as BindingView
 from .binding_events import UNSEEN, BindingMark, binding_events
+from .checks import checks_hold, checks_passed
 from .data_hold import HOLD_PURPOSE, Waiting, hold_text, release_text
 from .model import DEFAULT_QUEUE, Binding, ClusterCapacity, QueueStatus
 from .objects import cluster_capacities
@@ -69,7 +70,6 @@ from .session import admission_cycle, recheck_admitted
 from .webhook_decision import waiting_for_data
 
 DECIDER = "admission"
-CYCLE_SUBJECT = "Admission//cycle"
 CYCLE_INTERVAL_MS = 1_000
 
 
@@ -239,6 +239,10 @@ class _Pass:
                 self.annotate(binding, ADMISSION_ANNOTATION, f"invalid binding: {binding.problem}",
                               event="AdmissionInvalid", warning=True)
                 continue
+            if suspended and (waiting_for := checks_hold(state, key, binding)):
+                holding = True  # its queue's admission checks have not all passed (core/admission/checks.py)
+                self.annotate(binding, ADMISSION_ANNOTATION, waiting_for)
+                continue
             if binding.suspended and not suspended and f"resume_binding:{key}" not in world.inflight:
                 # admitted, its resume not seen yet and not in flight (it failed and is retried): the same request
                 self.resume(binding, scale(binding.request, binding.replicas * self.copies(binding)),
@@ -260,7 +264,8 @@ class _Pass:
                 self.resume(views[key], by_key[key].total_request(), f"{admitted}; {text}",
                             event="ReleasedWithoutData", warning=True)
             else:
-                self.resume(views[key], by_key[key].total_request(), admitted)
+                passed = checks_passed(state, key, views[key])
+                self.resume(views[key], by_key[key].total_request(), f"{admitted}; {passed}" if passed else admitted)
         for hold in outcome.held:
             holding = True
             reason = hold.reason if hold.reason.startswith("queue ") else f"queue {by_key[hold.binding].queue}: " \

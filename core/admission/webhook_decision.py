@@ -10,9 +10,9 @@ For a CREATE or an UPDATE of a ResourceBinding, :func:`decide_binding_admission`
 
 * **the data constraint** — when the workload has bound claims (or claims whose DataSource is being created from
   a resolved lookup), the exclusions and annotations the data-dependency decider would write, computed by the
-  very same code (``DecisionPass.desired_exclusions`` and ``core.datadependency.exclusions.plan_placement``), so the
-  webhook and the decider can never disagree. On an UPDATE this undoes a detector revert of ``placement`` in the same
-  request;
+  very same code (``DecisionPass.plan_view``: the exclusions, or the locality tiers of a workload that prefers its
+  data's clusters), so the webhook and the decider can never disagree. On an UPDATE this undoes a detector revert
+  of ``placement`` in the same request;
 * **a hold** — on CREATE, when the data of a claim of the workload is on its way (:func:`waiting_for_data`: its
   lookup or DataSource creation is under way, or its lookup failed transiently — the catalog unavailable, a
   timeout, its circuit open, a 5xx), or when the binding's workload kind and namespace are queue-managed (the
@@ -40,7 +40,7 @@ from typing import Any, cast
 import msgspec
 
 from ..datadependency.decider import DecisionPass
-from ..datadependency.exclusions import plan_placement
+from ..datadependency.tiers import Keep, TierPlan
 from ..envelope import EventRecord
 from ..keys import ADMISSION_ANNOTATION
 from ..kube import as_mapping, pointer_token, trim
@@ -143,20 +143,21 @@ def decide_binding_admission(*, world: World, operation: str, obj: Mapping[str, 
     ops: list[dict[str, Any]] = []
     wanted: dict[str, str | None] = {}
     reasons: list[str] = []
-    desired = decide.desired_exclusions(view) if view.workload else None
+    plan, desired = decide.plan_view(view, annotations)
     excluded: tuple[str, ...] = ()
-    if desired is not None:
-        plan = plan_placement(placement=view.placement, annotations=annotations, desired=desired)
+    if desired is not None and plan.changed:  # tether's placement, as the data-dependency decider would write it
+        if plan.placement != (spec.get("placement") or {}):
+            ops.append({"op": "replace" if "placement" in spec else "add", "path": "/spec/placement",
+                        "value": plan.placement})
+        wanted.update(plan.annotations)
+    if isinstance(desired, TierPlan | Keep):
+        reasons.append(f"workload {view.workload} prefers its data's clusters: locality tiers {desired.summary}"
+                       if isinstance(desired, TierPlan) else f"{desired.reason}: its locality tiers are kept")
+    elif desired is not None:
         excluded = tuple(sorted(desired))
-        if plan.changed:
-            if plan.placement != (spec.get("placement") or {}):
-                ops.append({"op": "replace" if "placement" in spec else "add", "path": "/spec/placement",
-                            "value": plan.placement})
-            wanted.update(plan.annotations)
-            reasons.append(f"workload {view.workload} must run where its data is: excluding "
-                           f"{','.join(excluded) or '<none>'}")
-        else:
-            reasons.append(f"the data constraint is in place (excluding {','.join(excluded) or '<none>'})")
+        reasons.append(f"workload {view.workload} must run where its data is: excluding "
+                       f"{','.join(excluded) or '<none>'}" if plan.changed else
+                       f"the data constraint is in place (excluding {','.join(excluded) or '<none>'})")
     max_hold_ms = world.admission.max_hold_ms
     waiting = waiting_for_data(decide, world, view.workload) if max_hold_ms > 0 else []  # 0: the hold is off
     namespace = kube_object.metadata.namespace

@@ -75,7 +75,7 @@ from ..kube import Condition, ObjectRef, set_condition
 from ..plugin_config import map_location
 from ..world import Touched, World, slot
 from ..world.views import Claim, Source
-from .binding_placement import COND_PLACEMENT, INJECTING, SET_BINDING_PLACEMENT, BindingPlacement
+from .binding_placement import COND_PLACEMENT, INJECTING, SET_BINDING_PLACEMENT, SET_BINDING_TIERS, BindingPlacement
 from .decision_pass import DECIDER, creation
 
 BOUND = "Bound"
@@ -131,7 +131,7 @@ class DecisionPass(BindingPlacement):
         inflight = self.world.inflight
         if inflight:
             for binding in self.world.bindings_by_workload.get(claim.workload, ()):
-                if f"{SET_BINDING_PLACEMENT}:{binding}" in inflight:
+                if f"{SET_BINDING_PLACEMENT}:{binding}" in inflight or f"{SET_BINDING_TIERS}:{binding}" in inflight:
                     # the workload's placement is being written: the status waits for that outcome (which touches
                     # the workload's claims), so that Bound and PlacementInjected go out in one write
                     return

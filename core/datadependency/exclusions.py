@@ -28,6 +28,7 @@ from the object it just read) call :func:`plan_placement`, so they cannot disagr
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -45,15 +46,21 @@ class PlacementPlan(msgspec.Struct, frozen=True):
     changed: bool
 
 
-def _added_by_term(annotations: dict[str, str]) -> dict[str, frozenset[str]] | None:
-    raw = annotations.get(ADDED_BY_TERM_ANNOTATION)
+def json_annotation(annotations: Mapping[str, str], key: str) -> dict[str, Any] | None:
+    """The JSON object an annotation of tether's holds (None: absent, or not a JSON object)."""
+    raw = annotations.get(key)
     if not raw:
         return None
     try:
         doc = json.loads(raw)
     except ValueError:
         return None
-    if not isinstance(doc, dict):
+    return doc if isinstance(doc, dict) else None
+
+
+def _added_by_term(annotations: dict[str, str]) -> dict[str, frozenset[str]] | None:
+    doc = json_annotation(annotations, ADDED_BY_TERM_ANNOTATION)
+    if doc is None:
         return None
     return {str(k): frozenset(c for c in v if isinstance(c, str)) for k, v in doc.items() if isinstance(v, list)}
 

@@ -256,7 +256,17 @@ def parse_operation(obj: Mapping[str, Any]) -> DataOperation:
         ref=OperationRef(kind=kind, name=name, namespace=namespace, api_version=api_version),
         run_after=_run_after(spec.get("runAfter"), namespace=namespace), node_affinity=own,
         phase=_string(status.get("phase"), "status.phase"), distributed=parallelism > 1, cron=cron,
-        recorded=None if status_affinity is None else placement_from_status(status_affinity))
+        recorded=None if status_affinity is None else placement_from_status(status_affinity),
+        dataset=_dataset(spec.get("dataset"), namespace) if kind == "DataLoad" else "")
+
+
+def _dataset(raw: object, namespace: str) -> str:
+    """A DataLoad's ``spec.dataset`` as ``namespace/name`` (the namespace defaults to the DataLoad's); "" when it
+    names none."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:
+        return ""
+    other = raw.get("namespace")
+    return f"{other if isinstance(other, str) and other else namespace}/{raw['name']}"
 
 
 # --- recording -------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ place, ``projections.replay_fold`` many at once, and nothing in ``core/`` mutate
 What is kept:
 
 * typed views of the observed objects tether reads — DataSourceClaims, DataSources, ResourceBindings, Karmada
-  Clusters — built once per observation (:mod:`.views`);
+  Clusters (readiness, and labels and fields: :mod:`.clusters`) — built once per observation (:mod:`.views`);
 * the indexes the decider needs to go from one object to the others in O(1): claims by workload and by data
   identity, DataSources by identity, bindings by the workload they bind (``spec.resource``), DataSources
   listing a claim in their ``status.claimRefs``;
@@ -30,6 +30,7 @@ import msgspec
 from ..identity import DataIdentity
 from ..plugin_config import EMPTY_PLUGINS, PluginSet
 from .admission_state import AdmissionState
+from .clusters import ClusterPlace
 from .member_state import Members
 from .views import Binding, Claim, Source
 
@@ -92,6 +93,7 @@ class World(msgspec.Struct):
     sources: dict[str, Source] = {}
     bindings: dict[str, Binding] = {}
     clusters: dict[str, bool] = {}  # Karmada cluster name → Ready
+    cluster_places: dict[str, ClusterPlace] = {}  # Karmada cluster name → its labels and fields (clusters.py)
     plugins: PluginSet = EMPTY_PLUGINS
     lookups: dict[str, Lookup] = {}  # identity key → latest answer
     lookups_in_flight: dict[str, int] = {}  # identity key → attempt

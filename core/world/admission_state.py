@@ -19,10 +19,13 @@ from typing import Any
 
 import msgspec
 
+from ..commands import CheckStatus
 from ..kube import ObjectRef
 from ..quantity import ResourceList
+from .admission_checks import NO_CHECKS, ChecksConfig
 
 CYCLE_PURPOSE = "admission-cycle"  # the timer of the admission decider's cycles
+CYCLE_SUBJECT = "Admission//cycle"  # its subject
 
 
 class Queue(msgspec.Struct, frozen=True, gc=False, kw_only=True):
@@ -146,10 +149,12 @@ class AdmissionState(msgspec.Struct):
     position: int = 0  # offset of the last event folded
     cycle_due: int = 0  # fire time of the armed admission-cycle timer (0: none armed)
     max_hold_ms: int = DEFAULT_MAX_HOLD_MS  # the bound of a hold for data (SettingsApplied; core.admission.data_hold)
+    checks_config: ChecksConfig = NO_CHECKS  # the admission checks each queue names (admission_checks.py)
+    checks: dict[str, tuple[CheckStatus, ...]] = {}  # binding key → its checks, as last decided (noted on issue)
 
 
 __all__ = [
-    "CYCLE_PURPOSE", "DEFAULT_ADMISSION_CONFIG", "DEFAULT_MAX_HOLD_MS", "AdmissionBinding", "AdmissionConfig",
-    "AdmissionState", "ObservedCluster", "PluginOption", "Queue", "QueueManaged", "QueueObserved", "Tier",
-    "WorkloadQueue",
+    "CYCLE_PURPOSE", "CYCLE_SUBJECT", "DEFAULT_ADMISSION_CONFIG", "DEFAULT_MAX_HOLD_MS", "AdmissionBinding",
+    "AdmissionConfig", "AdmissionState", "ObservedCluster", "PluginOption", "Queue", "QueueManaged", "QueueObserved",
+    "Tier", "WorkloadQueue",
 ]

@@ -71,6 +71,7 @@ class DataOperation(msgspec.Struct, frozen=True):
     distributed: bool  # parallelism > 1
     cron: bool  # policy Cron or a schedule
     recorded: RecordedPlacement | None  # read from status.nodeAffinity, where Fluid recorded one
+    dataset: str = ""  # a DataLoad's spec.dataset as namespace/name (admission's data-loaded check reads it)
 
     @property
     def key(self) -> ObjectKey:

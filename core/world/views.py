@@ -40,13 +40,16 @@ from ..identity import DataIdentity, identity_problem, make_identity
 from ..keys import (
     ADDED_BY_TERM_ANNOTATION,
     CLAIM_FINALIZER,
+    DATASET_ANNOTATION,
     DATASOURCE_FINALIZER,
     EXCLUDED_CLUSTERS_ANNOTATION,
+    LOCALITY_TIERS_ANNOTATION,
     LOCATION_ANNOTATION,
     PLACEMENT_INJECTED_ANNOTATION,
 )
 from ..kube import Condition, KubeObject, ObjectRef, object_dict, parse_conditions
 from ..lazy import lazy
+from ..locality import LocalitySetting, parse_setting
 
 CLAIM = "DataSourceClaim"
 DATASOURCE = "DataSource"
@@ -68,6 +71,8 @@ class Claim(msgspec.Struct, dict=True):
     finalizers: tuple[str, ...]
     deleting: bool
     status: bytes  # raw JSON; bytes (not msgspec.Raw): snapshots are msgpack, and a copy frees the record
+    locality: LocalitySetting | None = None  # spec.locality (None: absent; a refused one carries its problem)
+    dataset: str = ""  # spec.dataset as namespace/name (the namespace defaulted to the workload's); "" when absent
 
     @lazy
     def _status(self) -> _ClaimStatus:
@@ -127,6 +132,7 @@ class Binding(msgspec.Struct, dict=True):
     injected: bool
     scheduled_clusters: tuple[str, ...]
     placement_json: bytes  # raw JSON of spec.placement, b"" when absent (see Claim.status)
+    observed_affinity: str = ""  # status.schedulerObservingAffinityName: the group karmada-scheduler placed it by
 
     @lazy
     def placement(self) -> dict[str, Any]:
@@ -191,9 +197,10 @@ def _finalizers(finalizers: list[str], usual: tuple[str]) -> tuple[str, ...]:
 
 
 #: The annotations tether reads on a binding (its own): :func:`tether.core.datadependency.exclusions.plan_placement`.
-_TETHER_ANNOTATIONS = (PLACEMENT_INJECTED_ANNOTATION, EXCLUDED_CLUSTERS_ANNOTATION, ADDED_BY_TERM_ANNOTATION)
+_TETHER_ANNOTATIONS = (PLACEMENT_INJECTED_ANNOTATION, EXCLUDED_CLUSTERS_ANNOTATION, ADDED_BY_TERM_ANNOTATION,
+                       LOCALITY_TIERS_ANNOTATION)
 _NO_ANNOTATIONS: dict[str, str] = {}
-_ANNOTATION_SETS: dict[tuple[str | None, ...], dict[str, str]] = {(None, None, None): _NO_ANNOTATIONS}
+_ANNOTATION_SETS: dict[tuple[str | None, ...], dict[str, str]] = {(None, None, None, None): _NO_ANNOTATIONS}
 
 
 def _tether_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
@@ -202,7 +209,7 @@ def _tether_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
     if not annotations:
         return _NO_ANNOTATIONS
     values = (annotations.get(PLACEMENT_INJECTED_ANNOTATION), annotations.get(EXCLUDED_CLUSTERS_ANNOTATION),
-              annotations.get(ADDED_BY_TERM_ANNOTATION))
+              annotations.get(ADDED_BY_TERM_ANNOTATION), annotations.get(LOCALITY_TIERS_ANNOTATION))
     shared = _ANNOTATION_SETS.get(values)
     if shared is None:
         shared = {k: v for k, v in zip(_TETHER_ANNOTATIONS, values, strict=True) if v is not None}
@@ -331,10 +338,15 @@ def parse_claim(obj: KubeObject, previous: Claim | None = None) -> Claim:
     if previous is not None and meta.generation > 0 and previous.generation == meta.generation and \
             previous.ref.uid == meta.uid:
         ref, identity, problem, workload = previous.ref, previous.identity, previous.problem, previous.workload
+        locality, dataset = previous.locality, previous.__dict__.get("spec_dataset", "")
     else:
         ref = _ref(obj, _CLAIM)
         identity, problem, workload = _claim_spec_of(obj)
-    return Claim(
+        locality, dataset = _claim_extras(obj, workload)
+    spec_dataset = dataset
+    if not dataset and meta.annotations:  # (metadata: no generation of its own, read every time)
+        dataset = _named_dataset(meta.annotations.get(DATASET_ANNOTATION, ""), workload, meta.namespace)
+    claim = Claim(
         ref=ref,
         resource_version=meta.resource_version,
         generation=meta.generation,
@@ -344,7 +356,69 @@ def parse_claim(obj: KubeObject, previous: Claim | None = None) -> Claim:
         finalizers=_finalizers(meta.finalizers, _CLAIM_FINALIZERS),
         deleting=meta.deletion_timestamp is not None,
         status=bytes(obj.status),
+        locality=locality,
+        dataset=dataset,
     )
+    if spec_dataset:
+        claim.__dict__["spec_dataset"] = spec_dataset  # (a later status write reuses it)
+    return claim
+
+
+def _named_dataset(value: str, workload: str, namespace: str) -> str:
+    """``[namespace/]name`` of the ``tether.dev/dataset`` annotation as ``namespace/name`` (the workload's namespace
+    by default); "" when it names none."""
+    value = value.strip()
+    if not value:
+        return ""
+    if "/" in value:
+        return value
+    return f"{workload.split('/')[2] if workload.count('/') >= 3 else namespace}/{value}"
+
+
+class _Dataset(msgspec.Struct, gc=False):
+    name: str = ""
+    namespace: str = ""
+
+
+class _ClaimExtras(msgspec.Struct, gc=False):
+    """The optional fields of a claim's spec that Volcano Global's CRD does not have (read only when present)."""
+
+    locality: msgspec.Raw | None = None  # parsed by core.locality.parse_setting (which says what is wrong)
+    dataset: _Dataset | None = None
+
+
+_claim_extras_decoder = msgspec.json.Decoder(_ClaimExtras)
+
+
+def _claim_extras(obj: KubeObject, workload: str) -> tuple[LocalitySetting | None, str]:
+    """A claim's ``spec.locality`` and ``spec.dataset`` (namespace/name, the namespace defaulted to the workload's).
+    A claim without them — every claim Volcano Global's CRD stores — costs two byte searches."""
+    spec = bytes(obj.spec)
+    if b'"locality"' not in spec and b'"dataset"' not in spec:
+        return None, ""
+    try:
+        extras = _claim_extras_decoder.decode(spec)
+    except msgspec.ValidationError:
+        raw = obj.spec_dict()
+        found = raw.get("dataset")
+        name = found.get("name") if isinstance(found, dict) else None
+        namespace = found.get("namespace") if isinstance(found, dict) else None
+        extras = _ClaimExtras(
+            locality=msgspec.Raw(msgspec.json.encode(raw["locality"])) if raw.get("locality") is not None else None,
+            dataset=_Dataset(name=name if isinstance(name, str) else "",
+                             namespace=namespace if isinstance(namespace, str) else "") if found is not None else None)
+    locality: LocalitySetting | None = None
+    if extras.locality is not None:
+        try:
+            locality = parse_setting(msgspec.json.decode(extras.locality), "spec.locality")
+        except ValueError as error:
+            locality = LocalitySetting(problem=str(error))
+    dataset = ""
+    if extras.dataset is not None and extras.dataset.name:
+        namespace = extras.dataset.namespace or (workload.split("/")[2] if workload.count("/") >= 3 else
+                                                 obj.metadata.namespace)
+        dataset = f"{namespace}/{extras.dataset.name}"
+    return locality, dataset
 
 
 class _RawRef(msgspec.Struct, gc=False, rename="camel"):
@@ -401,7 +475,8 @@ class _SourceStatus(msgspec.Struct, gc=False, rename="camel"):
 READS: dict[type[msgspec.Struct], type[msgspec.Struct]] = {
     _ClaimSpec: api.DataSourceClaimSpec, _Workload: api.WorkloadReference, _ClaimStatus: api.DataSourceClaimStatus,
     _SourceSpec: api.DataSourceSpec, _Locality: api.Locality, _SourceStatus: api.DataSourceStatus,
-    _RawRef: api.ClaimReference, ObjectRef: api.ClaimReference,
+    _RawRef: api.ClaimReference, ObjectRef: api.ClaimReference, _ClaimExtras: api.DataSourceClaimSpec,
+    _Dataset: api.DatasetReference,
 }
 
 _source_spec = msgspec.json.Decoder(_SourceSpec)
@@ -580,7 +655,28 @@ def parse_binding(obj: KubeObject, previous: Binding | None = None) -> Binding:
         injected=annotations.get(PLACEMENT_INJECTED_ANNOTATION) == "true",
         scheduled_clusters=scheduled,
         placement_json=placement_json,
+        observed_affinity=observed_affinity(obj),
     )
+
+
+class _BindingStatus(msgspec.Struct, gc=False, rename="camel"):
+    scheduler_observing_affinity_name: object = ""
+
+
+_binding_status = msgspec.json.Decoder(_BindingStatus)
+
+
+def observed_affinity(obj: KubeObject) -> str:
+    """A binding's ``status.schedulerObservingAffinityName`` (karmada-scheduler writes it only for a placement with
+    ``clusterAffinities``: a byte search spares every other binding the decoding)."""
+    status = bytes(obj.status)
+    if b"schedulerObservingAffinityName" not in status:
+        return ""
+    try:
+        name = _binding_status.decode(status).scheduler_observing_affinity_name
+    except msgspec.DecodeError:
+        return ""
+    return _intern(name) if isinstance(name, str) else ""
 
 
 def _binding_spec_tolerant(spec: dict[str, Any], namespace: str) -> tuple[str, tuple[str, ...]]:

@@ -184,3 +184,26 @@ async def test_the_webhook_waits_for_its_lists_records_the_requests_namespace_an
     assert event.obj.metadata.namespace == "default"
     await hook(AdmissionRequest(uid="3", operation="UPDATE", namespace="default", name="w1-deployment", object=body))
     assert patched == ["ResourceBinding/default/w1-deployment"]
+
+
+def test_a_preferred_claim_puts_its_locality_tiers_into_the_create_and_undoes_a_revert() -> None:
+    h = Harness()
+    for name, region in (("c1", "east"), ("c2", "east"), ("c3", "west")):
+        h.apply(m.cluster(name, labels={"topology.karmada.io/region": region}))
+    h.apply(m.plugin_configmap({"amoro": m.plugin_entry(mapping={"s3://east/": ["c1"]}, locality={
+        "policy": "Preferred", "topologyKey": "topology.karmada.io/region"})}))
+    h.cluster.catalog["amoro/table/db.east1"] = "s3://east/db/east1"
+    h.apply(m.claim("c", table="db.east1", workload="w1"))
+    user = {"clusterAffinity": {"exclude": ["mine"]}}
+    out, reason = admitted(h, "CREATE", binding(placement=user))
+    terms = out["spec"]["placement"]["clusterAffinities"]
+    assert [(t["affinityName"].split("-")[0], t["clusterNames"], t["exclude"]) for t in terms] == [
+        ("data", ["c1"], ["mine"]), ("near", ["c2"], ["mine"])]
+    assert "clusterAffinity" not in out["spec"]["placement"]
+    assert "prefers its data's clusters: locality tiers data c1; near-data c2" in reason
+    # the detector puts the user's placement back: the same request puts the groups back
+    reverted = copy.deepcopy(out)
+    reverted["spec"]["placement"] = user
+    again, _ = admitted(h, "UPDATE", reverted)
+    assert again["spec"]["placement"] == out["spec"]["placement"]
+    assert again["metadata"]["annotations"] == out["metadata"]["annotations"]

@@ -70,6 +70,7 @@ def test_command_target_table_matches_the_match() -> None:
         c.UpdateDataSourceLocality(name="ds", cluster_names=("m1",), location="s3://x"),
         c.DeleteDataSource(name="ds", uid="u"),
         c.SetBindingPlacement(binding=REF, excluded_clusters=("m2",)),
+        c.SetBindingTiers(binding=REF, terms=(c.TierTerm(name="data-0", tier="data", user_term=0, clusters=("m1",)),)),
         c.LookupDataLocation(identity=IDENTITY),
         c.StartTimer(timer_id="t", fire_at_ms=1, purpose="p", subject="Data/x"),
         c.EmitKubernetesEvent(involved=REF, event_type="Normal", reason="r", message="m"),
@@ -78,6 +79,7 @@ def test_command_target_table_matches_the_match() -> None:
         c.EmitMemberEvent(cluster="m1", involved=REF, event_type="Normal", reason="r", message="m"),
         c.ResumeBinding(binding=REF, admitted_request=(("cpu", "1"),)),
         c.SetAdmissionHold(binding=REF, annotation="a", text="t"),
+        c.SetAdmissionChecks(binding=REF, checks=(c.CheckStatus(name="data-bound", state="Ready"),)),
         c.UpdateQueueStatus(queue=REF, allocated=(), pending=0, running=0, inqueue=0),
         c.CreateQueue(name="default"),
     ]

@@ -47,6 +47,7 @@ from tether.adapters.kubernetes.client import (
 from tether.adapters.kubernetes.webhook_certs import CA_FILE, MUTATING_WEBHOOKS, inject_ca_bundle
 from tether.adapters.sandbox.kube_emulator.karmada_scheduler import detector_rewrite
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
+from tether.adapters.testing.binding_history import BindingHistory
 from tether.adapters.testing.tether_stack import Stack, delete_cluster_scoped, excluded, tether_stack
 from tether.core.commands import ResumeBinding
 from tether.core.decision import RETRY_MAX_MS
@@ -56,32 +57,7 @@ from tether.core.keys import ADMISSION_ANNOTATION, RELEASED_ANNOTATION
 pytestmark = pytest.mark.cluster
 
 
-class History:
-    """Every version of the namespace's bindings, from a watch: ``clusters[name]`` is each ``spec.clusters``
-    seen, in order."""
-
-    def __init__(self, kube: KubeClient, namespace: str) -> None:
-        self.kube, self.namespace = kube, namespace
-        self.clusters: dict[str, list[list[str]]] = {}
-        self.task: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        _, version = await self.kube.list(BINDINGS, namespace=self.namespace)
-        self.task = asyncio.create_task(self._run(version))
-
-    async def _run(self, version: str) -> None:
-        async for event in self.kube.watch(BINDINGS, resource_version=version, namespace=self.namespace):
-            obj = event.get("object") or {}
-            name = (obj.get("metadata") or {}).get("name")
-            if name:
-                names = [c["name"] for c in (obj.get("spec") or {}).get("clusters") or []]
-                self.clusters.setdefault(name, []).append(names)
-
-    async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.task
+History = BindingHistory  # (every spec.clusters of the namespace's bindings, from a watch)
 
 
 @contextlib.asynccontextmanager

@@ -217,6 +217,10 @@ def check_every_metric(running: Samples, stopped: Samples, truth: dict[str, Coun
     expect("tether_admission_bindings", {(queue, "admitted"): 1, (queue, "held"): 1}, "queue", "state")
     expect("tether_admission_config_valid", {(): 1})
     expect("tether_plugin_config_valid", {("amoro",): 1}, "system")  # the stack's plugin ConfigMap, accepted
+    # no locality tiers in this scenario: every setting accepted, no binding placed by tiers
+    expect("tether_locality_config_valid", {(): 1})
+    expect("tether_bindings_by_tier", {}, "tier")
+    expect("tether_admission_checks", {}, "check", "state")  # no queue names a check here
     # the loops: the decider caught up; the executor's committed position waits behind the lookup in flight (the
     # commands after it are applied, their position is committed in order), so its lag is at least that one
     lag = by(running, "tether_consumer_lag_records", "consumer")

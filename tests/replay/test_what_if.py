@@ -13,6 +13,7 @@ from tether.adapters.cli.replay.whatif import load_candidate, what_if
 from tether.adapters.kubernetes import manifests as m
 from tether.adapters.log.sqlite import SqliteLog
 from tether.adapters.testing.fake_cluster import Harness
+from tether.core import api
 from tether.core.commands import CreateDataSource, SetBindingPlacement, UpdateDataSourceLocality
 from tether.core.world import initial_world
 
@@ -258,3 +259,79 @@ def test_a_log_written_under_another_plugin_configmap_is_read_under_it(tmp_path:
     moved = CliRunner().invoke(main, ["replay", str(tmp_path / "t.db"), "--what-if", str(candidate)],
                                terminal_width=300)
     assert "1 workload(s) would move" in moved.output, moved.output
+
+
+def tier_history() -> Harness:
+    """Clusters c1 and c2 in region east (c1 with 1 CPU, c2 with 64), c3 in the west; the table in the east maps to
+    c1 alone; a Divided workload of 2 replicas of 1 CPU on it, Required: it cannot run (c1 is too small)."""
+    h = Harness()
+    for name, region, cpu in (("c1", "east", "1"), ("c2", "east", "64"), ("c3", "west", "64")):
+        h.apply(m.cluster(name, cpu=cpu, labels={"topology.karmada.io/region": region}))
+    h.apply(m.plugin_configmap({"amoro": m.plugin_entry(mapping={"s3://east/": ["c1"]})}))
+    h.cluster.catalog["amoro/table/db.orders"] = "s3://east/db/orders"
+    rb = m.resource_binding("app", replicas=2, cpu="1")
+    rb["spec"]["placement"]["replicaScheduling"] = {"replicaSchedulingType": "Divided",
+                                                    "replicaDivisionPreference": "Aggregated"}
+    h.apply(rb)
+    h.apply(m.claim("orders", table="db.orders", workload="app"))
+    return h
+
+
+async def test_preferred_locality_shows_the_tier_each_workload_would_land_in(tmp_path: Path) -> None:
+    log = await write_log(tier_history(), tmp_path / "t.db")
+    preferred = {"policy": "Preferred", "topologyKey": "topology.karmada.io/region"}
+    try:
+        answer = await what_if(log, {"amoro": m.plugin_entry(mapping={"s3://east/": ["c1"]}, locality=preferred)})
+        same = await what_if(log, {"amoro": m.plugin_entry(mapping={"s3://east/": ["c1"]})})
+    finally:
+        await log.close()
+    assert same.moves == []
+    [move] = answer.moves
+    assert (move.binding, move.before, move.after) == ("ResourceBinding/default/app-deployment", (), ("c2",))
+    assert move.why == ["tier near-data (c2) would hold it; data (c1) could not"]
+    assert any(type(c.command).__name__ == "SetBindingTiers" for d in answer.differences
+               for c in d.only_candidate_config)
+
+
+def checks_history() -> Harness:
+    """A queue-managed binding of queue q1 whose claim names Fluid Dataset ds1 (loaded nowhere), admitted: the
+    queue names no admission check."""
+    h = Harness()
+    for name in ("c1", "c2"):
+        h.apply(m.cluster(name))
+    h.apply(m.plugin_configmap({"amoro": m.plugin_entry(mapping={"s3://east/": ["c1", "c2"]})}))
+    h.cluster.catalog["amoro/table/db.orders"] = "s3://east/db/orders"
+    h.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "tether-admission",
+                                                                  "namespace": "tether-system"},
+             "data": {"queue-managed": "kinds: [apps/Deployment]\n"}})
+    h.apply(queue("q1", "64"))
+    h.apply(m.claim("a", table="db.orders", dataset=api.DatasetReference(name="ds1")))
+    deployment = m.deployment("a")
+    deployment["spec"]["template"]["metadata"]["annotations"] = {"scheduling.volcano.sh/queue-name": "q1"}
+    h.apply(deployment)
+    rb = m.resource_binding("a", suspended=True)
+    rb["metadata"]["annotations"] = {"tether.dev/admission": "queue-managed: waiting for admission"}
+    h.apply(rb)
+    h.advance(1_000)
+    return h
+
+
+async def test_an_admission_check_shows_the_bindings_it_would_hold(tmp_path: Path) -> None:
+    h = checks_history()
+    assert [key.rsplit("/", 1)[1] for key in h.cluster.resumed] == ["a-deployment"]
+    log = await write_log(h, tmp_path / "t.db")
+    candidate = tmp_path / "checks.yaml"
+    candidate.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "tether-admission", "namespace": "tether-system"}, "data": {
+        "queue-managed": "kinds: [apps/Deployment]\n",
+        "admission-checks": "queues: {q1: [data-bound, data-loaded]}\n"}}))
+    try:
+        loaded = load_candidate(candidate)
+        assert loaded.admission is not None and loaded.plugins is None
+        answer = await what_if(log, loaded)
+    finally:
+        await log.close()
+    [move] = answer.moves
+    assert (move.binding, move.held, move.after) == ("ResourceBinding/default/a-deployment", True, ())
+    assert move.why == ["held: admission checks: data-loaded Pending: no DataLoad of Dataset default/ds1 in the "
+                        "workload's clusters (c1, c2)"]

@@ -10,6 +10,9 @@ Test a change before rolling it out. The candidate file holds any of (YAML or JS
   tiers, other queue-managed kinds;
 * **Queues** (``scheduling.volcano.sh`` ``Queue`` objects) — other capabilities, weights, new queues.
 
+Locality tiers come with the plugin ConfigMap (its entries' ``locality``), admission checks with the admission
+ConfigMap (its ``admission-checks`` key).
+
 tether folds the recorded events twice through the deciders — once as recorded, once with every observation of each
 candidate object (and every write result carrying it) replaced by the candidate's content (a ConfigMap's ``data``,
 a Queue's ``spec``; its metadata and status stay as recorded), each candidate also observed before the first event —
@@ -25,7 +28,12 @@ change **through to the bindings**, at the end of the history:
   ``clusterNames``, minus its own exclusions. A workload whose clusters differ is listed with where it is scheduled
   now (``spec.clusters``, as observed) and where it could run instead;
 * admission — a binding one run resumes (admits) and the other never does: "admitted → held, with the queue's
-  reason", or the reverse.
+  reason" (its admission checks, when a check holds it), or the reverse;
+* locality tiers — for a workload placed by tiers under the candidate (a plugin ConfigMap's ``locality``), the tier
+  karmada-scheduler would place it in: the first whose clusters can hold it by their ``resourceSummary`` (a
+  Divided workload's replicas, as karmada-scheduler counts them; a Duplicated one fits any Ready cluster), with the
+  tiers before it that could not; a workload placed by tiers as recorded and not under the candidate is followed
+  into the clusters its data allows; an admission check's clusters (``data-loaded``) narrow where it would run.
 
 What Karmada would then pick among the allowed clusters (a Divided workload may not use them all) is Karmada's: the
 list names the clusters tether would allow, which is what a mapping or a queue decides.
@@ -36,21 +44,27 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import yaml
 
 from tether.adapters.log import EventLog
+from tether.core.admission.checks import CHECKS_KEY
+from tether.core.admission.objects import cluster_capacities
 from tether.core.commands import ResumeBinding, SetAdmissionHold
+from tether.core.datadependency.binding_placement import Desired
+from tether.core.datadependency.decider import DecisionPass
+from tether.core.datadependency.tiers import TierPlan
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import CommandSucceeded, ObjectObserved
 from tether.core.keys import ADMISSION_ANNOTATION
 from tether.core.kube import KubeObject, ObjectMeta, as_list, dig, raw_object
 from tether.core.plugin_config import map_location
 from tether.core.world import Settings, World, initial_world
+from tether.core.world.admission_state import AdmissionBinding
 from tether.core.world.views import CONFIGMAP, Binding
-from tether.projections.admission_fold import CONFIG_KEY, MANAGED_KEY
+from tether.projections.admission_fold import CONFIG_KEY, MANAGED_KEY, parse_admission_binding
 from tether.projections.step import step
 
 from .targets import workload_display
@@ -125,7 +139,7 @@ def load_candidate(path: str | Path) -> Candidate:
         kind = doc.get("kind") if isinstance(doc, dict) else None
         if kind == "ConfigMap":
             data = _string_map(doc.get("data") or {}, f"{path}: ConfigMap data")
-            if CONFIG_KEY in data or MANAGED_KEY in data:
+            if CONFIG_KEY in data or MANAGED_KEY in data or CHECKS_KEY in data:
                 candidate.admission = data
             else:
                 candidate.plugins = data
@@ -226,7 +240,7 @@ async def what_if(log: EventLog, candidate: Candidate | dict[str, str], *, setti
     recorded_commands = [c for commands in by_offset.values() for c in commands]
     return WhatIf(differences=differences,
                   moves=moves(recorded_world, candidate_world, recorded=recorded_commands,
-                              candidate=candidate_commands))
+                              candidate=candidate_commands, bindings=last_bindings(records)))
 
 
 # -- through to the bindings -------------------------------------------------------------------------------
@@ -275,6 +289,53 @@ def _runnable(world: World, binding: Binding, allowed: frozenset[str] | None) ->
     return tuple(sorted(out - own_exclusions))
 
 
+class _At:
+    """The time a pass of the deciders reads (the last event's: what the history ends at)."""
+
+    def __init__(self, at_ms: int) -> None:
+        self.at_ms = at_ms
+
+
+def _desired(world: World, binding: Binding) -> Desired:
+    return DecisionPass(world, cast(EventRecord, _At(world.last_at_ms))).desired(binding)
+
+
+def _fits(world: World, held: AdmissionBinding | None, clusters: set[str]) -> bool:
+    """Whether karmada-scheduler would place the binding (``held``: as last observed) on ``clusters``: a Divided
+    one's replicas fit their available replicas (allocatable - allocated - allocating over its per-replica
+    request), a Duplicated one any Ready cluster."""
+    capacities = cluster_capacities(world.admission)
+    ready = [capacities[c] for c in sorted(clusters) if c in capacities and capacities[c].ready]
+    if not ready:
+        return False
+    if held is None or not held.divided or not held.request:
+        return True
+    available = 0
+    for cluster in ready:
+        fit = [(cluster.allocatable.get(r, 0) - cluster.allocated.get(r, 0)) // amount
+               for r, amount in held.request.items() if amount > 0]
+        available += max(0, min(fit)) if fit else held.replicas
+    return available >= held.replicas
+
+
+def _tier_move(world: World, binding: Binding, held: AdmissionBinding | None
+               ) -> tuple[tuple[str, ...], list[str]] | None:
+    """Where ``binding`` would run under ``world``'s locality tiers and why (None: tiers do not place it)."""
+    desired = _desired(world, binding)
+    if not isinstance(desired, TierPlan):
+        return None
+    known = {name for name, ok in world.clusters.items() if ok}
+    passed: list[str] = []
+    for term in desired.terms:
+        clusters = set(term.clusters) & known if term.clusters is not None else known
+        shown = f"{term.tier} ({', '.join(sorted(clusters)) or '-'})"
+        if _fits(world, held, clusters):
+            return tuple(sorted(clusters)), [f"tier {shown} would hold it" + (
+                f"; {', '.join(passed)} could not" if passed else "")] + ([desired.note] if desired.note else [])
+        passed.append(shown)
+    return (), [f"no tier would hold it: {', '.join(passed)}"]
+
+
 def _admissions(commands: list[CommandRecord]) -> tuple[set[str], dict[str, str]]:
     """The bindings a run resumed, and the last hold reason it gave each."""
     resumed: set[str] = set()
@@ -288,9 +349,22 @@ def _admissions(commands: list[CommandRecord]) -> tuple[set[str], dict[str, str]
     return resumed, holds
 
 
+def last_bindings(records: list[EventRecord]) -> dict[str, AdmissionBinding]:
+    """Each binding as last observed, read as admission reads it (its request, replicas, Divided or not)."""
+    latest: dict[str, KubeObject] = {}
+    for record in records:
+        event = record.event
+        obj = event.obj if isinstance(event, ObjectObserved) and not event.cluster else \
+            event.result if isinstance(event, CommandSucceeded) and ":" not in event.target else None
+        if obj is not None and obj.kind == "ResourceBinding":
+            latest[obj.key] = obj
+    return {key: parse_admission_binding(obj) for key, obj in latest.items()}
+
+
 def moves(recorded_world: World, candidate_world: World, *, recorded: list[CommandRecord],
-          candidate: list[CommandRecord]) -> list[Move]:
-    """The workloads the candidate would move (module docstring), by binding key."""
+          candidate: list[CommandRecord], bindings: dict[str, AdmissionBinding] | None = None) -> list[Move]:
+    """The workloads the candidate would move (module docstring), by binding key; ``bindings``: each as last
+    observed (:func:`last_bindings`), for where karmada-scheduler would place it by tiers."""
     out: list[Move] = []
     resumed_then, _ = _admissions(recorded)
     resumed_now, holds_now = _admissions(candidate)
@@ -301,11 +375,24 @@ def moves(recorded_world: World, candidate_world: World, *, recorded: list[Comma
             out.append(Move(workload=workload, binding=key, before=scheduled, after=(), held=True,
                             why=[f"held: {holds_now.get(key) or 'not admitted'}"]))
             continue
+        admitted = key in resumed_now and key not in resumed_then
+        tiered = _tier_move(candidate_world, candidate_world.bindings.get(key, binding), (bindings or {}).get(key))
+        if tiered is not None:
+            after, why = tiered
+            if (scheduled and set(scheduled) <= set(after)) or (not scheduled and not after):
+                continue  # where it runs is in the tier it would be placed in (or nowhere either way)
+            out.append(Move(workload=workload, binding=key, before=scheduled if not admitted else (), after=after,
+                            why=why + (["admitted under the candidate"] if admitted else []), admitted=admitted))
+            continue
         was, _ = allowed_clusters(recorded_world, binding.workload)
         will, how = allowed_clusters(candidate_world, binding.workload)
-        admitted = key in resumed_now and key not in resumed_then
-        if was == will and not admitted:
+        was_tiered = isinstance(_desired(recorded_world, binding), TierPlan)
+        if was == will and not admitted and not was_tiered:
             continue
+        narrowed = DecisionPass(candidate_world, cast(EventRecord, _At(candidate_world.last_at_ms))).restriction(
+            candidate_world.bindings.get(key, binding))
+        if narrowed is not None and will is not None:
+            will = will & narrowed  # (an admission check's clusters narrow it: data-loaded)
         after = _runnable(candidate_world, binding, will)
         if after == scheduled and not admitted:
             continue

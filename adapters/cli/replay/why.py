@@ -39,9 +39,11 @@ from tether.core.commands import (
     ResumeBinding,
     SetAdmissionHold,
     SetBindingPlacement,
+    SetBindingTiers,
     UpdateClaimStatus,
     UpdateDataSourceLocality,
 )
+from tether.core.datadependency.tiers import tier_standing
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import (
     BindingAdmissionDecided,
@@ -57,7 +59,7 @@ from tether.core.events import (
 from tether.core.identity import data_source_name
 from tether.core.keys import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION, EXCLUDED_CLUSTERS_ANNOTATION
 from tether.core.keys import ADMISSION_ANNOTATION as POD_ADMISSION_ANNOTATION
-from tether.core.kube import KubeObject, as_list, dig
+from tether.core.kube import KubeObject, as_list, as_mapping, dig
 from tether.core.world import World
 from tether.core.world.member_state import MemberPod
 
@@ -114,9 +116,10 @@ class BindingLink(msgspec.Struct):
     scheduled: tuple[str, ...]  # spec.clusters of that observation: where Karmada scheduled it
     deleted: bool
     excluded: tuple[str, ...]  # what tether added to its cluster affinity (its annotation)
-    placement: Decisions  # SetBindingPlacement
+    placement: Decisions  # SetBindingPlacement, SetBindingTiers
     admission_state: str
     admission: Decisions  # the webhook's answers, ResumeBinding, SetAdmissionHold
+    tier: str = ""  # which locality tier it is in and why ("" when tiers do not place it)
 
 
 class PodLink(msgspec.Struct):
@@ -270,9 +273,14 @@ async def _binding_link(reader: _Reader, key: str, world: World) -> BindingLink:
         admission_state = f"admitted ({annotations[ADMITTED_REQUEST_ANNOTATION]})"
     else:
         admission_state = "not suspended"
+    status = obj.status_dict() if obj is not None else {}
+    condition = next((c for c in as_list(status.get("conditions")) if isinstance(c, dict)
+                      and c.get("type") == "Scheduled"), None)
+    tier = tier_standing(as_mapping(spec.get("placement")), annotations,
+                         str(status.get("schedulerObservingAffinityName") or ""), condition)
     return BindingLink(
-        key=key, observed=observed, scheduled=scheduled, deleted=deleted, excluded=tuple(excluded),
-        placement=await reader.decisions(key, (SetBindingPlacement,)),
+        key=key, observed=observed, scheduled=scheduled, deleted=deleted, excluded=tuple(excluded), tier=tier,
+        placement=await reader.decisions(key, (SetBindingPlacement, SetBindingTiers)),
         admission_state=admission_state,
         admission=await reader.decisions(key, (ResumeBinding, SetAdmissionHold), events=(BindingAdmissionDecided,),
                                          recent=2 * RECENT))

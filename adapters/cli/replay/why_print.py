@@ -89,6 +89,7 @@ def print_chain(chain: Chain, out: Console, *, as_of: str) -> None:
         out.print(Text("  " + chain_line(chain, data, binding)))
     for b in chain.bindings:
         where = f"scheduled now on {', '.join(b.scheduled)}" if b.scheduled else "not scheduled yet"
+        where += f", in {b.tier}" if b.tier.startswith("tier ") else f" ({b.tier})" if b.tier else ""
         out.print(Text(f"  {where}" + (f" ({b.key})" if len(chain.bindings) > 1 else ""), style="bold green"))
     for b in chain.bindings:
         out.print(Text(b.key, style="bold underline"))
@@ -98,7 +99,10 @@ def print_chain(chain: Chain, out: Console, *, as_of: str) -> None:
               + " — spec.clusters of its latest observation")
         if b.observed is not None:
             _step(out, "observed", b.observed)
-        _fact(out, "tether excludes", ", ".join(b.excluded) or "nothing")
+        if b.tier:
+            _fact(out, "locality tier", b.tier)
+        else:
+            _fact(out, "tether excludes", ", ".join(b.excluded) or "nothing")
         webhook = any("BindingAdmissionDecided" in step.what for step in b.admission.steps)
         _decisions(out, "placement", b.placement, none="no SetBindingPlacement: the binding webhook's answers "
                    "(admission, below) carry tether's exclusions" if webhook else "tether never wrote its placement")

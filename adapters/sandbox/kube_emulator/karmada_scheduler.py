@@ -10,14 +10,18 @@ externally visible behaviour the reference examples show:
   ``metadata.generation`` changes (status writes are ignored), like the real event filter.
 * ``spec.suspension.scheduling: true`` → skipped, nothing written at all.
 * Scheduling happens when the placement differs from the ``policy.karmada.io/applied-placement`` annotation
-  (always true the first time), when replicas changed, or when ``rescheduleTriggeredAt`` is later than
+  (always true the first time; for ``clusterAffinities`` only the group being observed is compared, as karmada's
+  ``placementChanged``), when replicas changed, or when ``rescheduleTriggeredAt`` is later than
   ``status.lastScheduledTime``; otherwise only ``schedulerObservedGeneration`` is refreshed. Failed bindings are
   retried every ``retry_interval`` seconds and whenever a Cluster changes (the real scheduler's backoff queue).
 * Filtering: Ready clusters; API enablement (a cluster whose ``status.apiEnablements`` does not list the
   binding's ``resource`` apiVersion and kind is filtered out with "cluster(s) did not have the API resource",
   unless it is already in ``spec.clusters`` — as Karmada's APIEnablement plugin); ``clusterAffinity``
   (``clusterNames``, ``exclude``, ``labelSelector``, ``fieldSelector`` on provider/region/zone) or
-  ``clusterAffinities[]`` (first term that yields a result; ``status.schedulerObservingAffinityName`` records it);
+  ``clusterAffinities[]`` (ordered groups: tried from the one ``status.schedulerObservingAffinityName`` names — the
+  first when it names none of them — onwards, the next only when one cannot hold the binding; the group used is
+  recorded there; when none can, the name stays as it was and, for a filter failure (``NoClusterFit``),
+  ``spec.clusters`` is cleared, as in karmada's ``scheduleResourceBindingWithClusterAffinities``);
   ``NoSchedule``/``NoExecute`` taints vs ``clusterTolerations``.
 * Assignment: Duplicated (default) → every fitting cluster gets all replicas. Divided without a
   ``replicaDivisionPreference`` is a ``SchedulerError`` ("unsupported replica scheduling strategy"), as in Karmada
@@ -182,9 +186,9 @@ def assign(spec: dict[str, Any], clusters: list[dict[str, Any]]) -> list[dict[st
                                 f"Divided, replicaDivisionPreference: {pref}, please try another scheduling strategy")
 
     def enough(candidates: dict[str, int]) -> None:
-        if sum(candidates.values()) < replicas:
-            raise SchedulingFailure("Unschedulable", f"clusters resources are not enough to schedule, max "
-                                    f"{sum(candidates.values())} replicas are support")
+        if sum(candidates.values()) < replicas:  # (karmada's dynamicScaleUp, on a binding's first scheduling)
+            raise SchedulingFailure("Unschedulable", f"failed to assign replicas: failed to scale up: Clusters "
+                                    f"available replicas {sum(candidates.values())} are not enough to schedule.")
 
     if pref == "Aggregated":
         enough(avail)
@@ -299,8 +303,9 @@ class KarmadaScheduler:
             applied_placement = None
         last = _time(status.get("lastScheduledTime"))
         triggered = _time(spec.get("rescheduleTriggeredAt"))
+        observing = status.get("schedulerObservingAffinityName") or ""
         needed = (
-            applied_placement != placement
+            placement_changed(placement, applied, applied_placement, observing)
             or self._replicas_changed(spec)
             or (triggered is not None and (last is None or triggered > last))
             or item in self._failed
@@ -308,21 +313,28 @@ class KarmadaScheduler:
         if not needed:
             await self._write_status(key, namespace, name, observed=True)
             return
-        try:
-            if placement is None:
-                raise SchedulingFailure("SchedulerError", "failed to get placement")
-            clusters_result, affinity_name = self._decide(spec, placement)
-        except SchedulingFailure as f:
-            self._failed.add(item)
-            await self._write_status(key, namespace, name, condition=("False", f.reason, f.message))
-            return
         rt = self.store.type_for(*key)
         annotation = json.dumps(placement, separators=(",", ":"))
 
         def apply_spec(obj: dict[str, Any]) -> dict[str, Any]:
-            obj.setdefault("spec", {})["clusters"] = clusters_result
+            if clusters_result:
+                obj.setdefault("spec", {})["clusters"] = clusters_result
+            else:
+                obj.setdefault("spec", {}).pop("clusters", None)
             obj["metadata"].setdefault("annotations", {})[APPLIED_PLACEMENT_ANNOTATION] = annotation
             return obj
+
+        try:
+            if placement is None:
+                raise SchedulingFailure("SchedulerError", "failed to get placement")
+            clusters_result, affinity_name = self._decide(spec, placement, observing)
+        except SchedulingFailure as f:
+            self._failed.add(item)
+            if f.reason == "NoClusterFit" and placement and placement.get("clusterAffinities"):
+                clusters_result = []  # every group failed its filters: the result is cleared (karmada's own)
+                await self.store.patch(rt, name, apply_spec, namespace=namespace)
+            await self._write_status(key, namespace, name, condition=("False", f.reason, f.message), observed=False)
+            return
 
         await self.store.patch(rt, name, apply_spec, namespace=namespace)
         self._failed.discard(item)
@@ -342,13 +354,18 @@ class KarmadaScheduler:
             return sum(int(c.get("replicas") or 0) for c in clusters) != replicas
         return any(int(c.get("replicas") or 0) != replicas for c in clusters)
 
-    def _decide(self, spec: dict[str, Any], placement: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    def _decide(self, spec: dict[str, Any], placement: dict[str, Any],
+                observing: str = "") -> tuple[list[dict[str, Any]], str | None]:
         ready = [c for c in self.store.iter_objects(CLUSTERS) if cluster_ready(c)]
         if not ready:
             raise SchedulingFailure("SchedulerError", "no clusters available to schedule")
         terms = placement.get("clusterAffinities")
-        candidates = [(t.get("affinityName"), t) for t in terms] if terms else \
+        # karmada's getAffinityIndex: from the group last used onwards (the first when none of them is named so)
+        start = next((i for i, t in enumerate(terms) if observing and t.get("affinityName") == observing), 0) \
+            if terms else 0
+        candidates = [(t.get("affinityName"), t) for t in terms[start:]] if terms else \
             [(None, placement.get("clusterAffinity") or {})]
+        first: SchedulingFailure | None = None
         tolerations = placement.get("clusterTolerations") or []
         resource = spec.get("resource") or {}
         targets = {c.get("name") for c in spec.get("clusters") or []}
@@ -374,13 +391,15 @@ class KarmadaScheduler:
             if not fit:
                 hist = ", ".join(sorted(f"{n} {r}" for r, n in reasons.items()))
                 failure = SchedulingFailure("NoClusterFit", f"0/{len(ready)} clusters are available: {hist}.")
+                first = first or failure
                 continue
             try:
                 return assign(spec, fit), affinity_name
             except SchedulingFailure as f:
                 failure = f
-        assert failure is not None  # at least one term was tried
-        raise failure
+                first = first or failure
+        assert failure is not None and first is not None  # at least one term was tried
+        raise first  # (karmada reports the first group's failure)
 
     async def _write_status(
         self, key: tuple[str, str], namespace: str, name: str, *, condition: tuple[str, str, str] | None = None,
@@ -407,6 +426,27 @@ class KarmadaScheduler:
             return obj
 
         await self.store.patch(rt, name, apply, namespace=namespace, subresource="status")
+
+
+def placement_changed(placement: dict[str, Any] | None, applied: str | None,
+                      applied_placement: dict[str, Any] | None, observing: str) -> bool:
+    """karmada's ``placementChanged``: no applied placement, or one that differs — and for ``clusterAffinities``, a
+    difference outside them, or in the group being observed (a change of another group alone schedules nothing)."""
+    if not applied or not isinstance(applied_placement, dict) or placement is None:
+        return True
+    if applied_placement == placement:
+        return False
+    rest = ("clusterAffinity", "clusterTolerations", "spreadConstraints", "replicaScheduling")
+    if any(placement.get(k) != applied_placement.get(k) for k in rest):
+        return True
+    if not observing:
+        return True
+
+    def term(of: dict[str, Any]) -> dict[str, Any] | None:
+        return next((t for t in of.get("clusterAffinities") or [] if t.get("affinityName") == observing), None)
+
+    now, then = term(placement), term(applied_placement)
+    return now is None or then is None or now != then
 
 
 def detector_rewrite(rb: dict[str, Any], placement: dict[str, Any]) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from tether.core.commands import (
     AddFinalizer,
+    CheckStatus,
     Command,
     CreateDataSource,
     CreateQueue,
@@ -29,10 +30,13 @@ from tether.core.commands import (
     ReleasePod,
     RemoveFinalizer,
     ResumeBinding,
+    SetAdmissionChecks,
     SetAdmissionHold,
     SetBindingPlacement,
+    SetBindingTiers,
     SetMemberCondition,
     StartTimer,
+    TierTerm,
     UpdateClaimStatus,
     UpdateDataSourceLocality,
     UpdateDataSourceStatus,
@@ -150,6 +154,15 @@ COMMANDS: tuple[Command, ...] = (
     UpdateQueueStatus(queue=ObjectRef(api_version="scheduling.volcano.sh/v1beta1", kind="Queue", name="default"),
                       allocated=(("cpu", "2"),), pending=1, running=3, inqueue=1),
     CreateQueue(name="default", weight=1),
+    SetBindingTiers(binding=BINDING_REF, terms=(
+        TierTerm(name="data-3f2a1c", tier="data", user_term=0, clusters=("member1",)),
+        TierTerm(name="near-data-3f2a1c", tier="near-data", user_term=0, clusters=("member2",)),
+        TierTerm(name="anywhere-3f2a1c", tier="anywhere", user_term=0, clusters=None)),
+        note="", reschedule_at=""),
+    SetAdmissionChecks(binding=BINDING_REF, checks=(
+        CheckStatus(name="data-bound", state="Ready", attempt=1, since_ms=AT, reason="1 claim Bound"),
+        CheckStatus(name="data-loaded", state="Retry", attempt=1, since_ms=AT, until_ms=AT + 10_000,
+                    reason="every DataLoad of Dataset team-a/orders failed: team-a/load in member1"))),
 )
 
 
