@@ -29,6 +29,7 @@ from tether.core.commands import (
     COMMAND_TYPES,
     Command,
     EmitMemberEvent,
+    EvictBinding,
     LookupDataLocation,
     ReleasePod,
     ResumeBinding,
@@ -74,7 +75,7 @@ from tether.core.world.views import (
 )
 
 from .admission_fold import READ_KINDS as ADMISSION_READ_KINDS
-from .admission_fold import fold_admission, forget_admission_config, note_cycle_armed, note_resume
+from .admission_fold import fold_admission, forget_admission_config, note_cycle_armed, note_evict, note_resume
 from .member_fold import (
     member_disconnected,
     member_listed,
@@ -723,7 +724,9 @@ def note_issued(world: World, command: Command, command_id: str, *, command_slot
     if isinstance(command, LookupDataLocation):
         world.lookups_in_flight[command.identity.key] = command.attempt
     elif isinstance(command, ResumeBinding):
-        note_resume(world.admission, binding_key=command.binding.key, command_id=command_id)
+        note_resume(world.admission, binding_key=command.binding.key, command_id=command_id, at_ms=at_ms)
+    elif isinstance(command, EvictBinding):
+        note_evict(world.admission, command=command)
     elif isinstance(command, StartTimer):
         world.timers[command.timer_id] = Timer(fire_at_ms=command.fire_at_ms, purpose=command.purpose,
                                                subject=command.subject)
@@ -742,7 +745,8 @@ def note_issued(world: World, command: Command, command_id: str, *, command_slot
 
 
 #: The commands :func:`note_issued` reads more of than their type, target and id.
-_NOTED_FROM_BODY = frozenset({"LookupDataLocation", "ResumeBinding", "StartTimer", "EmitMemberEvent", "ReleasePod"})
+_NOTED_FROM_BODY = frozenset({"LookupDataLocation", "ResumeBinding", "EvictBinding", "StartTimer", "EmitMemberEvent",
+                              "ReleasePod"})
 #: Each command's tag (its class name, as encoded) → its name (``command_name``).
 _NAMES_BY_TAG = {cls.__name__: command_name(cls) for cls in COMMAND_TYPES}
 

@@ -33,12 +33,14 @@ import structlog
 
 from tether.core.commands import (
     AddFinalizer,
+    AdmitRequest,
     Command,
     CreateDataSource,
     CreateQueue,
     DeleteDataSource,
     EmitKubernetesEvent,
     EmitMemberEvent,
+    EvictBinding,
     LookupDataLocation,
     ReleasePod,
     RemoveFinalizer,
@@ -47,6 +49,7 @@ from tether.core.commands import (
     SetBindingPlacement,
     SetMemberCondition,
     StartTimer,
+    SuspendDispatching,
     UpdateClaimStatus,
     UpdateDataSourceLocality,
     UpdateDataSourceStatus,
@@ -140,6 +143,10 @@ PHRASES: dict[type, Callable[[Any], Phrase]] = {
     SetAdmissionHold: _hold,
     UpdateQueueStatus: lambda c: (DEBUG, "queue status", {"pending": c.pending, "running": c.running}),
     CreateQueue: lambda c: (INFO, "queue created", {}),
+    EvictBinding: lambda c: (INFO, "binding evicted", {"queue": c.queue, "policy": c.policy, "evicted_for":
+                                                        c.for_binding, "hold": c.reason}),
+    SuspendDispatching: lambda c: (INFO, "binding over its queue: dispatching suspended", {"hold": c.reason}),
+    AdmitRequest: lambda c: (INFO, "binding's request admitted", {"admitted": c.reason}),
 }
 
 

@@ -15,8 +15,8 @@ import msgspec
 from ..envelope import parse_rfc3339_ms
 from ..keys import QUEUE_NAME_KEY, SCHEDULING_QUEUE_NAME_KEY
 from ..kube import as_mapping, dig
-from ..quantity import InvalidQuantity, add, resource_list
-from ..world.admission_state import AdmissionState, ObservedCluster, Queue
+from ..quantity import InvalidQuantity, ResourceList, add, resource_list, scale
+from ..world.admission_state import AdmissionBinding, AdmissionState, ObservedCluster, Queue
 from .model import DEFAULT_QUEUE, ClusterCapacity
 
 
@@ -71,8 +71,30 @@ def queue_from_object(obj: Mapping[str, Any]) -> Queue:
         capability=resource_list(spec.get("capability")), deserved=resource_list(spec.get("deserved")),
         guarantee=resource_list(dig(spec, "guarantee", "resource")),
         open=dig(obj, "status", "state") in (None, "", "Open"),
-        creation_ms=created, uid=str(meta.get("uid", "")),
+        creation_ms=created, uid=str(meta.get("uid", "")), reclaimable=spec.get("reclaimable") is not False,
     )
+
+
+def binding_request(binding: AdmissionBinding) -> tuple[ResourceList, ResourceList | None]:
+    """What one copy of a binding asks: ``(request, whole)``. For a single pod template (the legacy
+    ``replicaRequirements``) ``request`` is one replica's and ``whole`` None (the whole is request x replicas); for
+    several (Karmada's ``spec.components``) ``whole`` is every component's replicas x request summed, and
+    ``request`` one replica of each component — the least that runs the workload at all."""
+    if not binding.components:
+        return binding.request, None
+    request: dict[str, int] = {}
+    whole: dict[str, int] = {}
+    for component in binding.components:
+        for name, amount in component.request.items():
+            request[name] = request.get(name, 0) + amount
+            whole[name] = whole.get(name, 0) + amount * component.replicas
+    return dict(sorted(request.items())), dict(sorted(whole.items()))
+
+
+def per_copy_request(binding: AdmissionBinding) -> ResourceList:
+    """The whole request of one copy of the binding (a Divided placement has one copy; Duplicated one per cluster)."""
+    request, whole = binding_request(binding)
+    return whole if whole is not None else scale(request, binding.replicas)
 
 
 def cluster_capacity(cluster: ObservedCluster) -> ClusterCapacity:
@@ -99,4 +121,5 @@ def cluster_capacities(state: AdmissionState) -> dict[str, ClusterCapacity]:
     return {name: cluster_capacity(cluster) for name, cluster in sorted(state.clusters.items())}
 
 
-__all__ = ["binding_priority", "cluster_capacities", "cluster_capacity", "queue_from_object", "workload_queue_name"]
+__all__ = ["binding_priority", "binding_request", "cluster_capacities", "cluster_capacity", "per_copy_request",
+           "queue_from_object", "workload_queue_name"]

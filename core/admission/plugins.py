@@ -302,6 +302,9 @@ class PluginSet:
             (p for p, o in options if isinstance(p, ProportionPlugin) and o.enable_predicate), None)
         self.queue_sort_key = _queue_sort_key(queue_keys)
         self.binding_sort_key = _binding_sort_key(binding_keys)
+        #: whether a predicate checks the clusters' room (capacity, unless ``clusters: false``)
+        self.checks_clusters = any(isinstance(p, CapacityPlugin) and p.clusters and o.enable_predicate
+                                   for p, o in options)
 
     def session_opened(self) -> None:
         for plugin in self.plugins:

@@ -70,12 +70,14 @@ from .model import (
     AdmissionOutcome,
     Binding,
     ClusterCapacity,
+    Eviction,
     Hold,
     QueueState,
     QueueStatus,
     Session,
 )
 from .plugins import Predicate, ProportionPlugin, QueueKey, capability_overrun, open_plugins
+from .preemption import evict_for_waiting
 
 # --- the session --------------------------------------------------------------------------------------------
 
@@ -144,6 +146,8 @@ def admission_cycle(*, queues: Sequence[Queue], bindings: Sequence[Binding], clu
     held: dict[str, Hold] = {}
     validators = plugins.validators
     binding_key = plugins.binding_sort_key
+    evicts = bool(config.policies) and config.evicts()  # (a queue may evict: what it may take is kept)
+    waiting: set[str] | None = None  # the bindings that wait (for the evicted ones: whom they made room for)
     # One pass over the bindings, doing each thing once per binding. Everything it adds up is an integer sum,
     # independent of the bindings' order: what is admitted goes to its queue's allocated only (the subtrees get
     # each queue's sum after the loop), what is eligible to the queue's request (the allocated is added after the
@@ -157,6 +161,12 @@ def admission_cycle(*, queues: Sequence[Queue], bindings: Sequence[Binding], clu
         if binding.suspended:
             state.waiting += 1
             plugin, reason = "queue", state.problem
+            if not reason and binding.evicted_for:
+                if waiting is None:
+                    waiting = {b.key for b in bindings if b.suspended}
+                if binding.evicted_for in waiting:  # never readmitted ahead of the binding it made room for
+                    plugin, reason = "evicted", (f"evicted for {binding.evicted_for.split('/', 1)[-1]}: waiting "
+                                                 f"until it is admitted")
             if not reason:
                 for name, valid in validators:
                     reason = valid(binding)
@@ -175,6 +185,8 @@ def admission_cycle(*, queues: Sequence[Queue], bindings: Sequence[Binding], clu
         # binding's own request, not a copy (the session never mutates a request)
         request = binding.request
         factor = binding.replicas * binding.copies
+        if binding.whole is not None:  # several pod templates: every component's replicas, per copy
+            request, factor = binding.whole, binding.copies
         if factor == 1:
             total = request
             for name, amount in request.items():
@@ -188,6 +200,8 @@ def admission_cycle(*, queues: Sequence[Queue], bindings: Sequence[Binding], clu
         if sums is state.request:
             # (sort key, ...): the keys are unique (they end in the binding's key), so a Binding is never compared
             state.pending.append((binding_key(binding), binding, total))
+        elif evicts and sums is state.allocated:
+            state.running.append((binding, total))
     for state in states.values():
         allocated = state.allocated
         if allocated:
@@ -203,6 +217,8 @@ def admission_cycle(*, queues: Sequence[Queue], bindings: Sequence[Binding], clu
         # first in binding order last: offered by pop(). By the key alone: comparing whole entries would compare
         # each pair's keys twice (== then <)
         state.pending.sort(key=_sort_key, reverse=True)
+        if evicts:
+            state.offered = state.pending[::-1]
     resume: list[str] = []
     fair_share = plugins.fair_share
     # the fair pass's "over its fair share" holds, as the numbers of their reasons (queue, resource, would use,
@@ -223,8 +239,17 @@ def admission_cycle(*, queues: Sequence[Queue], bindings: Sequence[Binding], clu
     elif fair_share is not None:
         for key, over in over_share.items():
             held[key] = Hold(key, fair_share.name, fair_share.over_share_reason(*over))
+    evicted: list[Eviction] = []
+    if evicts:
+        # what a binding must fit to be admitted by evicting: every predicate, but its fair share when a backfill
+        # may lend room beyond it (a reclaim asks a share of its own: preemption.py)
+        lent = fair_share.name if fair_share is not None and "backfill" in config.actions else None
+        predicates = [(name, fit) for name, fit in plugins.predicates if name != lent]
+        evicted = evict_for_waiting(states=states, session=session, predicates=predicates,
+                                    queue_key=plugins.queue_sort_key, held=held, resume=resume,
+                                    whole=session.whole_request, clusters=plugins.checks_clusters, config=config)
     return AdmissionOutcome(resume=tuple(resume), held=tuple([held[key] for key in sorted(held)]),
-                            queues=tuple([_status(state) for state in states.values()]))
+                            queues=tuple([_status(state) for state in states.values()]), evicted=tuple(evicted))
 
 
 def _short_of_room(headroom: Mapping[str, int], demand: Mapping[str, int]) -> bool:

@@ -19,12 +19,14 @@ from pathlib import Path
 
 from tether.core.commands import (
     AddFinalizer,
+    AdmitRequest,
     Command,
     CreateDataSource,
     CreateQueue,
     DeleteDataSource,
     EmitKubernetesEvent,
     EmitMemberEvent,
+    EvictBinding,
     LookupDataLocation,
     ReleasePod,
     RemoveFinalizer,
@@ -33,6 +35,7 @@ from tether.core.commands import (
     SetBindingPlacement,
     SetMemberCondition,
     StartTimer,
+    SuspendDispatching,
     UpdateClaimStatus,
     UpdateDataSourceLocality,
     UpdateDataSourceStatus,
@@ -150,6 +153,11 @@ COMMANDS: tuple[Command, ...] = (
     UpdateQueueStatus(queue=ObjectRef(api_version="scheduling.volcano.sh/v1beta1", kind="Queue", name="default"),
                       allocated=(("cpu", "2"),), pending=1, running=3, inqueue=1),
     CreateQueue(name="default", weight=1),
+    EvictBinding(binding=BINDING_REF, for_binding="team-a/urgent-train", queue="default", policy="preempt",
+                 reason="queue default: evicted for team-a/urgent-train (priority 100 > 0; withinQueue: "
+                        "LowerPriority); waiting until it is admitted"),
+    SuspendDispatching(binding=BINDING_REF, reason="queue default: cpu 6/4 after its request grew since admission"),
+    AdmitRequest(binding=BINDING_REF, admitted_request=(("cpu", "6"),), reason="queue default: its growth fits"),
 )
 
 
