@@ -442,6 +442,8 @@ def note_resume(state: AdmissionState, *, binding_key: str, command_id: str, at_
     """A ResumeBinding was issued at ``at_ms``: the binding is admitted from now on (module doc)."""
     state.admitted[binding_key] = command_id
     state.admitted_at[binding_key] = at_ms
+    if state.evicting:
+        state.evicting.pop(binding_key, None)  # (admitted again after its eviction: the executor applies both)
 
 
 def note_evict(state: AdmissionState, *, command: EvictBinding) -> None:

@@ -7,7 +7,9 @@ Sections, each answering an operator's question:
 * ``log`` — where the log is, its end per stream, how far the decider and the executor are, and their lag;
 * ``world`` — what is tracked: claims (bound, pending), DataSources, bindings (placements injected), Karmada
   Clusters, commands and catalog lookups in flight (and which tables are being looked up), timers, lists pending;
-* ``admission`` — with ``--admission``: the configuration's state and, per queue, the bindings held and admitted;
+* ``admission`` — with ``--admission``: the configuration's state (refused and why, the actions) and, per queue,
+  its preemption policy, what it is charged (``allocated``, tether's view; ``status_allocated``, what the Queue's
+  status says) and the bindings held and admitted;
 * ``members`` — every cluster tether knows: Karmada's Ready flag, and for a connected member (pod placement) how it
   is connected, whether it is still listing, its nodes and pods;
 * ``watches`` — each watch: listed yet, errors, the last one;
@@ -25,6 +27,9 @@ from __future__ import annotations
 import time
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
+
+from tether.core.admission.objects import queue_charges
+from tether.core.quantity import format_milli
 
 if TYPE_CHECKING:
     from tether.adapters.daemon.daemon import Daemon
@@ -66,10 +71,18 @@ def _admission(daemon: Daemon) -> dict[str, Any]:
         return section
     state = daemon.loops.world.admission
     section["config_error"] = state.config_error
+    section["actions"] = list(state.config.actions)
+    charges = queue_charges(state)
     queues: dict[str, dict[str, Any]] = {}
     for name, observed in sorted(state.queues.items()):
         queues[name] = {"name": name, "open": observed.queue.open, "weight": observed.queue.weight,
-                        "problem": observed.problem, "held": [], "admitted": []}
+                        "problem": observed.problem, "held": [], "admitted": [],
+                        "status_allocated": dict(observed.status.get("allocated") or {})}
+    for name in sorted({*queues, *state.config.policies}):
+        entry = queues.setdefault(name, {"name": name, "open": None, "weight": None, "problem": "not observed",
+                                         "held": [], "admitted": []})
+        policy = state.config.policy(name)  # (as the actions let it act)
+        entry["policy"] = {"withinQueue": policy.within_queue, "reclaim": policy.reclaim}
     # held/admitted as tether_admission_bindings counts them (adapters/daemon/reporting.py, run_admission)
     for key, binding in sorted(state.bindings.items()):
         if not state.managed.manages(binding.workload_kind, binding.ref.namespace):
@@ -81,6 +94,8 @@ def _admission(daemon: Daemon) -> dict[str, Any]:
         held = binding.suspended and key not in state.admitted
         entry["held" if held else "admitted"].append(f"{binding.ref.namespace}/{binding.ref.name}")
     for entry in queues.values():
+        entry["allocated"] = {k: format_milli(v) for k, v in charges.get(entry["name"], {}).items()}
+        entry.setdefault("policy", {"withinQueue": "Never", "reclaim": "Never"})
         for state_ in ("held", "admitted"):
             names = entry[state_]
             entry[f"{state_}_count"] = len(names)

@@ -67,7 +67,7 @@ from ..world.views import Binding as BindingView
 from .binding_events import UNSEEN, BindingMark, binding_events
 from .data_hold import HOLD_PURPOSE, Waiting, hold_text, release_text
 from .model import DEFAULT_QUEUE, Binding, ClusterCapacity, Eviction, QueueStatus
-from .objects import binding_request, cluster_capacities, per_copy_request
+from .objects import binding_copies, binding_request, cluster_capacities, per_copy_request
 from .session import admission_cycle, recheck_admitted
 from .webhook_decision import waiting_for_data
 
@@ -217,18 +217,8 @@ class _Pass:
         return scale(per_copy_request(binding), self.copies(binding))
 
     def copies(self, binding: AdmissionBinding) -> int:
-        """1 for Divided; for Duplicated the clusters it runs on, or may run on (ready, not excluded, in its
-        clusterNames when it has some) — every one of them runs all replicas."""
-        if binding.divided:
-            return 1
-        if binding.target_clusters:
-            return len(binding.target_clusters)
-        state = self.world.admission
-        names = binding.affinity_names or tuple(sorted(state.clusters))
-        excluded = set(binding.affinity_exclude)
-        capacities = self.capacities
-        return max(1, sum(1 for n in names if n not in excluded and (c := capacities.get(n)) is not None
-                          and c.ready))
+        """How many copies of the binding run (``objects.binding_copies``)."""
+        return binding_copies(self.world.admission, binding, self.capacities)
 
     # --- the cycle ------------------------------------------------------------------------------------------
 

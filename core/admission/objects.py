@@ -97,6 +97,35 @@ def per_copy_request(binding: AdmissionBinding) -> ResourceList:
     return whole if whole is not None else scale(request, binding.replicas)
 
 
+def binding_copies(state: AdmissionState, binding: AdmissionBinding, capacities: Mapping[str, ClusterCapacity]) -> int:
+    """How many copies of a binding run: 1 for Divided; for Duplicated the clusters it runs on, or may run on
+    (ready, not excluded, in its clusterNames when it has some) — every one of them runs all replicas."""
+    if binding.divided:
+        return 1
+    if binding.target_clusters:
+        return len(binding.target_clusters)
+    names = binding.affinity_names or tuple(sorted(state.clusters))
+    excluded = set(binding.affinity_exclude)
+    return max(1, sum(1 for n in names if n not in excluded and (c := capacities.get(n)) is not None and c.ready))
+
+
+def queue_charges(state: AdmissionState) -> dict[str, ResourceList]:
+    """What each queue is charged now, as the next cycle will charge it: the whole request of every queue-managed
+    binding admitted (or being admitted) and not evicted — its components' sum for several pod templates, x its
+    copies — by queue name (``tether status``; the Queue's own ``status.allocated`` is what the last cycle wrote)."""
+    capacities = cluster_capacities(state)
+    out: dict[str, dict[str, int]] = {}
+    for key, binding in sorted(state.bindings.items()):
+        if not state.managed.manages(binding.workload_kind, binding.ref.namespace) or key in state.evicting or (
+                binding.suspended and key not in state.admitted):
+            continue
+        workload = state.workloads.get(binding.workload)
+        charged = out.setdefault(workload.queue if workload is not None else DEFAULT_QUEUE, {})
+        for name, amount in scale(per_copy_request(binding), binding_copies(state, binding, capacities)).items():
+            charged[name] = charged.get(name, 0) + amount
+    return {queue: dict(sorted(charged.items())) for queue, charged in sorted(out.items())}
+
+
 def cluster_capacity(cluster: ObservedCluster) -> ClusterCapacity:
     """A Karmada Cluster's readiness and resourceSummary (allocatable; allocated + allocating) in milli-units."""
     try:
@@ -121,5 +150,5 @@ def cluster_capacities(state: AdmissionState) -> dict[str, ClusterCapacity]:
     return {name: cluster_capacity(cluster) for name, cluster in sorted(state.clusters.items())}
 
 
-__all__ = ["binding_priority", "binding_request", "cluster_capacities", "cluster_capacity", "per_copy_request",
-           "queue_from_object", "workload_queue_name"]
+__all__ = ["binding_copies", "binding_priority", "binding_request", "cluster_capacities", "cluster_capacity",
+           "per_copy_request", "queue_charges", "queue_from_object", "workload_queue_name"]

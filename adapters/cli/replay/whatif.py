@@ -25,7 +25,10 @@ change **through to the bindings**, at the end of the history:
   ``clusterNames``, minus its own exclusions. A workload whose clusters differ is listed with where it is scheduled
   now (``spec.clusters``, as observed) and where it could run instead;
 * admission — a binding one run resumes (admits) and the other never does: "admitted → held, with the queue's
-  reason", or the reverse.
+  reason", or the reverse;
+* evictions — every eviction the candidate's preemption policies would have made (:class:`Eviction`: which binding,
+  for which, the policy and the reason) that the recorded run did not, and the reverse; an evicted binding is also
+  listed among the moves (→ held).
 
 What Karmada would then pick among the allowed clusters (a Divided workload may not use them all) is Karmada's: the
 list names the clusters tether would allow, which is what a mapping or a queue decides.
@@ -42,7 +45,7 @@ import msgspec
 import yaml
 
 from tether.adapters.log import EventLog
-from tether.core.commands import ResumeBinding, SetAdmissionHold
+from tether.core.commands import EvictBinding, ResumeBinding, SetAdmissionHold
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import CommandSucceeded, ObjectObserved
 from tether.core.keys import ADMISSION_ANNOTATION
@@ -53,6 +56,7 @@ from tether.core.world.views import CONFIGMAP, Binding
 from tether.projections.admission_fold import CONFIG_KEY, MANAGED_KEY
 from tether.projections.step import step
 
+from .fold import cause_offset
 from .keys import workload_display
 from .why import matching_prefix
 
@@ -93,9 +97,22 @@ class Move(msgspec.Struct):
     admitted: bool = False
 
 
+class Eviction(msgspec.Struct):
+    """An eviction one run decides and the other does not (``recorded``: the recorded run's)."""
+
+    binding: str
+    for_binding: str
+    queue: str
+    policy: str
+    reason: str
+    event_offset: int
+    recorded: bool = False
+
+
 class WhatIf(msgspec.Struct):
     differences: list[WhatIfDifference]
     moves: list[Move]
+    evictions: list[Eviction] = msgspec.field(default_factory=list)
 
 
 def _documents(path: str | Path) -> list[Any]:
@@ -226,7 +243,31 @@ async def what_if(log: EventLog, candidate: Candidate | dict[str, str], *, setti
     recorded_commands = [c for commands in by_offset.values() for c in commands]
     return WhatIf(differences=differences,
                   moves=moves(recorded_world, candidate_world, recorded=recorded_commands,
-                              candidate=candidate_commands))
+                              candidate=candidate_commands),
+                  evictions=evictions(recorded=recorded_commands, candidate=candidate_commands))
+
+
+def evictions(*, recorded: list[CommandRecord], candidate: list[CommandRecord]) -> list[Eviction]:
+    """The evictions one run decided and the other did not, in log order (an eviction is the same when it takes
+    the same binding for the same one)."""
+    def of(commands: list[CommandRecord]) -> dict[tuple[str, str], CommandRecord]:
+        out: dict[tuple[str, str], CommandRecord] = {}
+        for record in commands:
+            if isinstance(record.command, EvictBinding):
+                out.setdefault((record.key, record.command.for_binding), record)
+        return out
+
+    then, now = of(recorded), of(candidate)
+    out = [_eviction(record, recorded=False) for pair, record in now.items() if pair not in then]
+    out += [_eviction(record, recorded=True) for pair, record in then.items() if pair not in now]
+    return sorted(out, key=lambda e: (e.event_offset, e.binding))
+
+
+def _eviction(record: CommandRecord, *, recorded: bool) -> Eviction:
+    command = record.command
+    assert isinstance(command, EvictBinding)
+    return Eviction(binding=record.key, for_binding=command.for_binding, queue=command.queue, policy=command.policy,
+                    reason=command.reason, event_offset=cause_offset(record.causation) or 0, recorded=recorded)
 
 
 # -- through to the bindings -------------------------------------------------------------------------------
@@ -294,9 +335,16 @@ def moves(recorded_world: World, candidate_world: World, *, recorded: list[Comma
     out: list[Move] = []
     resumed_then, _ = _admissions(recorded)
     resumed_now, holds_now = _admissions(candidate)
+    evicted_then = {record.key for record in recorded if isinstance(record.command, EvictBinding)}
+    evicted_now = {record.key: record.command.reason for record in candidate
+                   if isinstance(record.command, EvictBinding)}
     for key, binding in sorted(recorded_world.bindings.items()):
         scheduled = tuple(sorted(binding.scheduled_clusters))
         workload = workload_display(binding.workload) if binding.workload else key
+        if key in evicted_now and key not in evicted_then:
+            out.append(Move(workload=workload, binding=key, before=scheduled, after=(), held=True,
+                            why=[f"evicted: {evicted_now[key]}"]))
+            continue
         if key in resumed_then and key not in resumed_now:
             out.append(Move(workload=workload, binding=key, before=scheduled, after=(), held=True,
                             why=[f"held: {holds_now.get(key) or 'not admitted'}"]))
