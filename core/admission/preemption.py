@@ -19,7 +19,8 @@ queue's or an ancestor's capability, the clusters' room; ``proportion``) — nev
 
 **Whom.** The candidates are bindings admitted before this cycle (a binding admitted by this very cycle is not
 taken back in it; one whose resume is still on its way is not evictable yet), taken in eviction order — **lowest
-priority first, then the most recently admitted** (then the most recently created, then by key) — until the
+priority first, then the most recently admitted** (then the most recently created, then the last in binding
+order, as a round robin admits them) — until the
 waiting binding fits every predicate; then each taken one but the last is given back, in reverse order, if the
 binding still fits without it: the fewest this order allows. **If it would not fit with every candidate taken,
 nothing is evicted.** What an eviction frees: the victim's whole request from its queue and every ancestor, and
@@ -49,10 +50,16 @@ from .plugins import Predicate, QueueKey
 PREEMPT, RECLAIM = "preempt", "reclaim"
 
 
-def eviction_key(binding: Binding) -> tuple[int, int, int, str]:
-    """The eviction order: lowest priority first, then the most recently admitted, then the most recently
-    created, then by key."""
-    return (binding.priority, -binding.admitted_ms, -binding.creation_ms, binding.key)
+def eviction_key(binding: Binding) -> tuple[int, int, int]:
+    """The eviction order: lowest priority first, then the most recently admitted, then the most recently created
+    (ties: the last in binding order first — the one a round robin admitted last; see :func:`in_eviction_order`)."""
+    return (binding.priority, -binding.admitted_ms, -binding.creation_ms)
+
+
+def in_eviction_order(running: list[_Running]) -> None:
+    """Sort in place by :func:`eviction_key`, ties the last in binding order (uid, then key) first."""
+    running.sort(key=lambda r: (r.binding.uid, r.binding.key), reverse=True)
+    running.sort(key=lambda r: r.order)  # (stable: the ties keep the order above)
 
 
 class _Running:
@@ -112,7 +119,7 @@ class _Pass:
         self.clusters = clusters  # whether the predicates check the clusters' room
         everyone = [_Running(binding, total, state) for state in states.values() for binding, total in state.running
                     if binding.evictable]
-        everyone.sort(key=lambda r: r.order)
+        in_eviction_order(everyone)
         self.everyone = everyone  # every candidate of a reclaim, in eviction order
         self.own: dict[str, list[_Running]] = {}  # each queue's own candidates, in eviction order
         for running in everyone:
@@ -271,4 +278,4 @@ def _admit(state: QueueState, binding: Binding, total: Mapping[str, int], headro
     state.resumed += 1
 
 
-__all__ = ["PREEMPT", "RECLAIM", "evict_for_waiting", "eviction_key"]
+__all__ = ["PREEMPT", "RECLAIM", "evict_for_waiting", "eviction_key", "in_eviction_order"]

@@ -118,6 +118,15 @@ def test_the_fewest_lowest_priority_first_then_the_most_recently_admitted() -> N
     assert sorted(evicted(outcome)) == [("a", "high", "preempt"), ("b", "high", "preempt")]
 
 
+def test_of_two_admitted_together_the_one_admitted_last_is_evicted() -> None:
+    """Admitted by one cycle, created in the same second: the round robin admitted them in binding order, so the
+    last in binding order is the most recently admitted."""
+    bindings = [running("b", "q1", 400, admitted=5), running("a", "q1", 400, admitted=5),
+                waiting("high", "q1", 600, priority=100)]
+    assert evicted(admission_cycle(queues=ONE_CPU, bindings=bindings, clusters=CLUSTERS, config=WITHIN)) == \
+        [("b", "high", "preempt")]
+
+
 def test_a_binding_admitted_by_this_cycle_or_whose_resume_is_on_its_way_is_not_evicted() -> None:
     bindings = [running("low-1", "q1", 400, evictable=False), running("low-2", "q1", 400, evictable=False),
                 waiting("high", "q1", 600, priority=100)]
