@@ -85,12 +85,13 @@ class History:
 
 
 @contextlib.asynccontextmanager
-async def admission_stack(env: KubeEnv, tmp: Path, *, managed: bool = False,
+async def admission_stack(env: KubeEnv, tmp: Path, *, managed: bool = False, scheduler_conf: str = "",
                           options: dict[str, Any] | None = None,
                           plugin_options: dict[str, Any] | None = None) -> AsyncIterator[Stack]:
     """A stack with the binding webhook registered and queue admission on; ``options``: more daemon options (the
     webhook server's self-signed CA is ``tmp/certs`` + ``CA_FILE``, for another webhook to trust);
-    ``plugin_options``: more fields of the catalog plugin's entry."""
+    ``plugin_options``: more fields of the catalog plugin's entry; ``managed``: Deployments of the namespace
+    queue-managed, with ``scheduler_conf`` as the admission ConfigMap's ``volcano-scheduler.conf``."""
     env.require_loopback_webhooks()
     await env.register_crds("scheduling.volcano.sh_queues")
     certs = tmp / "certs"
@@ -99,11 +100,11 @@ async def admission_stack(env: KubeEnv, tmp: Path, *, managed: bool = False,
                "admission": True, "admission_configmap": f"{env.namespace}/tether-admission", **(options or {})}
     kube = KubeClient(env.api_client)
     if managed:
+        data = {"queue-managed": f"kinds: [apps/Deployment]\nnamespaces: [{env.namespace}]\n",
+                **({"volcano-scheduler.conf": scheduler_conf} if scheduler_conf else {})}
         await kube.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
                                        "metadata": {"name": "tether-admission", "namespace": env.namespace},
-                                       "data": {"queue-managed": f"kinds: [apps/Deployment]\nnamespaces: "
-                                                                 f"[{env.namespace}]\n"}},
-                          namespace=env.namespace)
+                                       "data": data}, namespace=env.namespace)
     async with tether_stack(env, daemon_options=options, plugin_options=plugin_options) as stack:
         assert stack.daemon is not None and stack.daemon.webhook is not None
         name = f"tether-test-rb-{secrets.token_hex(3)}"
