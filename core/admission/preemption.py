@@ -92,25 +92,47 @@ def _within_share(state: QueueState, demand: Mapping[str, int]) -> bool:
     return True
 
 
-def _borrowed(state: QueueState, total: Mapping[str, int]) -> str:
+def _may_take(state: QueueState, total: Mapping[str, int]) -> bool:
     """Whether taking ``total`` from the queue leaves it at or above its deserved share in every resource it frees
-    (and it frees at least one with a share): the numbers of the first, for the reason; "" when it may not."""
+    that has a share (and it frees at least one): what it borrowed, and no more (Volcano's rule)."""
     deserved = _deserved(state)
     allocated = state.allocated
-    first = ""
+    some = False
     for name, amount in total.items():
         limit = deserved.get(name)
         if limit is None or not amount:
             continue
-        used = allocated.get(name, 0)
-        if used - amount < limit:
-            return ""
-        first = first or f"{name} {format_milli(used)} of its deserved {format_milli(limit)}"
-    return first
+        if allocated.get(name, 0) - amount < limit:
+            return False
+        some = True
+    return some
+
+
+def _borrowed(state: QueueState, total: Mapping[str, int]) -> str:
+    """What the queue uses of its share, in the first resource ``total`` frees that has one (for the reason)."""
+    deserved = _deserved(state)
+    for name, amount in total.items():
+        limit = deserved.get(name)
+        if limit is not None and amount:
+            return f"{name} {format_milli(state.allocated.get(name, 0))} of its deserved {format_milli(limit)}"
+    return ""
+
+
+def _add(into: dict[str, int], amounts: Mapping[str, int], sign: int = 1) -> None:
+    for name, amount in amounts.items():
+        into[name] = into.get(name, 0) + sign * amount
 
 
 class _Pass:
-    """One preemption pass over a session (module doc)."""
+    """One preemption pass over a session (module doc).
+
+    What costs is the waiting bindings that find no room: a cycle offers every held binding, and most cannot be
+    helped. So each is first checked against an upper bound of what evictions could free for it — its own queue's
+    candidates of a lower priority, and what each other queue could give back at most (the least of its candidates'
+    requests and what it uses beyond its share), summed per capped queue above it and, for the placed ones, for the
+    clusters' room — and only a binding that could fit by that bound has its candidates taken one by one. The
+    per-queue bounds change only when a queue's charge does (an eviction, an admission), and are kept up to date
+    by difference."""
 
     def __init__(self, states: Mapping[str, QueueState], session: Session, predicates: Sequence[tuple[str, Predicate]],
                  *, clusters: bool) -> None:
@@ -121,10 +143,111 @@ class _Pass:
                     if binding.evictable]
         in_eviction_order(everyone)
         self.everyone = everyone  # every candidate of a reclaim, in eviction order
-        self.own: dict[str, list[_Running]] = {}  # each queue's own candidates, in eviction order
+        self.own: dict[int, list[_Running]] = {}  # each queue's own candidates (by the state's id), in eviction order
         for running in everyone:
-            self.own.setdefault(running.state.queue.name, []).append(running)
+            self.own.setdefault(id(running.state), []).append(running)
         self.version = 0  # bumped by every eviction: what found no room before may find it now
+        #: (queue, priority) → (version, its own candidates of a lower priority summed, of them the placed ones)
+        self._own_free: dict[tuple[int, int], tuple[int, dict[str, int], dict[str, int]]] = {}
+        # the reclaim bound (class doc): per queue what it could give back, per capped holder the sum under it, and
+        # what the placed ones could free in the clusters
+        self.states = {id(state): state for state in states.values()}
+        self.candidates: dict[int, dict[str, int]] = {}  # per queue: its candidates' whole requests, summed
+        self.placed: dict[int, dict[str, int]] = {}  # the same, of the placed ones
+        for key, own in self.own.items():
+            for running in own:
+                _add(self.candidates.setdefault(key, {}), running.total)
+                if running.binding.scheduled:
+                    _add(self.placed.setdefault(key, {}), running.total)
+        self.gives: dict[int, tuple[dict[str, int], dict[str, int]]] = {}  # per queue: (at most, of it placed)
+        self.under: dict[int, dict[str, int]] = {}  # per capped holder: what the queues under it could give
+        self.placed_total: dict[str, int] = {}  # what the queues could give of the clusters' room
+        for key in self.own:
+            self.refresh(self.states[key])
+
+    # --- the bound -------------------------------------------------------------------------------------------
+
+    def refresh(self, state: QueueState) -> None:
+        """Recompute what the queue could give back at most, and the sums it is part of, by difference."""
+        key = id(state)
+        gives: dict[str, int] = {}
+        placed: dict[str, int] = {}
+        deserved = _deserved(state)
+        if state.queue.reclaimable and deserved and key in self.candidates:
+            allocated = state.allocated
+            beyond = {name: allocated.get(name, 0) - limit for name, limit in deserved.items()}
+            if any(amount > 0 for amount in beyond.values()):
+                # the candidates that could be taken one by one (each no larger than what the queue uses beyond its
+                # share), at most that beyond
+                for running in self.own[key]:
+                    if running.evicted or any(amount > beyond.get(name, amount) for name, amount
+                                              in running.total.items() if amount and name in deserved):
+                        continue
+                    _add(gives, running.total)
+                    if running.binding.scheduled:
+                        _add(placed, running.total)
+                for into in (gives, placed):
+                    for name in list(into):
+                        if name in beyond:
+                            into[name] = min(into[name], max(beyond[name], 0))
+                        if not into[name]:
+                            del into[name]
+        old = self.gives.get(key)
+        if old is not None:
+            old_gives, old_placed = old
+            if old_gives == gives and old_placed == placed:
+                return
+            for holder in state.chain:
+                if holder.queue.capability:
+                    _add(self.under.setdefault(id(holder), {}), old_gives, -1)
+            _add(self.placed_total, old_placed, -1)
+        for holder in state.chain:
+            if holder.queue.capability:
+                _add(self.under.setdefault(id(holder), {}), gives)
+        _add(self.placed_total, placed)
+        self.gives[key] = (gives, placed)
+
+    def could_fit(self, state: QueueState, demand: Mapping[str, int], priority: int, *, within: bool,
+                  reclaim: bool) -> bool:
+        """Whether ``demand`` could fit with everything evictions could free for it (an upper bound)."""
+        own_free: dict[str, int] = {}
+        own_placed: dict[str, int] = {}
+        if within:
+            cached = self._own_free.get((id(state), priority))
+            if cached is not None and cached[0] == self.version:
+                _, own_free, own_placed = cached
+            else:
+                for running in self.own.get(id(state), ()):
+                    if running.binding.priority >= priority:
+                        break  # (in eviction order: the lower priorities first)
+                    if not running.evicted:
+                        _add(own_free, running.total)
+                        if running.binding.scheduled:
+                            _add(own_placed, running.total)
+                self._own_free[(id(state), priority)] = (self.version, own_free, own_placed)
+        gives = self.gives.get(id(state), ({}, {}))[0] if reclaim else {}  # (its own: not reclaimed from itself)
+        for holder in state.chain:
+            capability = holder.queue.capability
+            if not capability:
+                continue
+            under = self.under.get(id(holder), {}) if reclaim else {}
+            for name, amount in demand.items():
+                limit = capability.get(name)
+                if limit is None or not amount:
+                    continue
+                free = limit - holder.subtree.get(name, 0) + own_free.get(name, 0) + under.get(name, 0) - \
+                    gives.get(name, 0)
+                if amount > free:
+                    return False
+        if self.clusters:
+            headroom = self.session.headroom
+            placed = self.placed_total if reclaim else {}
+            for name, amount in demand.items():
+                if amount > headroom.get(name, 0) + own_placed.get(name, 0) + placed.get(name, 0):
+                    return False
+        return True
+
+    # --- charges ---------------------------------------------------------------------------------------------
 
     def _move(self, running: _Running, sign: int) -> None:
         """Charge (+1) or uncharge (-1) a candidate to its queue, its ancestors and, if placed, the clusters."""
@@ -142,50 +265,63 @@ class _Pass:
     def _fits(self, state: QueueState, demand: Mapping[str, int]) -> bool:
         return all(not fit(state, demand) for _, fit in self.predicates)
 
-    def _helps(self, running: _Running, chain: set[int]) -> bool:
-        """Whether evicting another queue's ``running`` frees anything the waiting binding (whose queue chain is
-        ``chain``) is checked against: a capped queue both are under, or the clusters' room."""
-        if running.binding.scheduled and self.clusters:
-            return True
-        return any(id(holder) in chain and holder.queue.capability for holder in running.state.chain)
+    def _helpful(self, state: QueueState, demand: Mapping[str, int]) -> tuple[tuple[QueueState, ...], bool]:
+        """What ``demand`` is short of now: the capped queues of its chain it would pass, and whether the clusters'
+        room — an eviction helps only if it frees one of them (or, in its own queue, its fair share)."""
+        holders = tuple(holder for holder in state.chain if holder.queue.capability and any(
+            amount and (limit := holder.queue.capability.get(name)) is not None
+            and holder.subtree.get(name, 0) + amount > limit for name, amount in demand.items()))
+        headroom = self.session.headroom
+        return holders, self.clusters and any(amount > headroom.get(name, 0) for name, amount in demand.items())
+
+    def evicted(self, running: _Running) -> None:
+        """``running`` is evicted for good: no longer a candidate."""
+        running.evicted = True
+        key = id(running.state)
+        _add(self.candidates[key], running.total, -1)
+        if running.binding.scheduled:
+            _add(self.placed[key], running.total, -1)
 
     def make_room(self, state: QueueState, binding: Binding, demand: Mapping[str, int],
-                  policy: QueuePolicy) -> list[tuple[_Running, str, str]]:
+                  policy: QueuePolicy) -> list[tuple[_Running, str, str]] | None:
         """The candidates to evict so that ``binding`` fits — each with the policy that allows it and, for a
-        reclaim, what its queue uses of its share — or none when it would not fit with all of them. The chosen ones
-        are left uncharged, every other as it was."""
+        reclaim, what its queue uses of its share — or none when it would not fit with all of them; None when it
+        fits already (evictions elsewhere left room: the next cycle admits it). The chosen ones are left uncharged,
+        every other as it was."""
         priority = binding.priority
         within = policy.within_queue == LOWER_PRIORITY
         reclaim = policy.reclaim != NEVER and _within_share(state, demand)
-        if not within and not reclaim:
+        if not (within or reclaim) or not self.could_fit(state, demand, priority, within=within, reclaim=reclaim):
             return []
+        if self._fits(state, demand):
+            return None
         if reclaim:
             pool = self.everyone
         else:  # its own queue's, of a lower priority: a prefix of the eviction order
-            own = self.own.get(state.queue.name, [])
+            own = self.own.get(id(state), [])
             pool = own[:bisect_left(own, priority, key=lambda r: r.order[0])]
-        chain = {id(holder) for holder in state.chain}
+        holders, clusters = self._helpful(state, demand)
         taken: list[tuple[_Running, str, str]] = []
         for running in pool:
             if running.evicted:
                 continue
-            victim = running.binding
-            if running.state is state:
+            victim, owner = running.binding, running.state
+            if not ((clusters and victim.scheduled) or any(holder in owner.chain for holder in holders)
+                    or (owner is state and not holders and not clusters)):  # (the last: its fair share)
+                continue
+            if owner is state:
                 if not within or victim.priority >= priority:
                     continue
                 taken.append((running, PREEMPT, ""))
             else:
-                if not running.state.queue.reclaimable or (policy.reclaim != ANY and victim.priority >= priority):
+                if not owner.queue.reclaimable or (policy.reclaim != ANY and victim.priority >= priority) or \
+                        not _may_take(owner, running.total):
                     continue
-                if not self._helps(running, chain):
-                    continue
-                borrowed = _borrowed(running.state, running.total)
-                if not borrowed:
-                    continue
-                taken.append((running, RECLAIM, borrowed))
+                taken.append((running, RECLAIM, _borrowed(owner, running.total)))
             self._move(running, -1)
             if self._fits(state, demand):
                 break
+            holders, clusters = self._helpful(state, demand)
         else:
             for running, _, _ in taken:
                 self._move(running, +1)
@@ -225,28 +361,45 @@ def evict_for_waiting(*, states: Mapping[str, QueueState], session: Session,
     work = _Pass(states, session, predicates, clusters=clusters)
     if not work.everyone:
         return []
-    fitting = {name for name, _ in predicates} | {"proportion"}
+    checked = {name for name, _ in predicates} | {"proportion"}  # the holds an eviction may lift
     evictions: list[Eviction] = []
     for state in sorted(active, key=queue_key):
         policy = config.policy(state.queue.name)
-        failed: list[tuple[int, Mapping[str, int]]] = []  # (priority, demand) that found no room, at ``seen``
+        own = work.own.get(id(state), [])
+        if policy.reclaim == NEVER and not own:
+            continue  # nothing of its own to take, and nothing of others'
+        # what found no room since the last eviction: one of no higher priority asking no less finds none either
+        # (fewer candidates, more to free). By request (a queue's bindings ask for a few shapes), the highest
+        # priority that found none; and the last few failures, for a larger request of another shape
+        failed: dict[tuple[tuple[str, int], ...], int] = {}
+        lately: list[tuple[int, Mapping[str, int]]] = []
+        fits: set[tuple[tuple[str, int], ...]] = set()  # requests that fit already (no eviction is for them)
         seen = work.version
         for _, binding, total in state.offered:
             hold = held.get(binding.key)
-            if hold is None or hold.plugin not in fitting:
+            if hold is None or hold.plugin not in checked:
                 continue  # admitted, or held for what no eviction changes
+            priority = binding.priority
+            if policy.reclaim == NEVER and own[0].order[0] >= priority:
+                continue  # nothing of a lower priority in its queue (own: in eviction order)
             demand = total if whole else binding.request
             if seen != work.version:
-                failed, seen = [], work.version
-            if any(binding.priority <= priority and _covers(demand, smaller) for priority, smaller in failed):
-                continue  # one of no lower priority, asking no more, found no room: neither will this one
+                failed, lately, fits, seen = {}, [], set(), work.version
+            shape = tuple(demand.items())
+            if failed.get(shape, priority - 1) >= priority or shape in fits or \
+                    any(priority <= most and _covers(demand, least) for most, least in lately):
+                continue
             taken = work.make_room(state, binding, demand, policy)
             if not taken:
-                failed.append((binding.priority, demand))
+                if taken is not None:  # (None: it fits already, which says nothing of larger requests)
+                    failed[shape] = max(failed.get(shape, priority), priority)
+                    lately = [*lately[-3:], (priority, demand)]
+                else:
+                    fits.add(shape)
                 continue
             work.version += 1
             for running, allowed, borrowed in taken:
-                running.evicted = True
+                work.evicted(running)
                 victim, owner = running.binding, running.state
                 reason = _reason(victim, allowed, borrowed, owner=owner, binding=binding, state=state, policy=policy)
                 evictions.append(Eviction(binding=victim.key, for_binding=binding.key, queue=owner.queue.name,
@@ -257,12 +410,14 @@ def evict_for_waiting(*, states: Mapping[str, QueueState], session: Session,
             _admit(state, binding, total, session.headroom)
             del held[binding.key]
             resume.append(binding.key)
+            for changed in {id(state): state, **{id(r.state): r.state for r, _, _ in taken}}.values():
+                work.refresh(changed)
     return evictions
 
 
-def _covers(demand: Mapping[str, int], smaller: Mapping[str, int]) -> bool:
-    """Whether ``demand`` asks at least ``smaller`` of every resource ``smaller`` asks."""
-    return all(demand.get(name, 0) >= amount for name, amount in smaller.items())
+def _covers(demand: Mapping[str, int], least: Mapping[str, int]) -> bool:
+    """Whether ``demand`` asks at least ``least`` of every resource ``least`` asks."""
+    return all(demand.get(name, 0) >= amount for name, amount in least.items())
 
 
 def _admit(state: QueueState, binding: Binding, total: Mapping[str, int], headroom: dict[str, int]) -> None:

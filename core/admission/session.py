@@ -227,7 +227,8 @@ def admission_cycle(*, queues: Sequence[Queue], bindings: Sequence[Binding], clu
     over_share: dict[str, tuple[str, str, int, int]] = {}
     starved = _round_robin(states, session, plugins.predicates, plugins.queue_sort_key, held, resume,
                            fair_share=fair_share, over_share=over_share)
-    if fair_share is not None and "backfill" in config.actions and not starved:
+    lent = fair_share is not None and "backfill" in config.actions and not starved
+    if lent and fair_share is not None:
         # backfill: what every queue could take within its share is taken, and no binding within its share waits
         # for room; lend what is left to the bindings held only for being over their share, in the same order
         for state in states.values():
@@ -241,10 +242,10 @@ def admission_cycle(*, queues: Sequence[Queue], bindings: Sequence[Binding], clu
             held[key] = Hold(key, fair_share.name, fair_share.over_share_reason(*over))
     evicted: list[Eviction] = []
     if evicts:
-        # what a binding must fit to be admitted by evicting: every predicate, but its fair share when a backfill
-        # may lend room beyond it (a reclaim asks a share of its own: preemption.py)
-        lent = fair_share.name if fair_share is not None and "backfill" in config.actions else None
-        predicates = [(name, fit) for name, fit in plugins.predicates if name != lent]
+        # what a binding must fit to be admitted by evicting: every predicate, but its fair share when the backfill
+        # lent room beyond it (a reclaim asks a share of its own: preemption.py)
+        lent_by = fair_share.name if lent and fair_share is not None else None
+        predicates = [(name, fit) for name, fit in plugins.predicates if name != lent_by]
         evicted = evict_for_waiting(states=states, session=session, predicates=predicates,
                                     queue_key=plugins.queue_sort_key, held=held, resume=resume,
                                     whole=session.whole_request, clusters=plugins.checks_clusters, config=config)
