@@ -160,6 +160,7 @@ class _Pass:
                 if running.binding.scheduled:
                     _add(self.placed.setdefault(key, {}), running.total)
         self.gives: dict[int, tuple[dict[str, int], dict[str, int]]] = {}  # per queue: (at most, of it placed)
+        self.giving = 0  # how many queues could give something back
         self.under: dict[int, dict[str, int]] = {}  # per capped holder: what the queues under it could give
         self.placed_total: dict[str, int] = {}  # what the queues could give of the clusters' room
         for key in self.own:
@@ -206,6 +207,7 @@ class _Pass:
                 _add(self.under.setdefault(id(holder), {}), gives)
         _add(self.placed_total, placed)
         self.gives[key] = (gives, placed)
+        self.giving += bool(gives) - bool(old is not None and old[0])
 
     def could_fit(self, state: QueueState, demand: Mapping[str, int], priority: int, *, within: bool,
                   reclaim: bool) -> bool:
@@ -295,9 +297,9 @@ class _Pass:
             return []
         if self._fits(state, demand):
             return None
-        if reclaim:
+        if reclaim and self.giving:
             pool = self.everyone
-        else:  # its own queue's, of a lower priority: a prefix of the eviction order
+        else:  # its own queue's, of a lower priority (no other queue gives anything back): a prefix of the order
             own = self.own.get(id(state), [])
             pool = own[:bisect_left(own, priority, key=lambda r: r.order[0])]
         holders, clusters = self._helpful(state, demand)
@@ -375,13 +377,18 @@ def evict_for_waiting(*, states: Mapping[str, QueueState], session: Session,
         lately: list[tuple[int, Mapping[str, int]]] = []
         fits: set[tuple[tuple[str, int], ...]] = set()  # requests that fit already (no eviction is for them)
         seen = work.version
-        for _, binding, total in state.offered:
-            hold = held.get(binding.key)
-            if hold is None or hold.plugin not in checked:
-                continue  # admitted, or held for what no eviction changes
+        # held for what an eviction could change (not admitted, not held for its validity), and with something to
+        # take: of a higher priority than its queue's lowest candidate, unless another queue may give back
+        lowest = own[0].order[0] if own else None
+        arrivals = [(binding, total) for _, binding, total in state.offered
+                    if (hold := held.get(binding.key)) is not None and hold.plugin in checked
+                    and ((lowest is not None and binding.priority > lowest) or policy.reclaim != NEVER)]
+        for binding, total in arrivals:
+            if binding.key not in held:
+                continue  # (admitted since: it fit in room an eviction left)
             priority = binding.priority
-            if policy.reclaim == NEVER and own[0].order[0] >= priority:
-                continue  # nothing of a lower priority in its queue (own: in eviction order)
+            if not work.giving and (lowest is None or priority <= lowest):
+                continue  # nothing of a lower priority in its queue, and no other queue gives back
             demand = total if whole else binding.request
             if seen != work.version:
                 failed, lately, fits, seen = {}, [], set(), work.version
