@@ -28,9 +28,15 @@ workload, resolved as Volcano Global does, at the workload's observation). Its o
   Kubernetes Event when the reason changes (Karmada writes nothing on a suspended binding);
 * ``UpdateQueueStatus`` (allocated, pending, running, inqueue) on each Queue whose status differs;
 * ``CreateQueue`` for ``default`` when a binding wants it and it does not exist;
-* re-check of admitted bindings whose request grew (scale-up, Divided → Duplicated): Karmada forbids suspending a
-  scheduled binding, so the outcome is the ``tether.dev/admission-overrun`` annotation and a Warning Event — the
-  workload keeps running, and its queue, charged the grown request, admits nothing new until it fits again.
+* ``EvictBinding`` for each admitted binding the cycle evicts to make room (a queue's preemption policy,
+  ``core.admission.preemption``), with one ``Evicted`` Event: it counts as evicted from the moment the command is
+  issued (``note_evict``) until it is seen suspended, and is retried as the same command;
+* re-check of admitted bindings whose request changed (scale-up or down, more components, Divided → Duplicated): a
+  growth past the queue gets ``SuspendDispatching`` — Karmada keeps its Works as they are — with the reason in
+  ``tether.dev/admission-overrun`` and a Warning Event, decided on the observation that shows it (before Karmada
+  dispatches it) and again each cycle; a growth that fits, or a shrink, gets ``AdmitRequest`` (the new size is
+  admitted, the suspension lifted). The queue is charged what the binding asks now, so it admits nothing new
+  until a growth fits, and a shrink frees room at the next cycle.
 
 It also hosts the world-reading half of the Events on bindings (``core.admission.binding_events``, the pure half):
 :func:`binding_observed` takes a binding's views before ``projections.step.step`` folds its observation, and

@@ -37,8 +37,8 @@ the fair pass left free, in the same order, under every other predicate — unle
 held for lack of room in the clusters in the fair pass: then the backfill is skipped for this cycle, since it
 would hand that room to queues over their share and the binding could wait for ever. With a finite backlog every
 binding that fits its queue's capabilities and the clusters on its own is therefore admitted eventually; under an
-endless stream a higher-priority queue, or a queue within its share, may keep a larger binding waiting (there is
-no preemption: Karmada cannot suspend a scheduled binding).
+endless stream a higher-priority queue, or a queue within its share, may keep a larger binding waiting — unless
+its queue's policy lets it evict (below).
 
 **Accounting.** A queue's *allocated* is the whole request of its admitted (unsuspended) bindings plus what this
 cycle admits; a parent queue's capability is checked against its whole subtree. The clusters' headroom is the sum
@@ -47,9 +47,14 @@ what this cycle admits. A binding admitted in an earlier cycle that Karmada has 
 allocated but not yet in the clusters' — the session cannot know where it will land; the next cycle's cluster
 summary corrects that, and the queue limits are exact regardless.
 
-**After admission** Karmada forbids suspending a scheduled binding again, so tether cannot take an admission
-back: :func:`recheck_admitted` only reports admitted bindings whose request grew past their queue (scale-up,
-Divided → Duplicated) so that tether can say so on the binding and the Queue.
+**Evictions.** When a queue's policy allows it (``withinQueue``, ``reclaim``: :mod:`.preemption`), a last pass takes
+admissions back — the fewest bindings admitted before this cycle that make room, lowest priority and most recently
+admitted first — to admit bindings still held by a predicate; an evicted binding waits in its queue again, and is
+held while the binding it made room for waits (``Binding.evicted_for``). Without a policy the pass does not run.
+
+**After admission** an admitted binding whose request grew (scale-up, more components, Divided → Duplicated) is
+re-checked by :func:`recheck_admitted`: a growth past its queue is held (the decider suspends Karmada's dispatching
+until the queue admits the new size), and the queue stays charged what the binding asks now.
 
 The types the session and the plugins share are in :mod:`.model`, the plugins in :mod:`.plugins`, and the
 configuration (Volcano's ``volcano-scheduler.conf``) in :mod:`.config`.
@@ -386,10 +391,10 @@ def recheck_admitted(*, queues: Sequence[Queue], bindings: Sequence[Binding],
     """Admitted bindings whose request grew past their queue's capability (or an ancestor's) since admission.
 
     A scale-up or a Divided → Duplicated change raises an admitted binding's request without passing admission
-    again (Volcano Global's open bug). Karmada forbids suspending a binding once it is scheduled, so tether cannot
-    take the admission back: the result is a hold reason for a condition, an annotation and an Event on the
-    binding and the Queue, nothing more — the workload keeps running and its queue admits nothing new until the
-    overrun is gone (its allocated already counts the grown request).
+    again (Volcano Global's open bug). The binding keeps running as admitted, so its scheduling is not suspended
+    again: the decider suspends Karmada's dispatching for it with the reason (the overrun annotation and a Warning
+    Event) until the growth fits, and its queue admits nothing new until then (its allocated already counts the
+    grown request).
 
     What was admitted stays admitted: every admitted binding is charged what it had when admitted (its
     ``admitted_request``, or its current request if that was not recorded, or if it shrank). Then the growths are
