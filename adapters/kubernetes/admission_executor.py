@@ -86,55 +86,46 @@ class AdmissionCommands:
         if obj is None:
             return None, True  # gone: nothing to evict
         spec = obj.get("spec") or {}
-        annotations = obj["metadata"].get("annotations") or {}
-        wanted = {ADMISSION_ANNOTATION: c.reason, EVICTED_FOR_ANNOTATION: c.for_binding,
-                  ADMITTED_REQUEST_ANNOTATION: None}
-        changed = {k: v for k, v in wanted.items() if annotations.get(k) != v}
-        suspended = (spec.get("suspension") or {}).get("scheduling") is True
-        if suspended and not spec.get("clusters"):
-            if not changed:
-                return trim(obj), True
-            # (suspended already — by a webhook, or an earlier try of this very eviction): the annotations only
-            body: dict[str, Any] = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"],
-                                                 "annotations": changed}}
-        else:
-            body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"], "annotations": changed},
-                    "spec": {"suspension": {"scheduling": True}, "clusters": None}}
-        return trim(await self.kube.patch(res, c.binding.name, body, namespace=c.binding.namespace)), False
+        evicted = (spec.get("suspension") or {}).get("scheduling") is True and not spec.get("clusters")
+        # (suspended already — by a webhook, or an earlier try of this very eviction —: the annotations only)
+        return await self._patch_binding(res, c.binding, obj, annotations={
+            ADMISSION_ANNOTATION: c.reason, EVICTED_FOR_ANNOTATION: c.for_binding, ADMITTED_REQUEST_ANNOTATION: None},
+            spec=None if evicted else {"suspension": {"scheduling": True}, "clusters": None})
 
     async def apply_suspend_dispatching(self, c: SuspendDispatching,
                                         attempt: Any) -> tuple[KubeObject | None, bool]:
         res, obj = await self._read(c.binding, attempt)
         if obj is None:
             return None, True
-        spec = obj.get("spec") or {}
-        annotations = obj["metadata"].get("annotations") or {}
-        body: dict[str, Any] = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}}
-        if annotations.get(OVERRUN_ANNOTATION) != c.reason:
-            body["metadata"]["annotations"] = {OVERRUN_ANNOTATION: c.reason}
-        if (spec.get("suspension") or {}).get("dispatching") is not True:
-            body["spec"] = {"suspension": {"dispatching": True}}
-        if len(body) == 1 and len(body["metadata"]) == 1:
-            return trim(obj), True
-        return trim(await self.kube.patch(res, c.binding.name, body, namespace=c.binding.namespace)), False
+        suspended = ((obj.get("spec") or {}).get("suspension") or {}).get("dispatching") is True
+        return await self._patch_binding(res, c.binding, obj, annotations={OVERRUN_ANNOTATION: c.reason},
+                                         spec=None if suspended else {"suspension": {"dispatching": True}})
 
     async def apply_admit_request(self, c: AdmitRequest, attempt: Any) -> tuple[KubeObject | None, bool]:
         res, obj = await self._read(c.binding, attempt)
         if obj is None:
             return None, True
-        spec = obj.get("spec") or {}
-        annotations = obj["metadata"].get("annotations") or {}
+        ours = OVERRUN_ANNOTATION in (obj["metadata"].get("annotations") or {})  # (tether's suspension: its mark)
+        suspended = ((obj.get("spec") or {}).get("suspension") or {}).get("dispatching") is True
+        return await self._patch_binding(res, c.binding, obj, annotations={
+            ADMITTED_REQUEST_ANNOTATION: _request_text(c.admitted_request), OVERRUN_ANNOTATION: None},
+            spec={"suspension": {"dispatching": None}} if ours and suspended else None)
+
+    async def _patch_binding(self, res: Resource, ref: ObjectRef, obj: dict[str, Any], *,
+                             annotations: dict[str, str | None],
+                             spec: dict[str, Any] | None) -> tuple[KubeObject | None, bool]:
+        """One merge patch of the binding, guarded by the resourceVersion read: the ``annotations`` that differ
+        (None: removed) and ``spec``; a no-op when there is nothing to write."""
+        current = obj["metadata"].get("annotations") or {}
+        changed = {key: value for key, value in annotations.items() if current.get(key) != value}
+        if not changed and not spec:
+            return trim(obj), True
         body: dict[str, Any] = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}}
-        wanted: dict[str, str | None] = {ADMITTED_REQUEST_ANNOTATION: _request_text(c.admitted_request),
-                                         OVERRUN_ANNOTATION: None}
-        changed = {k: v for k, v in wanted.items() if annotations.get(k) != v}
         if changed:
             body["metadata"]["annotations"] = changed
-        if OVERRUN_ANNOTATION in annotations and (spec.get("suspension") or {}).get("dispatching") is True:
-            body["spec"] = {"suspension": {"dispatching": None}}  # (tether's: its overrun annotation says so)
-        if len(body) == 1 and len(body["metadata"]) == 1:
-            return trim(obj), True
-        return trim(await self.kube.patch(res, c.binding.name, body, namespace=c.binding.namespace)), False
+        if spec:
+            body["spec"] = spec
+        return trim(await self.kube.patch(res, ref.name, body, namespace=ref.namespace)), False
 
     async def apply_set_admission_hold(self, c: SetAdmissionHold, attempt: Any) -> tuple[KubeObject | None, bool]:
         res, obj = await self._read(c.binding, attempt)

@@ -15,17 +15,17 @@ has a policy in Kueue's terms (``core.world.admission_state.QueuePolicy``, parse
 
 **When.** After the round robin (and the backfill), for the bindings still held by a predicate (``capacity``: a
 queue's or an ancestor's capability, the clusters' room; ``proportion``) — never for one held for its validity
-(its data placement, a closed queue). Queues in queue order, their bindings in binding order.
+(its data placement, a closed queue). Queues in queue order, their bindings in binding order. A binding must then
+fit every predicate, its fair share too unless the backfill ran (which lends room beyond it).
 
 **Whom.** The candidates are bindings admitted before this cycle (a binding admitted by this very cycle is not
 taken back in it; one whose resume is still on its way is not evictable yet), taken in eviction order — **lowest
 priority first, then the most recently admitted** (then the most recently created, then the last in binding
-order, as a round robin admits them) — until the
-waiting binding fits every predicate; then each taken one but the last is given back, in reverse order, if the
-binding still fits without it: the fewest this order allows. **If it would not fit with every candidate taken,
-nothing is evicted.** What an eviction frees: the victim's whole request from its queue and every ancestor, and
-from the clusters' room only if Karmada had placed it (``spec.clusters``) — the room a binding not placed yet holds
-is not in the clusters' summary.
+order, as a round robin admits them), each only if it frees something the waiting binding is short of — until it
+fits; then each taken one but the last is given back, in reverse order, if the binding still fits without it: the
+fewest this order allows. **If it would not fit with every candidate taken, nothing is evicted.** What an
+eviction frees: the victim's whole request from its queue and every ancestor, and from the clusters' room only if
+Karmada had placed it (``spec.clusters``) — the room a binding not placed yet holds is not in the clusters' summary.
 
 **What follows.** The binding it made room for is admitted in the same cycle, and each victim is held with the
 reason (``Eviction.reason``); the decider turns them into ``EvictBinding`` (scheduling suspended again, clusters
@@ -45,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from ..quantity import ResourceList, format_milli
 from ..world.admission_state import ANY, LOWER_PRIORITY, NEVER, AdmissionConfig, QueuePolicy
 from .model import Binding, Eviction, Hold, QueueState, Session
-from .plugins import Predicate, QueueKey
+from .plugins import Predicate, QueueKey, within
 
 PREEMPT, RECLAIM = "preempt", "reclaim"
 
@@ -82,14 +82,7 @@ def _deserved(state: QueueState) -> Mapping[str, int]:
 def _within_share(state: QueueState, demand: Mapping[str, int]) -> bool:
     """Whether the queue stays within its deserved share with ``demand`` admitted (no share: it is not)."""
     deserved = _deserved(state)
-    if not deserved:
-        return False
-    allocated = state.allocated
-    for name, amount in demand.items():
-        limit = deserved.get(name)
-        if limit is not None and amount and allocated.get(name, 0) + amount > limit:
-            return False
-    return True
+    return bool(deserved) and within(deserved, state.allocated, demand)
 
 
 def _may_take(state: QueueState, total: Mapping[str, int]) -> bool:

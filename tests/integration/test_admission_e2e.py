@@ -226,19 +226,18 @@ async def test_a_resolving_claim_holds_its_binding_until_the_placement_is_in(kar
         assert ADMISSION_ANNOTATION not in (rb["metadata"].get("annotations") or {})
 
 
-class Running:
-    """From a watch of the namespace's bindings: which are running (not suspended) after every change the server
-    made, by queue, and the most that ever ran at once in each — every intermediate state, not only the last."""
+class BindingWatch:
+    """A watch of the namespace's bindings from now on, resumed where the server ends it: each event goes to
+    :meth:`seen` (type, object) in the order the server made the versions."""
 
-    def __init__(self, kube: KubeClient, namespace: str, queue_of: Callable[[str], str]) -> None:
-        self.kube, self.namespace, self.queue_of = kube, namespace, queue_of
-        self.running: dict[str, set[str]] = {}
-        self.most: dict[str, int] = {}
+    def __init__(self, kube: KubeClient, namespace: str) -> None:
+        self.kube, self.namespace = kube, namespace
         self.versions: dict[str, str] = {}  # binding → the resourceVersion last seen
         self.task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        _, version = await self.kube.list(BINDINGS, namespace=self.namespace)
+        items, version = await self.kube.list(BINDINGS, namespace=self.namespace)
+        self.versions = {b["metadata"]["name"]: b["metadata"]["resourceVersion"] for b in items}  # (as listed)
         self.task = asyncio.create_task(self._run(version))
 
     async def _run(self, version: str) -> None:
@@ -250,15 +249,11 @@ class Running:
                 name = meta.get("name")
                 if not name or event.get("type") == "BOOKMARK":
                     continue
-                queue = self.queue_of(name)
-                running = self.running.setdefault(queue, set())
-                spec = obj.get("spec") or {}
-                if event.get("type") == "DELETED" or (spec.get("suspension") or {}).get("scheduling"):
-                    running.discard(name)
-                else:
-                    running.add(name)
-                self.most[queue] = max(self.most.get(queue, 0), len(running))
+                self.seen(str(event.get("type")), obj)
                 self.versions[name] = version
+
+    def seen(self, type_: str, obj: dict[str, Any]) -> None:
+        raise NotImplementedError
 
     async def caught_up(self) -> list[dict[str, Any]] | None:
         """The namespace's bindings, once the watch has seen every one of them at its listed version."""
@@ -271,6 +266,27 @@ class Running:
             self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self.task
+
+
+class Running(BindingWatch):
+    """Which bindings are running (not suspended) after every change the server made, by queue, and the most that
+    ever ran at once in each — every intermediate state, not only the last."""
+
+    def __init__(self, kube: KubeClient, namespace: str, queue_of: Callable[[str], str]) -> None:
+        super().__init__(kube, namespace)
+        self.queue_of = queue_of
+        self.running: dict[str, set[str]] = {}
+        self.most: dict[str, int] = {}
+
+    def seen(self, type_: str, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        queue = self.queue_of(name)
+        running = self.running.setdefault(queue, set())
+        if type_ == "DELETED" or ((obj.get("spec") or {}).get("suspension") or {}).get("scheduling"):
+            running.discard(name)
+        else:
+            running.add(name)
+        self.most[queue] = max(self.most.get(queue, 0), len(running))
 
 
 async def test_a_burst_of_200_bindings_across_4_queues_respects_order_and_capability(karmada_kube: KubeEnv,

@@ -46,7 +46,7 @@ from tether.core.keys import (
     OVERRUN_ANNOTATION,
 )
 
-from .test_admission_e2e import admission_stack, binding
+from .test_admission_e2e import BindingWatch, admission_stack, binding
 
 pytestmark = pytest.mark.cluster
 
@@ -66,44 +66,19 @@ def scheduler_conf(policies: dict[str, str], *, actions: str = "enqueue, allocat
     return "\n".join(lines) + "\n"
 
 
-class Versions:
-    """Every version of the namespace's bindings, in the order the server made them, from one watch: (name,
-    deleted, suspended, clusters)."""
+class Versions(BindingWatch):
+    """Every version of the namespace's bindings, in the order the server made them: (name, deleted, suspended,
+    clusters)."""
 
     def __init__(self, stack: Stack) -> None:
-        self.stack = stack
-        self.seen: list[tuple[str, bool, bool, tuple[str, ...]]] = []
-        self.task: asyncio.Task[None] | None = None
+        super().__init__(stack.kube, stack.namespace)
+        self.all: list[tuple[str, bool, bool, tuple[str, ...]]] = []
 
-    async def start(self) -> None:
-        _, version = await self.stack.kube.list(BINDINGS, namespace=self.stack.namespace)
-        self.task = asyncio.create_task(self._run(version))
-
-    async def _run(self, version: str) -> None:
-        while True:  # the server ends a watch now and then: resume where it ended
-            async for event in self.stack.kube.watch(BINDINGS, resource_version=version,
-                                                     namespace=self.stack.namespace):
-                obj = event.get("object") or {}
-                meta = obj.get("metadata") or {}
-                version = str(meta.get("resourceVersion") or version)
-                if not meta.get("name") or event.get("type") == "BOOKMARK":
-                    continue
-                spec = obj.get("spec") or {}
-                self.seen.append((meta["name"], event.get("type") == "DELETED",
-                                  (spec.get("suspension") or {}).get("scheduling") is True,
-                                  tuple(sorted(c["name"] for c in spec.get("clusters") or []))))
-
-    async def caught_up(self, name: str) -> bool:
-        rb = await self.stack.get("ResourceBinding", name)
-        want = (name, rb is None, bool(rb and (rb["spec"].get("suspension") or {}).get("scheduling")),
-                tuple(sorted(c["name"] for c in (rb or {}).get("spec", {}).get("clusters") or [])))
-        return bool(self.seen) and want in self.seen
-
-    async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.task
+    def seen(self, type_: str, obj: dict[str, Any]) -> None:
+        spec = obj.get("spec") or {}
+        self.all.append((obj["metadata"]["name"], type_ == "DELETED",
+                         (spec.get("suspension") or {}).get("scheduling") is True,
+                         tuple(sorted(c["name"] for c in spec.get("clusters") or []))))
 
 
 @contextlib.asynccontextmanager
@@ -156,7 +131,8 @@ async def status(stack: Stack) -> dict[str, Any]:
 
 
 async def queue_entry(stack: Stack, queue: str) -> dict[str, Any]:
-    return next(q for q in (await status(stack))["admission"]["queues"] if q["name"] == queue)
+    """The queue's entry in ``tether status`` (empty until the daemon knows the queue)."""
+    return next((q for q in (await status(stack))["admission"]["queues"] if q["name"] == queue), {})
 
 
 async def evicted(stack: Stack, name: str, *, within: float = 30) -> dict[str, Any]:
@@ -219,17 +195,17 @@ async def test_a_high_priority_binding_evicts_exactly_one_low_binding(karmada_ku
             await stack.kube.delete(BINDINGS, "high-deployment", namespace=ns)  # room frees
             readmitted = await stack.wait_scheduled("low-2-deployment", None, within=30)
             assert EVICTED_FOR_ANNOTATION not in annotations(readmitted)
-            await stack.eventually(lambda: versions.caught_up("low-2-deployment"), what="the watch caught up")
+            await stack.eventually(versions.caught_up, what="the watch caught up")
         finally:
             await versions.stop()
         # never readmitted before the room freed: from its eviction to the high one's deletion, low-2 was never
         # unsuspended nor placed
-        start = versions.seen.index(next(v for v in versions.seen if v[0] == "low-2-deployment" and v[2]
-                                         and not v[3]))
-        freed = versions.seen.index(next(v for v in versions.seen if v[0] == "high-deployment" and v[1]))
-        between = [v for v in versions.seen[start:freed] if v[0] == "low-2-deployment"]
+        seen = versions.all
+        start = seen.index(next(v for v in seen if v[0] == "low-2-deployment" and v[2] and not v[3]))
+        freed = seen.index(next(v for v in seen if v[0] == "high-deployment" and v[1]))
+        between = [v for v in seen[start:freed] if v[0] == "low-2-deployment"]
         assert between and all(suspended and not clusters for _, _, suspended, clusters in between), between
-        assert not [v for v in versions.seen if v[0] == "low-1-deployment" and (v[2] or not v[3])]
+        assert not [v for v in seen if v[0] == "low-1-deployment" and (v[2] or not v[3])]
         await stack.wait_idle(within=60)
         await no_differences(stack)
 
@@ -328,7 +304,7 @@ async def test_a_binding_of_three_pod_templates_is_charged_their_sum(karmada_kub
             entry = await queue_entry(stack, queue)
             queue_status = (await stack.kube.get(QUEUES, queue) or {}).get("status") or {}
             other = await stack.get("ResourceBinding", "other-deployment")
-            done = entry["allocated"] == {"cpu": "3500m"} and queue_status.get("allocated") == {"cpu": "3500m"} \
+            done = entry.get("allocated") == {"cpu": "3500m"} and queue_status.get("allocated") == {"cpu": "3500m"} \
                 and annotations(other).get(ADMISSION_ANNOTATION) == f"queue {queue}: cpu 4500m/4"
             return entry if done else None
 
