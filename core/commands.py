@@ -239,6 +239,43 @@ class SetAdmissionChecks(msgspec.Struct, tag=True, frozen=True):
     checks: tuple[CheckStatus, ...]
 
 
+class EvictBinding(msgspec.Struct, tag=True, frozen=True):
+    """Take an admitted binding's admission back to make room for ``for_binding`` (``namespace/name``): suspend its
+    scheduling again and clear its clusters in one merge patch guarded by the resourceVersion — Karmada then leaves
+    it unscheduled while the suspension lasts, and its binding controller withdraws the Works from the members —
+    with tether's hold annotation saying why (``reason``) and ``tether.dev/evicted-for`` naming ``for_binding``.
+    ``queue`` is the binding's queue; ``policy`` what allowed it: ``preempt`` (within its own queue) or ``reclaim``
+    (what its queue borrowed beyond its deserved share).
+
+    The binding counts as evicted from the moment this is issued (``projections.admission_fold``) until it is seen
+    suspended: a retry is the same command, never a second eviction."""
+
+    binding: ObjectRef
+    for_binding: str
+    queue: str
+    policy: str
+    reason: str
+
+
+class SuspendDispatching(msgspec.Struct, tag=True, frozen=True):
+    """An admitted binding asks more than its queue admitted (scaled up, larger requests, more components): set
+    ``spec.suspension.dispatching`` so that Karmada keeps its Works as they are, with the reason in
+    ``tether.dev/admission-overrun``, until the queue admits the new size (:class:`AdmitRequest`)."""
+
+    binding: ObjectRef
+    reason: str
+
+
+class AdmitRequest(msgspec.Struct, tag=True, frozen=True):
+    """The queue admits an admitted binding's current request (``admitted_request``: resource → quantity) — its
+    growth fits, or it shrank: record it in ``tether.dev/admitted-request`` and lift the dispatching suspension
+    tether set for the growth (the one with ``tether.dev/admission-overrun``), removing that annotation."""
+
+    binding: ObjectRef
+    admitted_request: tuple[tuple[str, str], ...]
+    reason: str = ""
+
+
 class UpdateQueueStatus(msgspec.Struct, tag=True, frozen=True):
     """Write a Volcano Queue's status as admission sees it: ``allocated`` (quantities), ``pending`` (bindings
     held), ``running`` (bindings admitted), ``inqueue`` (admitted in the last cycle, not scheduled yet)."""
@@ -278,6 +315,9 @@ Command = (
     | SetAdmissionChecks
     | UpdateQueueStatus
     | CreateQueue
+    | EvictBinding
+    | SuspendDispatching
+    | AdmitRequest
 )
 
 COMMAND_TYPES: tuple[type[Command], ...] = (
@@ -301,6 +341,9 @@ COMMAND_TYPES: tuple[type[Command], ...] = (
     SetAdmissionChecks,
     UpdateQueueStatus,
     CreateQueue,
+    EvictBinding,
+    SuspendDispatching,
+    AdmitRequest,
 )
 
 _encoder = msgspec.json.Encoder()
@@ -342,6 +385,8 @@ def _target_by_match(command: Command) -> ObjectKey:
             return ref.key
         case CreateQueue(name=name):
             return object_key("Queue", "", name)
+        case EvictBinding(binding=ref) | SuspendDispatching(binding=ref) | AdmitRequest(binding=ref):
+            return ref.key
 
 
 def _data_source_target(command: Any) -> ObjectKey:
@@ -371,6 +416,9 @@ _TARGETS: dict[type, Callable[[Any], ObjectKey]] = {
     SetAdmissionChecks: lambda c: c.binding.key,
     UpdateQueueStatus: lambda c: c.queue.key,
     CreateQueue: lambda c: object_key("Queue", "", c.name),
+    EvictBinding: lambda c: c.binding.key,
+    SuspendDispatching: lambda c: c.binding.key,
+    AdmitRequest: lambda c: c.binding.key,
 }
 
 

@@ -43,6 +43,9 @@ ADMITTED_REQUEST_ANNOTATION = "tether.dev/admitted-request"
 OVERRUN_ANNOTATION = "tether.dev/admission-overrun"
 #: On a binding released at its hold's bound without the data constraint; removed once the placement is on it.
 RELEASED_ANNOTATION = "tether.dev/admission-released"
+#: On a binding queue admission evicted: the binding (``namespace/name``) it made room for. It waits until that one
+#: is admitted, and the annotation goes when it is admitted again.
+EVICTED_FOR_ANNOTATION = "tether.dev/evicted-for"
 #: The scheduling gate tether's pod webhook adds and the pod-placement decider removes.
 PLACEMENT_GATE = "tether.dev/placement"
 #: On a pod tether released: what decided its placement. The same name as the gate it replaces, on purpose: a pod

@@ -29,8 +29,10 @@ What is kept, per kind:
 ``admitted`` holds the bindings tether has issued a :class:`~tether.core.commands.ResumeBinding` for and has not
 yet seen unsuspended: they count as admitted from the moment the command is issued (``note_resume``), so a retried
 resume, a cycle before its outcome, or a restart in between never admits a binding twice or charges its queue
-twice. ``position`` is the offset of the last event folded: the webhook records it with each decision, so that
-``tether replay --diff`` can re-derive the decision from the world as it was then.
+twice. ``evicting`` is its mirror: the bindings an :class:`~tether.core.commands.EvictBinding` was issued for
+(``note_evict``), until seen suspended — evicted, and no longer charged, from the moment it is issued.
+``position`` is the offset of the last event folded: the webhook records it with each decision, so that ``tether
+replay --diff`` can re-derive the decision from the world as it was then.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ import yaml
 from tether.core.admission.checks import CHECKS_KEY, parse_checks
 from tether.core.admission.config import AdmissionConfigError, load_yaml, parse_admission_config
 from tether.core.admission.objects import queue_from_object, workload_queue_name
-from tether.core.commands import CheckStatus
+from tether.core.commands import CheckStatus, EvictBinding
 from tether.core.envelope import EventRecord, parse_rfc3339_ms
 from tether.core.events import (
     CommandFailed,
@@ -57,6 +59,7 @@ from tether.core.events import (
 from tether.core.keys import (
     ADMISSION_ANNOTATION,
     ADMITTED_REQUEST_ANNOTATION,
+    EVICTED_FOR_ANNOTATION,
     OVERRUN_ANNOTATION,
     RELEASED_ANNOTATION,
 )
@@ -68,6 +71,7 @@ from tether.core.world.admission_state import (
     DEFAULT_ADMISSION_CONFIG,
     AdmissionBinding,
     AdmissionState,
+    Component,
     ObservedCluster,
     Queue,
     QueueManaged,
@@ -101,6 +105,12 @@ def parse_admission_binding(obj: KubeObject) -> AdmissionBinding:
     except (InvalidQuantity, AttributeError, TypeError) as error:  # (not a map of quantities at all: the same)
         request, problem = {}, f"spec.replicaRequirements.resourceRequest: {error}"
     replicas = spec.get("replicas")
+    components: tuple[Component, ...] = ()
+    if spec.get("components"):
+        try:
+            components = parse_components(spec.get("components"))
+        except (InvalidQuantity, AttributeError, TypeError, ValueError) as error:
+            problem = problem or f"spec.components: {error}"
     placement = as_mapping(spec.get("placement"))
     scheduling_type = dig(placement, "replicaScheduling", "replicaSchedulingType")
     affinity = as_mapping(placement.get("clusterAffinity")) if not placement.get("clusterAffinities") else \
@@ -115,11 +125,12 @@ def parse_admission_binding(obj: KubeObject) -> AdmissionBinding:
             admitted = resource_list(msgspec.json.decode(raw_admitted))
         except (msgspec.DecodeError, InvalidQuantity, TypeError, AttributeError):
             admitted = None
+    suspension = as_mapping(spec.get("suspension"))
     return AdmissionBinding(
         ref=ref_of(obj), resource_version=meta.resource_version,
         workload=workload_key(api_version, kind, str(resource.get("namespace") or meta.namespace),
                                str(resource.get("name", ""))),
-        workload_kind=f"{group}/{kind}", suspended=dig(spec, "suspension", "scheduling") is True,
+        workload_kind=f"{group}/{kind}", suspended=suspension.get("scheduling") is True,
         request=request, replicas=replicas if isinstance(replicas, int) and replicas > 0 else 1,
         divided=scheduling_type == "Divided",
         target_clusters=tuple(sorted({str(c.get("name")) for c in clusters if isinstance(c, dict) and c.get("name")})),
@@ -129,7 +140,9 @@ def parse_admission_binding(obj: KubeObject) -> AdmissionBinding:
         creation_ms=(parse_rfc3339_ms(meta.creation_timestamp) or 0) if meta.creation_timestamp else 0,
         hold=annotations.get(ADMISSION_ANNOTATION), overrun=annotations.get(OVERRUN_ANNOTATION),
         released=annotations.get(RELEASED_ANNOTATION),
-        admitted_request=admitted, problem=problem,
+        admitted_request=admitted, problem=problem, components=components,
+        dispatching_suspended=suspension.get("dispatching") is True,
+        evicted_for=annotations.get(EVICTED_FOR_ANNOTATION) or "",
     )
 
 
@@ -141,6 +154,24 @@ def affinity_group(placement: dict[str, Any], observing: str) -> dict[str, Any]:
     return next((t for t in groups if observing and t.get("affinityName") == observing), groups[0] if groups else {})
 
 
+def parse_components(raw: object) -> tuple[Component, ...]:
+    """Karmada's ``spec.components`` (v1.16+: a workload of several pod templates — Spark, Flink, a Volcano Job, Ray,
+    PyTorch): each ``{name, replicas, replicaRequirements: {resourceRequest}}``. Raises ``ValueError`` (or
+    ``InvalidQuantity``) saying what is malformed."""
+    if not isinstance(raw, list):
+        raise ValueError("expected a list of components")
+    out: list[Component] = []
+    for index, item in enumerate(raw):
+        if not isinstance(item, dict):
+            raise ValueError(f"[{index}]: expected a component, got {type(item).__name__}")
+        replicas = item.get("replicas", 0)
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            raise ValueError(f"[{index}].replicas: expected a count, got {replicas!r}"[:200])
+        request = resource_list(dig(item, "replicaRequirements", "resourceRequest"))
+        out.append(Component(name=str(item.get("name") or ""), replicas=replicas, request=request))
+    return tuple(out)
+
+
 def _relevant(state: AdmissionState, obj: KubeObject) -> bool:
     """Whether admission reads this binding: suspended (tether's or anyone's), carrying tether's admission
     annotations, or queue-managed — of a managed kind in a managed namespace (its request counts against its
@@ -148,7 +179,7 @@ def _relevant(state: AdmissionState, obj: KubeObject) -> bool:
     first: a replay folds every binding observation, and most logs never use admission."""
     annotations = obj.metadata.annotations
     if ADMISSION_ANNOTATION in annotations or ADMITTED_REQUEST_ANNOTATION in annotations or \
-            RELEASED_ANNOTATION in annotations:
+            RELEASED_ANNOTATION in annotations or EVICTED_FOR_ANNOTATION in annotations:
         return True
     if b'"suspension"' in bytes(obj.spec):
         return True
@@ -227,6 +258,8 @@ def fold_admission_binding(state: AdmissionState, key: str, obj: KubeObject) -> 
     state.bindings[key] = binding
     if not binding.suspended:
         state.admitted.pop(key, None)  # seen unsuspended: the resume is done
+    elif state.evicting:
+        state.evicting.pop(key, None)  # seen suspended: the eviction is done
 
 
 def fold_admission_cluster(state: AdmissionState, obj: KubeObject) -> None:
@@ -240,9 +273,7 @@ def _fold_object(state: AdmissionState, obj: KubeObject, *, deleted: bool, admis
     if kind == BINDING:
         key = f"{kind}/{meta.namespace}/{meta.name}"
         if deleted:
-            state.bindings.pop(key, None)
-            state.admitted.pop(key, None)
-            state.checks.pop(key, None)
+            _forget_binding(state, key)
         else:
             fold_admission_binding(state, key, obj)
     elif kind == CLUSTER:
@@ -342,14 +373,21 @@ def fold_priority_class(state: AdmissionState, *, name: str, value: int, global_
         state.default_priority_class, state.default_priority = "", 0
 
 
+def _forget_binding(state: AdmissionState, key: str) -> None:
+    """The binding is gone: nothing of it is admitted, evicted, checked or remembered."""
+    state.bindings.pop(key, None)
+    state.admitted.pop(key, None)
+    state.admitted_at.pop(key, None)
+    state.evicting.pop(key, None)
+    state.checks.pop(key, None)
+
+
 def _forget_listed(state: AdmissionState, listed: ObjectsListed) -> None:
     present = set(listed.keys)
     if listed.kind == BINDING:
         for key in sorted(k for k, b in state.bindings.items()
                           if k not in present and (not listed.namespace or b.ref.namespace == listed.namespace)):
-            del state.bindings[key]
-            state.admitted.pop(key, None)
-            state.checks.pop(key, None)
+            _forget_binding(state, key)
     elif listed.kind == CLUSTER:
         for name in sorted(n for n in state.clusters if f"{CLUSTER}//{n}" not in present):
             del state.clusters[name]
@@ -396,8 +434,13 @@ def fold_admission(state: AdmissionState, record: EventRecord, *, admission_conf
                 _fold_object(state, event.result, deleted=False, admission_configmap=admission_configmap)
         elif event.command == "resume_binding":  # the binding is gone (nothing came back): nothing to admit
             state.admitted.pop(event.target, None)
-    elif isinstance(event, CommandFailed) and event.command == "resume_binding" and not event.retryable:
-        state.admitted.pop(event.target, None)  # refused for good: the next cycle decides it again
+        elif event.command == "evict_binding":  # gone: nothing to evict
+            state.evicting.pop(event.target, None)
+    elif isinstance(event, CommandFailed) and not event.retryable:
+        if event.command == "resume_binding":
+            state.admitted.pop(event.target, None)  # refused for good: the next cycle decides it again
+        elif event.command == "evict_binding":
+            state.evicting.pop(event.target, None)  # refused for good: it stays admitted, and charged
     elif isinstance(event, ObjectsListed):
         _forget_listed(state, event)
     elif isinstance(event, TimerFired) and event.purpose == CYCLE_PURPOSE:
@@ -421,13 +464,24 @@ def note_checks(state: AdmissionState, *, binding_key: str, checks: tuple[CheckS
         state.checks.pop(binding_key, None)
 
 
-def note_resume(state: AdmissionState, *, binding_key: str, command_id: str) -> None:
-    """A ResumeBinding was issued: the binding is admitted from now on (module doc)."""
+def note_resume(state: AdmissionState, *, binding_key: str, command_id: str, at_ms: int = 0) -> None:
+    """A ResumeBinding was issued at ``at_ms``: the binding is admitted from now on (module doc)."""
     state.admitted[binding_key] = command_id
+    state.admitted_at[binding_key] = at_ms
+    if state.evicting:
+        state.evicting.pop(binding_key, None)  # (admitted again after its eviction: the executor applies both)
+
+
+def note_evict(state: AdmissionState, *, command: EvictBinding) -> None:
+    """An EvictBinding was issued: the binding is evicted from now on, until seen suspended (module doc)."""
+    key = command.binding.key
+    state.evicting[key] = command
+    state.admitted.pop(key, None)
+    state.admitted_at.pop(key, None)
 
 
 __all__ = [
     "CONFIG_KEY", "MANAGED_KEY", "READ_KINDS", "binding_workload_kind", "fold_admission", "fold_admission_binding",
-    "fold_admission_cluster", "fold_priority_class", "forget_admission_config", "note_cycle_armed", "note_resume",
-    "parse_admission_binding", "parse_managed", "workload_queue",
+    "fold_admission_cluster", "fold_priority_class", "forget_admission_config", "note_cycle_armed", "note_evict",
+    "note_resume", "parse_admission_binding", "parse_components", "parse_managed", "workload_queue",
 ]

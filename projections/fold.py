@@ -29,6 +29,7 @@ from tether.core.commands import (
     COMMAND_TYPES,
     Command,
     EmitMemberEvent,
+    EvictBinding,
     LookupDataLocation,
     ReleasePod,
     ResumeBinding,
@@ -78,7 +79,14 @@ from tether.core.world.views import (
 )
 
 from .admission_fold import READ_KINDS as ADMISSION_READ_KINDS
-from .admission_fold import fold_admission, forget_admission_config, note_checks, note_cycle_armed, note_resume
+from .admission_fold import (
+    fold_admission,
+    forget_admission_config,
+    note_checks,
+    note_cycle_armed,
+    note_evict,
+    note_resume,
+)
 from .member_fold import (
     member_disconnected,
     member_listed,
@@ -759,9 +767,11 @@ def note_issued(world: World, command: Command, command_id: str, *, command_slot
     elif isinstance(command, UpdateClaimStatus):
         world.statuses_in_flight[command.claim.key] = command.transition
     elif isinstance(command, ResumeBinding):
-        note_resume(world.admission, binding_key=command.binding.key, command_id=command_id)
+        note_resume(world.admission, binding_key=command.binding.key, command_id=command_id, at_ms=at_ms)
     elif isinstance(command, SetAdmissionChecks):
         note_checks(world.admission, binding_key=command.binding.key, checks=command.checks)
+    elif isinstance(command, EvictBinding):
+        note_evict(world.admission, command=command)
     elif isinstance(command, StartTimer):
         world.timers[command.timer_id] = Timer(fire_at_ms=command.fire_at_ms, purpose=command.purpose,
                                                subject=command.subject)
@@ -780,7 +790,7 @@ def note_issued(world: World, command: Command, command_id: str, *, command_slot
 
 
 #: The commands :func:`note_issued` reads more of than their type, target and id.
-_NOTED_FROM_BODY = frozenset({"LookupDataLocation", "UpdateClaimStatus", "ResumeBinding", "StartTimer",
+_NOTED_FROM_BODY = frozenset({"LookupDataLocation", "UpdateClaimStatus", "ResumeBinding", "EvictBinding", "StartTimer",
                               "EmitMemberEvent", "ReleasePod", "SetAdmissionChecks"})
 #: Each command's tag (its class name, as encoded) → its name (``command_name``).
 _NAMES_BY_TAG = {cls.__name__: command_name(cls) for cls in COMMAND_TYPES}

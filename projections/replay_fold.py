@@ -19,9 +19,10 @@ needs it:
 
 Admission's view (``projections.admission_fold``) of bindings and Clusters is held the same way — a replay meets every
 version of every binding, and most are never read by admission at all — with three exceptions that keep it equal
-to ``evolve``'s: a binding tether has resumed and not yet seen unsuspended (``admitted``) is folded version by
-version, since one unsuspended version in the run ends that; a binding's held version is folded before the
-ResumeBinding noted after a later event (it came first); and every held version is folded before what changes which
+to ``evolve``'s: a binding tether has resumed and not yet seen unsuspended (``admitted``), or evicted and not yet
+seen suspended (``evicting``), is folded version by version, since one such version in the run ends that; a
+binding's held version is folded before the ResumeBinding or EvictBinding noted after a later event (it came
+first); and every held version is folded before what changes which
 bindings admission reads (the admission ConfigMap, ``SettingsApplied``) and before a relist. A binding's deletion
 drops its held version.
 
@@ -123,6 +124,10 @@ _SETTLING = frozenset(MEMBER_KINDS) - {POD, POD_GROUP}
 #: The events without an object that admission's fold reads (``admission.fold_admission``); of the outcomes without
 #: an object, only a resume's.
 _ADMISSION_EVENTS = frozenset({CommandFailed, ObjectsListed, TimerFired, SettingsApplied})
+#: The writes whose outcome admission folds even when nothing came back (the binding is gone).
+_ADMISSION_WRITES = frozenset({"resume_binding", "evict_binding"})
+#: The commands that make a binding's versions folded one by one until one ends them (module doc).
+_ADMITTING_COMMANDS = frozenset({"ResumeBinding", "EvictBinding"})
 _HELD_KINDS = (f"{CLAIM}/", f"{BINDING}/")  # (key prefixes)
 _OBSERVED = ObjectObserved.__name__
 _MEMBER_POD = f":{POD}"
@@ -287,7 +292,7 @@ class ReplayFold:
                 if of is ObjectDeleted:
                     if event.obj.kind in admission_kinds:
                         fold_admission(admission, last, admission_configmap=admission_configmap)
-                elif of in _ADMISSION_EVENTS or (of is CommandSucceeded and event.command == "resume_binding"):
+                elif of in _ADMISSION_EVENTS or (of is CommandSucceeded and event.command in _ADMISSION_WRITES):
                     fold_admission(admission, last, admission_configmap=admission_configmap)  # (module doc)
             if issued and (caused := issued.pop(last.offset, None)):
                 self._note(caused)
@@ -304,8 +309,8 @@ class ReplayFold:
         """Note the commands an event caused, as recorded, right after it (as ``step`` issued them)."""
         world = self.world
         for head in caused:
-            if self.admitting and head.command.type == "ResumeBinding":
-                self._admit(head.key)  # (its versions before the resume come before it)
+            if self.admitting and head.command.type in _ADMITTING_COMMANDS:
+                self._admit(head.key)  # (its versions before the resume or eviction come before it)
             note_recorded(world, head)
 
     def finish(self) -> World:
@@ -429,7 +434,8 @@ class ReplayFold:
             if rv != old and ((len(rv) == len(old) and rv > old) or not _stale(rv, old)):
                 held[key] = version
         if kind == BINDING:
-            if key in self.world.admission.admitted:
+            admission = self.world.admission
+            if key in admission.admitted or (admission.evicting and key in admission.evicting):
                 if (obj := self._object(version)) is not None:
                     fold_admission_binding(self.world.admission, key, obj)
             else:

@@ -15,11 +15,13 @@ from tether.core.world import World
 from .fold import canonical_indexes
 
 #: Bump when World changes shape; older snapshots are then discarded and the log is replayed from the start.
-SNAPSHOT_VERSION = 12  # 8: World.claims_namespace; a DataSource location another writer wrote is adopted; 9: settings
+SNAPSHOT_VERSION = 13  # 8: World.claims_namespace; a DataSource location another writer wrote is adopted; 9: settings
 # from the log (SettingsApplied), data holds, Fluid operations' status and outcomes; 10: a binding keeps its placement
 # only (placement_json) and tether's annotations only; 11: World.statuses_in_flight, and the deciders of issue 35 (no
 # claim finalizer, Events only where they change something); 12: Clusters' places (labels, fields), a claim's locality
-# and dataset, a binding's observed affinity group, the plugins' locality
+# and dataset, a binding's observed affinity group, the plugins' locality (issue 36); 13: admission keeps when each
+# binding was admitted and the evictions under way, a binding its components, dispatching suspension and whom it was
+# evicted for, a Queue whether it is reclaimable, the configuration the queues' preemption policies (issue 37)
 
 
 class _Envelope(msgspec.Struct):

@@ -71,7 +71,7 @@ def test_tethers_own_keys_carry_its_prefixes() -> None:
     own = [keys.CLAIM_FINALIZER, keys.DATASOURCE_FINALIZER, keys.PLACEMENT_INJECTED_ANNOTATION,
            keys.EXCLUDED_CLUSTERS_ANNOTATION, keys.ADDED_BY_TERM_ANNOTATION, keys.LOCATION_ANNOTATION,
            keys.ADMISSION_ANNOTATION, keys.ADMITTED_REQUEST_ANNOTATION, keys.OVERRUN_ANNOTATION,
-           keys.RELEASED_ANNOTATION, keys.PLACEMENT_GATE, keys.POD_PLACEMENT_LABEL]
+           keys.RELEASED_ANNOTATION, keys.EVICTED_FOR_ANNOTATION, keys.PLACEMENT_GATE, keys.POD_PLACEMENT_LABEL]
     assert [key for key in own if not key.startswith(keys.TETHER_KEY_PREFIXES)] == []
 
 

@@ -14,11 +14,13 @@ from rich.text import Text
 from tether.core.admission.data_hold import format_duration
 from tether.core.commands import (
     AddFinalizer,
+    AdmitRequest,
     CreateDataSource,
     CreateQueue,
     DeleteDataSource,
     EmitKubernetesEvent,
     EmitMemberEvent,
+    EvictBinding,
     LookupDataLocation,
     ReleasePod,
     RemoveFinalizer,
@@ -27,6 +29,7 @@ from tether.core.commands import (
     SetBindingPlacement,
     SetMemberCondition,
     StartTimer,
+    SuspendDispatching,
     UpdateClaimStatus,
     UpdateDataSourceLocality,
     UpdateDataSourceStatus,
@@ -174,6 +177,12 @@ def summary(record: EventRecord | CommandRecord) -> str:
             text = f"allocated {_quantities(allocated)} pending={pending} running={running} inqueue={inqueue}"
         case CreateQueue(name=name, weight=weight):
             text = f"{name} weight={weight}"
+        case EvictBinding(for_binding=arrival, queue=queue, policy=policy, reason=reason):
+            text = f"evict ({policy}, queue {queue}) for {arrival}: {reason}"
+        case SuspendDispatching(reason=reason):
+            text = f"suspend dispatching: {reason}"
+        case AdmitRequest(admitted_request=request, reason=reason):
+            text = f"admit {_quantities(request)}" + (f": {reason}" if reason else "")
         case _:
             text = _fields(record.command)  # type: ignore[unreachable]  # a command type added later
     return _clip(text)

@@ -157,12 +157,15 @@ def _admission_table(doc: dict[str, Any]) -> Group | None:
     if section.get("config_error"):
         parts.append(Text(f"admission ConfigMap {section.get('configmap')} refused (the previous configuration "
                           f"stays in force): {section['config_error']}", style="red"))
-    table = _table(f"admission queues ({section.get('configmap')})", "queue", "state", "weight", "held",
-                   "admitted")
+    table = _table(f"admission queues ({section.get('configmap')})", "queue", "state", "weight", "allocated",
+                   "preemption", "held", "admitted")
     for queue in section.get("queues") or []:
         state = "open" if queue.get("open") else ("closed" if queue.get("open") is False else queue.get("problem"))
         held, admitted = queue.get("held_count", 0), queue.get("admitted_count", 0)
-        table.add_row(queue["name"], state or "", str(queue.get("weight") or "-"),
+        allocated = ",".join(f"{k}={v}" for k, v in (queue.get("allocated") or {}).items()) or "-"
+        policy = queue.get("policy") or {}
+        preemption = ", ".join(f"{k} {v}" for k, v in policy.items() if v != "Never") or "-"
+        table.add_row(queue["name"], state or "", str(queue.get("weight") or "-"), allocated, preemption,
                       f"{held}: {_names(queue.get('held') or [], held)}",
                       f"{admitted}: {_names(queue.get('admitted') or [], admitted)}")
     if not section.get("queues"):

@@ -33,12 +33,14 @@ import structlog
 
 from tether.core.commands import (
     AddFinalizer,
+    AdmitRequest,
     Command,
     CreateDataSource,
     CreateQueue,
     DeleteDataSource,
     EmitKubernetesEvent,
     EmitMemberEvent,
+    EvictBinding,
     LookupDataLocation,
     ReleasePod,
     RemoveFinalizer,
@@ -49,6 +51,7 @@ from tether.core.commands import (
     SetBindingTiers,
     SetMemberCondition,
     StartTimer,
+    SuspendDispatching,
     UpdateClaimStatus,
     UpdateDataSourceLocality,
     UpdateDataSourceStatus,
@@ -150,6 +153,10 @@ PHRASES: dict[type, Callable[[Any], Phrase]] = {
         "checks": ", ".join(f"{check.name} {check.state}" for check in c.checks) or "none"}),
     UpdateQueueStatus: lambda c: (DEBUG, "queue status", {"pending": c.pending, "running": c.running}),
     CreateQueue: lambda c: (INFO, "queue created", {}),
+    EvictBinding: lambda c: (INFO, "binding evicted", {"queue": c.queue, "policy": c.policy, "evicted_for":
+                                                        c.for_binding, "hold": c.reason}),
+    SuspendDispatching: lambda c: (INFO, "binding over its queue: dispatching suspended", {"hold": c.reason}),
+    AdmitRequest: lambda c: (INFO, "binding's request admitted", {"admitted": c.reason}),
 }
 
 

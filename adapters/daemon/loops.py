@@ -101,6 +101,7 @@ from tether.core.commands import (
     CreateDataSource,
     EmitKubernetesEvent,
     EmitMemberEvent,
+    EvictBinding,
     LookupDataLocation,
     SetBindingPlacement,
     StartTimer,
@@ -268,6 +269,8 @@ class Loops:
             self.metrics.decision_latency.observe(max(0.0, now - record.at_ms / 1000))
         for c in produced:
             self.metrics.commands.labels(command_name(c.command)).inc()
+            if type(c.command) is EvictBinding:
+                self.metrics.admission_evictions.labels(c.command.queue, c.command.policy).inc()
         self.recent.decided(produced)
         self.decided_events += len(batch.records)
         self._rate_window.append((now, len(batch.records)))

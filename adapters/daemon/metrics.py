@@ -73,6 +73,10 @@ class Metrics:
             "tether_admission_checks", "Admission checks of queue-managed bindings by check and state (Pending, "
             "Ready, Retry, Rejected); exported only with admission on", ["check", "state"],
             registry=r) if admission else None
+        self.admission_evictions = Counter(
+            "tether_admission_evictions_total", "Admitted bindings queue admission evicted to make room for another "
+            "(decided), by the evicted binding's queue and the policy that allowed it (preempt, reclaim)",
+            ["queue", "policy"], registry=r)
         self.admission_cycle = Histogram("tether_admission_cycle_seconds", "One admission cycle (decider step)",
                                          buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0), registry=r)
         self.webhook_latency = Histogram(

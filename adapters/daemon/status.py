@@ -9,8 +9,10 @@ Sections, each answering an operator's question:
   Clusters, commands and catalog lookups in flight (and which tables are being looked up), timers, lists pending;
 * ``plugins`` — the plugin ConfigMap, the systems in force and those refused, with why (their claims stay
   ``PluginConfigInvalid``);
-* ``admission`` — with ``--admission``: the configuration's state, per queue the bindings held and admitted and
-  the admission checks it names, and the bindings' checks by check and state;
+* ``admission`` — with ``--admission``: the configuration's state (refused and why, the actions) and, per queue,
+  its preemption policy, what it is charged (``allocated``, tether's view; ``status_allocated``, what the Queue's
+  status says), the bindings held and admitted and the admission checks it names, and the bindings' checks by check
+  and state;
 * ``locality`` — locality tiers: the settings refused (and why), the bindings by tier, which tier each is in and why;
 * ``members`` — every cluster tether knows: Karmada's Ready flag, and for a connected member (pod placement) how it
   is connected, whether it is still listing, its nodes and pods;
@@ -31,8 +33,10 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from tether.adapters.daemon.reporting import admission_checks, tiers_in_use
+from tether.core.admission.objects import queue_charges
 from tether.core.datadependency.tiers import DATA, locality_problems, tier_of, tier_standing
 from tether.core.keys import LOCALITY_TIERS_ANNOTATION
+from tether.core.quantity import format_milli
 
 if TYPE_CHECKING:
     from tether.adapters.daemon.daemon import Daemon
@@ -77,10 +81,18 @@ def _admission(daemon: Daemon) -> dict[str, Any]:
     section["checks"] = {queue: [p.name for p in policies]
                          for queue, policies in sorted(state.checks_config.queues.items())}
     section["check_states"] = {f"{check} {s}": n for (check, s), n in admission_checks(state).items() if n}
+    section["actions"] = list(state.config.actions)
+    charges = queue_charges(state)
     queues: dict[str, dict[str, Any]] = {}
     for name, observed in sorted(state.queues.items()):
         queues[name] = {"name": name, "open": observed.queue.open, "weight": observed.queue.weight,
-                        "problem": observed.problem, "held": [], "admitted": []}
+                        "problem": observed.problem, "held": [], "admitted": [],
+                        "status_allocated": dict(observed.status.get("allocated") or {})}
+    for name in sorted({*queues, *state.config.policies}):
+        entry = queues.setdefault(name, {"name": name, "open": None, "weight": None, "problem": "not observed",
+                                         "held": [], "admitted": []})
+        policy = state.config.policy(name)  # (as the actions let it act)
+        entry["policy"] = {"withinQueue": policy.within_queue, "reclaim": policy.reclaim}
     # held/admitted as tether_admission_bindings counts them (adapters/daemon/reporting.py, run_admission)
     for key, binding in sorted(state.bindings.items()):
         if not state.managed.manages(binding.workload_kind, binding.ref.namespace):
@@ -92,6 +104,8 @@ def _admission(daemon: Daemon) -> dict[str, Any]:
         held = binding.suspended and key not in state.admitted
         entry["held" if held else "admitted"].append(f"{binding.ref.namespace}/{binding.ref.name}")
     for entry in queues.values():
+        entry["allocated"] = {k: format_milli(v) for k, v in charges.get(entry["name"], {}).items()}
+        entry.setdefault("policy", {"withinQueue": "Never", "reclaim": "Never"})
         for state_ in ("held", "admitted"):
             names = entry[state_]
             entry[f"{state_}_count"] = len(names)

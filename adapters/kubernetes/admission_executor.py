@@ -12,6 +12,15 @@ exists per command and they share its retry loop and object cache.
 * ``UpdateQueueStatus`` — the Volcano Queue's status subresource: ``allocated``, ``pending``, ``running``,
   ``inqueue`` (fields of the Queue CRD), only the ones that differ.
 * ``CreateQueue`` — creates ``default`` (weight 1, reclaimable) as Volcano Global does; an existing one is a no-op.
+* ``EvictBinding`` — one merge patch guarded by the resourceVersion: ``spec.suspension.scheduling: true`` and
+  ``spec.clusters`` cleared (Karmada's scheduler then leaves it unscheduled while suspended, and its binding
+  controller withdraws the Works from the members), the hold annotation with the reason, ``tether.dev/evicted-for``,
+  and the admitted request dropped (it is admitted again, if ever, with a new one). A binding already suspended
+  with no clusters is a no-op.
+* ``SuspendDispatching`` — ``spec.suspension.dispatching: true`` with the overrun annotation (the reason); only what
+  differs.
+* ``AdmitRequest`` — the admitted request recorded; the dispatching suspension lifted and the overrun annotation
+  removed when tether had set them (the annotation is its mark); only what differs.
 """
 
 from __future__ import annotations
@@ -19,13 +28,34 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from tether.core.admission.checks import annotation_text
-from tether.core.commands import CreateQueue, ResumeBinding, SetAdmissionChecks, SetAdmissionHold, UpdateQueueStatus
-from tether.core.keys import ADMISSION_ANNOTATION, ADMISSION_CHECKS_ANNOTATION, ADMITTED_REQUEST_ANNOTATION
+from tether.core.commands import (
+    AdmitRequest,
+    CreateQueue,
+    EvictBinding,
+    ResumeBinding,
+    SetAdmissionChecks,
+    SetAdmissionHold,
+    SuspendDispatching,
+    UpdateQueueStatus,
+)
+from tether.core.keys import (
+    ADMISSION_ANNOTATION,
+    ADMISSION_CHECKS_ANNOTATION,
+    ADMITTED_REQUEST_ANNOTATION,
+    EVICTED_FOR_ANNOTATION,
+    OVERRUN_ANNOTATION,
+)
 from tether.core.kube import KubeObject, ObjectRef, trim
 
 from .client import QUEUES, KubeClient, KubeError, Resource
 
-ADMISSION_COMMANDS = (ResumeBinding, SetAdmissionHold, SetAdmissionChecks, UpdateQueueStatus, CreateQueue)
+ADMISSION_COMMANDS = (ResumeBinding, SetAdmissionHold, SetAdmissionChecks, UpdateQueueStatus, CreateQueue,
+                      EvictBinding, SuspendDispatching, AdmitRequest)
+
+
+def _request_text(request: tuple[tuple[str, str], ...]) -> str:
+    """A request as ``tether.dev/admitted-request`` records it: compact JSON, in the command's order."""
+    return "{" + ",".join(f'"{name}":"{amount}"' for name, amount in request) + "}"
 
 
 class _Reader(Protocol):
@@ -45,14 +75,62 @@ class AdmissionCommands:
         spec = obj.get("spec") or {}
         if (spec.get("suspension") or {}).get("scheduling") is not True:
             return trim(obj), True
-        admitted = "{" + ",".join(f'"{name}":"{amount}"' for name, amount in c.admitted_request) + "}"
+        annotations: dict[str, Any] = {ADMISSION_ANNOTATION: None,
+                                       ADMITTED_REQUEST_ANNOTATION: _request_text(c.admitted_request)}
+        if EVICTED_FOR_ANNOTATION in (obj["metadata"].get("annotations") or {}):
+            annotations[EVICTED_FOR_ANNOTATION] = None  # admitted again: no longer waiting for anyone
         body: dict[str, Any] = {
-            "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"],
-                         "annotations": {ADMISSION_ANNOTATION: None, ADMITTED_REQUEST_ANNOTATION: admitted}},
+            "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"], "annotations": annotations},
             "spec": {"suspension": {"scheduling": None}},
         }
         out = await self.kube.patch(res, c.binding.name, body, namespace=c.binding.namespace)
         return trim(out), False
+
+    async def apply_evict_binding(self, c: EvictBinding, attempt: Any) -> tuple[KubeObject | None, bool]:
+        res, obj = await self._read(c.binding, attempt)
+        if obj is None:
+            return None, True  # gone: nothing to evict
+        spec = obj.get("spec") or {}
+        evicted = (spec.get("suspension") or {}).get("scheduling") is True and not spec.get("clusters")
+        # (suspended already — by a webhook, or an earlier try of this very eviction —: the annotations only)
+        return await self._patch_binding(res, c.binding, obj, annotations={
+            ADMISSION_ANNOTATION: c.reason, EVICTED_FOR_ANNOTATION: c.for_binding, ADMITTED_REQUEST_ANNOTATION: None},
+            spec=None if evicted else {"suspension": {"scheduling": True}, "clusters": None})
+
+    async def apply_suspend_dispatching(self, c: SuspendDispatching,
+                                        attempt: Any) -> tuple[KubeObject | None, bool]:
+        res, obj = await self._read(c.binding, attempt)
+        if obj is None:
+            return None, True
+        suspended = ((obj.get("spec") or {}).get("suspension") or {}).get("dispatching") is True
+        return await self._patch_binding(res, c.binding, obj, annotations={OVERRUN_ANNOTATION: c.reason},
+                                         spec=None if suspended else {"suspension": {"dispatching": True}})
+
+    async def apply_admit_request(self, c: AdmitRequest, attempt: Any) -> tuple[KubeObject | None, bool]:
+        res, obj = await self._read(c.binding, attempt)
+        if obj is None:
+            return None, True
+        ours = OVERRUN_ANNOTATION in (obj["metadata"].get("annotations") or {})  # (tether's suspension: its mark)
+        suspended = ((obj.get("spec") or {}).get("suspension") or {}).get("dispatching") is True
+        return await self._patch_binding(res, c.binding, obj, annotations={
+            ADMITTED_REQUEST_ANNOTATION: _request_text(c.admitted_request), OVERRUN_ANNOTATION: None},
+            spec={"suspension": {"dispatching": None}} if ours and suspended else None)
+
+    async def _patch_binding(self, res: Resource, ref: ObjectRef, obj: dict[str, Any], *,
+                             annotations: dict[str, str | None],
+                             spec: dict[str, Any] | None) -> tuple[KubeObject | None, bool]:
+        """One merge patch of the binding, guarded by the resourceVersion read: the ``annotations`` that differ
+        (None: removed) and ``spec``; a no-op when there is nothing to write."""
+        current = obj["metadata"].get("annotations") or {}
+        changed = {key: value for key, value in annotations.items() if current.get(key) != value}
+        if not changed and not spec:
+            return trim(obj), True
+        body: dict[str, Any] = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}}
+        if changed:
+            body["metadata"]["annotations"] = changed
+        if spec:
+            body["spec"] = spec
+        return trim(await self.kube.patch(res, ref.name, body, namespace=ref.namespace)), False
 
     async def apply_set_admission_hold(self, c: SetAdmissionHold, attempt: Any) -> tuple[KubeObject | None, bool]:
         res, obj = await self._read(c.binding, attempt)

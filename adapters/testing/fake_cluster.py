@@ -33,12 +33,14 @@ from tether.core import api
 from tether.core.admission.checks import annotation_text
 from tether.core.commands import (
     AddFinalizer,
+    AdmitRequest,
     Command,
     CreateDataSource,
     CreateQueue,
     DeleteDataSource,
     EmitKubernetesEvent,
     EmitMemberEvent,
+    EvictBinding,
     LookupDataLocation,
     ReleasePod,
     RemoveFinalizer,
@@ -48,6 +50,7 @@ from tether.core.commands import (
     SetBindingPlacement,
     SetBindingTiers,
     StartTimer,
+    SuspendDispatching,
     UpdateClaimStatus,
     UpdateDataSourceLocality,
     UpdateDataSourceStatus,
@@ -75,7 +78,9 @@ from tether.core.keys import (
     ADMISSION_ANNOTATION,
     ADMISSION_CHECKS_ANNOTATION,
     ADMITTED_REQUEST_ANNOTATION,
+    EVICTED_FOR_ANNOTATION,
     LOCATION_ANNOTATION,
+    OVERRUN_ANNOTATION,
     PLACEMENT_ANNOTATION,
 )
 from tether.core.kube import KubeObject, ObjectKey, as_json, object_key, trim
@@ -105,6 +110,7 @@ class FakeCluster:
         self.member_events: list[EmitMemberEvent] = []
         self.timers: dict[str, StartTimer] = {}
         self.resumed: list[str] = []  # bindings a ResumeBinding unsuspended, in order
+        self.evicted: list[str] = []  # bindings an EvictBinding suspended again, in order
         self.resume_failures = 0  # the next n ResumeBindings that reach the API fail (retryable)
 
     # --- objects ------------------------------------------------------------------------------------------
@@ -283,10 +289,52 @@ class FakeCluster:
                 spec["suspension"].pop("scheduling")
                 annotations = meta.setdefault("annotations", {})
                 annotations.pop(ADMISSION_ANNOTATION, None)
+                annotations.pop(EVICTED_FOR_ANNOTATION, None)
                 annotations[ADMITTED_REQUEST_ANNOTATION] = json.dumps(dict(command.admitted_request),
                                                                       separators=(",", ":"))
                 meta["generation"] = meta.get("generation", 1) + 1
                 self.resumed.append(target)
+                return ok(self._bump(raw))
+            case EvictBinding():
+                spec = raw.setdefault("spec", {})
+                annotations = meta.setdefault("annotations", {})
+                wanted = {ADMISSION_ANNOTATION: command.reason, EVICTED_FOR_ANNOTATION: command.for_binding}
+                suspended = (spec.get("suspension") or {}).get("scheduling") is True
+                if suspended and not spec.get("clusters") and ADMITTED_REQUEST_ANNOTATION not in annotations and \
+                        all(annotations.get(k) == v for k, v in wanted.items()):
+                    return ok(trim(raw), noop=True)
+                if not (suspended and not spec.get("clusters")):
+                    spec.setdefault("suspension", {})["scheduling"] = True
+                    spec.pop("clusters", None)
+                    meta["generation"] = meta.get("generation", 1) + 1
+                annotations.update(wanted)
+                annotations.pop(ADMITTED_REQUEST_ANNOTATION, None)
+                self.evicted.append(target)
+                return ok(self._bump(raw))
+            case SuspendDispatching():
+                spec = raw.setdefault("spec", {})
+                annotations = meta.setdefault("annotations", {})
+                if (spec.get("suspension") or {}).get("dispatching") is True and \
+                        annotations.get(OVERRUN_ANNOTATION) == command.reason:
+                    return ok(trim(raw), noop=True)
+                if (spec.get("suspension") or {}).get("dispatching") is not True:
+                    spec.setdefault("suspension", {})["dispatching"] = True
+                    meta["generation"] = meta.get("generation", 1) + 1
+                annotations[OVERRUN_ANNOTATION] = command.reason
+                return ok(self._bump(raw))
+            case AdmitRequest():
+                spec = raw.setdefault("spec", {})
+                annotations = meta.setdefault("annotations", {})
+                request = json.dumps(dict(command.admitted_request), separators=(",", ":"))
+                lift = OVERRUN_ANNOTATION in annotations and (spec.get("suspension") or {}).get("dispatching") is True
+                if not lift and OVERRUN_ANNOTATION not in annotations and \
+                        annotations.get(ADMITTED_REQUEST_ANNOTATION) == request:
+                    return ok(trim(raw), noop=True)
+                if lift:
+                    spec["suspension"].pop("dispatching")
+                    meta["generation"] = meta.get("generation", 1) + 1
+                annotations.pop(OVERRUN_ANNOTATION, None)
+                annotations[ADMITTED_REQUEST_ANNOTATION] = request
                 return ok(self._bump(raw))
             case SetAdmissionHold() | SetAdmissionChecks():
                 key, text = (command.annotation, command.text) if isinstance(command, SetAdmissionHold) else \
@@ -363,6 +411,8 @@ def _expected_uid(command: Command) -> str:
             return ref.uid
         case SetBindingPlacement(binding=ref) | SetBindingTiers(binding=ref) | ResumeBinding(binding=ref) | \
                 SetAdmissionHold(binding=ref) | SetAdmissionChecks(binding=ref):
+            return ref.uid
+        case EvictBinding(binding=ref) | SuspendDispatching(binding=ref) | AdmitRequest(binding=ref):
             return ref.uid
         case ReleasePod(pod=ref):
             return ref.uid

@@ -33,9 +33,9 @@ move nothing: neither gets an Event (``Placed`` and ``PlacementChanged`` did, un
 known to ``tether replay --diff`` for the logs that recorded them). The log has every transition, and
 ``tether replay --explain`` tells it.
 
-Admission's own Events (``Admitted``, ``AdmissionHeld``, ``AdmissionOverrun``, ``AdmissionInvalid``) go with the
-commands that decide them (``core.admission.decider``): a hold's reason lives in tether's annotation, written by
-the very command the Event goes with.
+Admission's own Events (``Admitted``, ``AdmissionHeld``, ``AdmissionOverrun``, ``AdmissionInvalid``, ``Evicted``)
+go with the commands that decide them (``core.admission.decider``): a hold's reason lives in tether's annotation,
+written by the very command the Event goes with.
 
 This module is pure and reads no projection: ``core.admission.decider.decide_binding_events`` builds the marks
 from the world and turns what this returns into decisions. A message never carries a time, so the same transition
@@ -67,6 +67,7 @@ class BindingMark(msgspec.Struct, frozen=True, kw_only=True):
     excluded: tuple[str, ...] = ()  # the clusters tether's exclusions added (sorted)
     suspended: bool = False  # spec.suspension.scheduling
     hold: str = ""  # tether's hold annotation (tether.dev/admission), "" when absent
+    evicted: bool = False  # tether.dev/evicted-for: queue admission evicted it (its Event went with the command)
 
 
 #: A binding not seen before.
@@ -97,7 +98,8 @@ def binding_events(*, involved: ObjectRef, workload: str, before: BindingMark, a
     elif before.injected and not after.injected:
         event(PLACEMENT_STRIPPED, f"no bound claim left for {workload or 'its workload'}: tether's exclusions "
                                   f"({_names(before.excluded)}) removed")
-    if after.suspended and after.hold and not before.suspended:  # (a binding someone else suspended: not tether's)
+    if after.suspended and after.hold and not before.suspended and not after.evicted:  # (someone else's: not
+        # tether's to say; an eviction's: said once, by the Event that goes with EvictBinding)
         event(SUSPENDED, f"scheduling suspended by tether: {after.hold}")
     return out
 

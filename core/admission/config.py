@@ -21,7 +21,14 @@ import reprlib
 
 import yaml
 
-from ..world.admission_state import AdmissionConfig, PluginOption, Tier
+from ..world.admission_state import (
+    RECLAIM_POLICIES,
+    WITHIN_QUEUE_POLICIES,
+    AdmissionConfig,
+    PluginOption,
+    QueuePolicy,
+    Tier,
+)
 from .plugins import PLUGINS
 
 _MAX_ERROR = 400
@@ -90,8 +97,8 @@ def load_yaml(text: str, *, what: str = "") -> object:
         raise AdmissionConfigError(f"{what}not YAML: nested too deeply") from None
 
 
-#: Volcano's actions. tether's admission is ``enqueue``; placing (``allocate``) is karmada-scheduler's, and
-#: taking an admission back (``preempt``, ``reclaim``) is impossible once a binding is scheduled.
+#: Volcano's actions. tether's admission is ``enqueue``; placing (``allocate``) is karmada-scheduler's; ``preempt``
+#: and ``reclaim`` turn on the queues' preemption policies (:func:`parse_policies`).
 KNOWN_ACTIONS = frozenset({"enqueue", "allocate", "backfill", "preempt", "reclaim", "shuffle"})
 NODE_LEVEL_PLUGINS = frozenset({
     "conformance", "predicates", "nodeorder", "binpack", "overcommit", "tdm", "sla", "task-topology", "numaaware",
@@ -186,10 +193,58 @@ def parse_admission_config(text: str) -> AdmissionConfig:
         if not options and not ignored:
             raise AdmissionConfigError("has no plugins", tier=number)
         tiers.append(Tier(plugins=tuple(options)))
-    return AdmissionConfig(actions=actions, tiers=tuple(tiers), ignored=tuple(ignored))
+    policies = parse_policies(document.get("configurations"))
+    return AdmissionConfig(actions=actions, tiers=tuple(tiers), ignored=tuple(ignored), policies=policies)
+
+
+#: What a queue's policy may say, and the values each takes (the first is the default).
+_POLICY_FIELDS = {"withinQueue": ("within_queue", WITHIN_QUEUE_POLICIES), "reclaim": ("reclaim", RECLAIM_POLICIES)}
+
+
+def parse_policies(configurations: object) -> dict[str, QueuePolicy]:
+    """The queues' preemption policies from Volcano's ``configurations`` (a list of ``{name: <action>,
+    arguments: {...}}``): the ``preempt`` action's argument ``queues`` maps a queue's name to its policy in Kueue's
+    terms, ``{withinQueue: Never | LowerPriority, reclaim: Never | LowerPriority | Any}``. Everything of it is read
+    strictly (an unknown queue field or value is refused, naming the queue); the other arguments of ``preempt`` and
+    the other actions' configurations are Volcano's node-level settings and are passed over, as they always were."""
+    if not isinstance(configurations, list):
+        return {}
+    preempt = [entry for entry in configurations if isinstance(entry, dict) and entry.get("name") == "preempt"]
+    if len(preempt) > 1:
+        raise AdmissionConfigError("configurations: 'preempt' configured twice")
+    if not preempt:
+        return {}
+    arguments = preempt[0].get("arguments") or {}
+    if not isinstance(arguments, dict):
+        raise AdmissionConfigError(f"configurations: preempt: arguments: expected a mapping, got {_show(arguments)}")
+    queues = arguments.get("queues")
+    if queues is None:
+        return {}
+    if not isinstance(queues, dict):
+        raise AdmissionConfigError(f"configurations: preempt: queues: expected a mapping of queue name to "
+                                   f"{{withinQueue, reclaim}}, got {_show(queues)}")
+    policies: dict[str, QueuePolicy] = {}
+    for name, raw in sorted(queues.items(), key=lambda item: str(item[0])):
+        where = f"configurations: preempt: queue {_show(name)}"
+        if not isinstance(name, str) or not name:
+            raise AdmissionConfigError(f"{where}: a queue name is a non-empty string")
+        if not isinstance(raw, dict):
+            raise AdmissionConfigError(f"{where}: expected {{withinQueue, reclaim}}, got {_show(raw)}")
+        fields: dict[str, str] = {}
+        for key, value in raw.items():
+            known = _POLICY_FIELDS.get(key) if isinstance(key, str) else None
+            if known is None:
+                raise AdmissionConfigError(f"{where}: unknown field {_show(key)} (known: withinQueue, reclaim)")
+            field, allowed = known
+            if value not in allowed:
+                raise AdmissionConfigError(f"{where}: {key}: unknown policy {_show(value)} (known: "
+                                           f"{', '.join(allowed)})")
+            fields[field] = value
+        policies[name] = QueuePolicy(**fields)
+    return policies
 
 
 __all__ = [
     "DEFAULT_ADMISSION_CONFIG_YAML", "AdmissionConfigError", "load_yaml",
-    "parse_admission_config",
+    "parse_admission_config", "parse_policies",
 ]

@@ -28,9 +28,15 @@ workload, resolved as Volcano Global does, at the workload's observation). Its o
   Kubernetes Event when the reason changes (Karmada writes nothing on a suspended binding);
 * ``UpdateQueueStatus`` (allocated, pending, running, inqueue) on each Queue whose status differs;
 * ``CreateQueue`` for ``default`` when a binding wants it and it does not exist;
-* re-check of admitted bindings whose request grew (scale-up, Divided → Duplicated): Karmada forbids suspending a
-  scheduled binding, so the outcome is the ``tether.dev/admission-overrun`` annotation and a Warning Event — the
-  workload keeps running, and its queue, charged the grown request, admits nothing new until it fits again.
+* ``EvictBinding`` for each admitted binding the cycle evicts to make room (a queue's preemption policy,
+  ``core.admission.preemption``), with one ``Evicted`` Event: it counts as evicted from the moment the command is
+  issued (``note_evict``) until it is seen suspended, and is retried as the same command;
+* re-check of admitted bindings whose request changed (scale-up or down, more components, Divided → Duplicated): a
+  growth past the queue gets ``SuspendDispatching`` — Karmada keeps its Works as they are — with the reason in
+  ``tether.dev/admission-overrun`` and a Warning Event, decided on the observation that shows it (before Karmada
+  dispatches it) and again each cycle; a growth that fits, or a shrink, gets ``AdmitRequest`` (the new size is
+  admitted, the suspension lifted). The queue is charged what the binding asks now, so it admits nothing new
+  until a growth fits, and a shrink frees room at the next cycle.
 
 It also hosts the world-reading half of the Events on bindings (``core.admission.binding_events``, the pure half):
 :func:`binding_observed` takes a binding's views before ``projections.step.step`` folds its observation, and
@@ -41,12 +47,15 @@ dependency's view of a binding (its exclusions) and its own (its suspension).
 from __future__ import annotations
 
 from ..commands import (
+    AdmitRequest,
     Command,
     CreateQueue,
     EmitKubernetesEvent,
+    EvictBinding,
     ResumeBinding,
     SetAdmissionHold,
     StartTimer,
+    SuspendDispatching,
     UpdateQueueStatus,
     command_id,
     command_name,
@@ -64,17 +73,24 @@ from ..world.views import Binding as BindingView
 from .binding_events import UNSEEN, BindingMark, binding_events
 from .checks import checks_hold, checks_passed
 from .data_hold import HOLD_PURPOSE, Waiting, hold_text, release_text
-from .model import DEFAULT_QUEUE, Binding, ClusterCapacity, QueueStatus
-from .objects import cluster_capacities
+from .model import DEFAULT_QUEUE, Binding, ClusterCapacity, Eviction, QueueStatus
+from .objects import binding_copies, binding_request, cluster_capacities, per_copy_request
 from .session import admission_cycle, recheck_admitted
 from .webhook_decision import waiting_for_data
 
 DECIDER = "admission"
 CYCLE_INTERVAL_MS = 1_000
+#: The Kubernetes Event on a binding a cycle evicts (one per eviction, with the command).
+EVICTED = "Evicted"
+_BINDING_KEY_PREFIX = "ResourceBinding/"
 
 
 def _quantities(request: ResourceList) -> tuple[tuple[str, str], ...]:
     return tuple((name, format_milli(amount)) for name, amount in sorted(request.items()))
+
+
+def _nonzero(request: ResourceList) -> ResourceList:
+    return {name: amount for name, amount in request.items() if amount}
 
 
 class _Pass:
@@ -140,7 +156,7 @@ class _Pass:
     def data_hold(self, key: str, binding: AdmissionBinding) -> None:
         """Resume a binding held only for its data once its placement is in; keep it held while its data is on its
         way, until its bound; past the bound, release it without the data constraint (module doc)."""
-        total = scale(binding.request, binding.replicas * self.copies(binding))
+        total = self.total(binding)
         late = self.released_at_bound(binding)
         if late:
             self.release_without_data(binding, late, total)
@@ -202,19 +218,13 @@ class _Pass:
             self.emit(EmitKubernetesEvent(involved=binding.ref, event_type="Warning" if warning else "Normal",
                                           reason=event, message=text), f"{key}: {event}")
 
+    def total(self, binding: AdmissionBinding) -> ResourceList:
+        """The binding's whole request: one copy's (every replica of every pod template) x its copies."""
+        return scale(per_copy_request(binding), self.copies(binding))
+
     def copies(self, binding: AdmissionBinding) -> int:
-        """1 for Divided; for Duplicated the clusters it runs on, or may run on (ready, not excluded, in its
-        clusterNames when it has some) — every one of them runs all replicas."""
-        if binding.divided:
-            return 1
-        if binding.target_clusters:
-            return len(binding.target_clusters)
-        state = self.world.admission
-        names = binding.affinity_names or tuple(sorted(state.clusters))
-        excluded = set(binding.affinity_exclude)
-        capacities = self.capacities
-        return max(1, sum(1 for n in names if n not in excluded and (c := capacities.get(n)) is not None
-                          and c.ready))
+        """How many copies of the binding run (``objects.binding_copies``)."""
+        return binding_copies(self.world.admission, binding, self.capacities)
 
     # --- the cycle ------------------------------------------------------------------------------------------
 
@@ -228,7 +238,8 @@ class _Pass:
         for key in sorted(state.bindings):
             binding = state.bindings[key]
             managed = state.managed.manages(binding.workload_kind, binding.ref.namespace)
-            suspended = binding.suspended and key not in state.admitted
+            evicting = state.evicting.get(key) if state.evicting else None
+            suspended = (binding.suspended and key not in state.admitted) or evicting is not None
             if not managed:
                 if suspended and binding.hold is not None:
                     holding = True
@@ -245,8 +256,9 @@ class _Pass:
                 continue
             if binding.suspended and not suspended and f"resume_binding:{key}" not in world.inflight:
                 # admitted, its resume not seen yet and not in flight (it failed and is retried): the same request
-                self.resume(binding, scale(binding.request, binding.replicas * self.copies(binding)),
-                            "admitted earlier; resuming again")
+                self.resume(binding, self.total(binding), "admitted earlier; resuming again")
+            if evicting is not None and not binding.suspended:
+                self.emit(evicting, f"{key}: evicted earlier; evicting again")  # (its retry: the same request)
             views[key] = binding
             session_bindings.append(self.session_binding(key, binding, suspended=suspended))
         queues = [observed.queue for _, observed in sorted(state.queues.items())]
@@ -255,8 +267,15 @@ class _Pass:
         outcome = admission_cycle(queues=queues, bindings=session_bindings, clusters=list(self.capacities.values()),
                                   config=state.config)
         by_key = {b.key: b for b in session_bindings}
+        made_room: dict[str, list[str]] = {}
+        for eviction in outcome.evicted:  # first: the executor starts them before the admissions they make room for
+            self.evict(views[eviction.binding], eviction)
+            made_room.setdefault(eviction.for_binding, []).append(eviction.binding.split("/", 1)[-1])
+        evicted = {eviction.binding for eviction in outcome.evicted}
         for key in outcome.resume:
             admitted = f"admitted by queue {by_key[key].queue}"
+            if key in made_room:
+                admitted += f", evicting {', '.join(made_room[key])}"
             late = self.released_at_bound(views[key]) if by_key[key].data_dependent else []
             if late:  # its data did not come within its bound: the queue admits it without the data constraint
                 text = release_text(late, max_hold_ms=state.max_hold_ms)
@@ -268,12 +287,13 @@ class _Pass:
                 self.resume(views[key], by_key[key].total_request(), f"{admitted}; {passed}" if passed else admitted)
         for hold in outcome.held:
             holding = True
+            if hold.binding in evicted:
+                continue  # (its eviction writes the reason)
             reason = hold.reason if hold.reason.startswith("queue ") else f"queue {by_key[hold.binding].queue}: " \
                 f"{hold.reason}"
             self.annotate(views[hold.binding], ADMISSION_ANNOTATION, reason, event="AdmissionHeld")
         self.queue_statuses(state, outcome.queues)
-        self.overruns(state, session_bindings, views)
-        return holding
+        return self.overruns(state, session_bindings, views) or holding
 
     def session_binding(self, key: str, binding: AdmissionBinding, *, suspended: bool) -> Binding:
         state = self.world.admission
@@ -283,13 +303,17 @@ class _Pass:
             priority = state.priority_classes.get(workload.priority_class, state.default_priority) \
                 if workload is not None and workload.priority_class else state.default_priority
         data_dependent = binding.workload in self.world.claims_by_workload
+        request, whole = binding_request(binding)
         return Binding(key=key, queue=workload.queue if workload is not None else DEFAULT_QUEUE, priority=priority,
-                       creation_ms=binding.creation_ms, uid=binding.ref.uid, request=binding.request,
+                       creation_ms=binding.creation_ms, uid=binding.ref.uid, request=request,
                        replicas=binding.replicas, copies=self.copies(binding), suspended=suspended,
                        data_dependent=data_dependent,
                        placement_injected=not data_dependent or (self.placement_in(key)
                                                                  and not self.waiting(binding)),
-                       admitted_request=binding.admitted_request)
+                       admitted_request=binding.admitted_request, whole=whole,
+                       admitted_ms=state.admitted_at.get(key, 0), scheduled=bool(binding.target_clusters),
+                       evictable=key not in state.admitted,
+                       evicted_for=f"{_BINDING_KEY_PREFIX}{binding.evicted_for}" if binding.evicted_for else "")
 
     def queue_statuses(self, state: AdmissionState, statuses: tuple[QueueStatus, ...]) -> None:
         for status in statuses:
@@ -306,19 +330,95 @@ class _Pass:
                                         running=status.admitted, inqueue=status.resumed),
                       f"queue {observed.ref.name}: {status.admitted} admitted, {status.pending} held")
 
-    def overruns(self, state: AdmissionState, bindings: list[Binding], views: dict[str, AdmissionBinding]) -> None:
+    def overruns(self, state: AdmissionState, bindings: list[Binding], views: dict[str, AdmissionBinding], *,
+                 only: str = "") -> bool:
+        """The admitted bindings whose request changed since admission (``only``: that one): a growth past the
+        queue gets its dispatching suspended, with the reason (``tether.dev/admission-overrun``) and a Warning Event
+        when it changes; a growth that fits, or a shrink, is admitted as it is now (which lifts a suspension tether
+        set). Returns whether a growth waits (then cycles go on)."""
         holds = {h.binding: h.reason for h in recheck_admitted(
             queues=[o.queue for _, o in sorted(state.queues.items())], bindings=bindings, config=state.config)}
+        waiting = False
         for binding in bindings:
-            if binding.suspended:
+            if binding.suspended or (only and binding.key != only):
                 continue
-            self.annotate(views[binding.key], OVERRUN_ANNOTATION, holds.get(binding.key, ""),
-                          event="AdmissionOverrun", warning=True)
+            view = views[binding.key]
+            reason = holds.get(binding.key)
+            if reason:
+                self.suspend_dispatching(view, reason)
+                waiting = True
+                continue
+            total = _nonzero(binding.total_request())
+            admitted = _nonzero(binding.admitted_request) if binding.admitted_request is not None else None
+            if view.overrun is not None or (admitted is not None and total != admitted):
+                if admitted is not None and any(amount > admitted.get(name, 0) for name, amount in total.items()):
+                    why = "its growth fits"
+                elif admitted is not None and total != admitted:
+                    why = "its request shrank"
+                else:
+                    why = "it fits again"
+                self.emit(AdmitRequest(binding=view.ref, admitted_request=_quantities(total),
+                                       reason=f"queue {binding.queue}: {why}"),
+                          f"{binding.key}: queue {binding.queue} admits its request as it is now ({why})")
+        return waiting
+
+    def suspend_dispatching(self, binding: AdmissionBinding, reason: str) -> None:
+        """An admitted binding grew past its queue: Karmada keeps its Works as they are until the queue admits the
+        new size; a Warning Event when the reason changes."""
+        if binding.dispatching_suspended and binding.overrun == reason:
+            return
+        key = binding.ref.key
+        if self.emit(SuspendDispatching(binding=binding.ref, reason=reason),
+                     f"{key}: dispatching suspended: {reason}") and binding.overrun != reason:
+            self.emit(EmitKubernetesEvent(involved=binding.ref, event_type="Warning", reason="AdmissionOverrun",
+                                          message=reason), f"{key}: AdmissionOverrun")
+
+    def evict(self, binding: AdmissionBinding, eviction: Eviction) -> None:
+        """Take the binding's admission back (``EvictBinding``), with one Event saying why."""
+        key = binding.ref.key
+        command = EvictBinding(binding=binding.ref, for_binding=eviction.for_binding.split("/", 1)[-1],
+                               queue=eviction.queue, policy=eviction.policy, reason=eviction.reason)
+        if self.emit(command, f"{key} evicted: {eviction.reason}"):
+            self.emit(EmitKubernetesEvent(involved=binding.ref, event_type="Normal", reason=EVICTED,
+                                          message=eviction.reason), f"{key}: {EVICTED}")
+
+    def grown(self, key: str) -> bool:
+        """Whether the binding ``key`` is admitted and asks more than was admitted, with nothing of it decided yet
+        (dispatching not suspended for it): a growth Karmada would dispatch at once."""
+        state = self.world.admission
+        binding = state.bindings[key]
+        if binding.suspended or binding.admitted_request is None or binding.dispatching_suspended or \
+                key in state.admitted or not state.managed.manages(binding.workload_kind, binding.ref.namespace):
+            return False
+        admitted = binding.admitted_request
+        return any(amount > admitted.get(name, 0) for name, amount in self.total(binding).items())
+
+    def growth(self, key: str) -> None:
+        """Decide a growth the moment it is seen (before Karmada dispatches it): the queue's verdict on every
+        admitted binding, acted on for this one (``overruns``)."""
+        state = self.world.admission
+        bindings: list[Binding] = []
+        views: dict[str, AdmissionBinding] = {}
+        for other in sorted(state.bindings):
+            binding = state.bindings[other]
+            if binding.problem or (binding.suspended and other not in state.admitted) or other in state.evicting or \
+                    not state.managed.manages(binding.workload_kind, binding.ref.namespace):
+                continue
+            views[other] = binding
+            bindings.append(self.session_binding(other, binding, suspended=False))
+        self.overruns(state, bindings, views, only=key)
 
 
 def _waiting(state: AdmissionState, key: str) -> bool:
+    """Whether the binding waits for a cycle: suspended and not admitted, or its growth held (dispatching suspended
+    by tether, its overrun annotation the mark)."""
     binding = state.bindings.get(key)
-    return binding is not None and binding.suspended and key not in state.admitted and (
+    if binding is None:
+        return False
+    if not binding.suspended:
+        return binding.dispatching_suspended and binding.overrun is not None and key not in state.evicting and \
+            state.managed.manages(binding.workload_kind, binding.ref.namespace)
+    return key not in state.admitted and (
         binding.hold is not None or state.managed.manages(binding.workload_kind, binding.ref.namespace))
 
 
@@ -342,13 +442,16 @@ def decide_admission(world: World, record: EventRecord, touched: Touched) -> lis
                 decider.annotate(binding, RELEASED_ANNOTATION, "")  # its data constraint is on it now
             if binding.suspended and key in state.admitted and f"resume_binding:{key}" not in world.inflight:
                 # admitted, its resume failed and its retry timer fired: the same request again (counted once)
-                decider.resume(binding, scale(binding.request, binding.replicas * decider.copies(binding)),
-                               "admitted earlier; resuming again")
+                decider.resume(binding, decider.total(binding), "admitted earlier; resuming again")
+            if state.evicting and not binding.suspended and (evicting := state.evicting.get(key)) is not None:
+                decider.emit(evicting, f"{key}: evicted earlier; evicting again")  # (its retry, as the resume's)
+            elif not binding.problem and decider.grown(key):
+                decider.growth(key)
             if not _waiting(state, key):
                 continue
             waiting = True
             binding = state.bindings[key]
-            if not state.managed.manages(binding.workload_kind, binding.ref.namespace):
+            if binding.suspended and not state.managed.manages(binding.workload_kind, binding.ref.namespace):
                 decider.data_hold(key, binding)
     if waiting and state.cycle_due == 0:
         fire_at = record.at_ms + CYCLE_INTERVAL_MS
@@ -371,7 +474,8 @@ def _mark(view: BindingView, admission: AdmissionBinding | None) -> BindingMark:
     injected = view.injected
     return BindingMark(injected=injected, excluded=view.added if injected else (),
                        suspended=admission is not None and admission.suspended,
-                       hold=(admission.hold or "") if admission is not None else "")
+                       hold=(admission.hold or "") if admission is not None else "",
+                       evicted=admission is not None and bool(admission.evicted_for))
 
 
 def binding_observed(world: World, record: EventRecord) -> Observed | None:

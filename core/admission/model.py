@@ -47,9 +47,20 @@ class Binding(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     data_dependent: bool = False  # the workload has data-source claims (tether places it next to its data)
     placement_injected: bool = False  # tether's data placement is on the binding
     admitted_request: ResourceList | None = None
+    #: a workload of several pod templates (Karmada's spec.components): what one copy of it asks, every
+    #: component's replicas x request (``request`` is then one replica of each, what gang-less admission checks)
+    whole: ResourceList | None = None
+    # --- what eviction reads (core.admission.preemption) ---
+    admitted_ms: int = 0  # when it was admitted (0: not known): the most recently admitted is evicted first
+    scheduled: bool = False  # Karmada placed it (spec.clusters): its eviction frees room in the clusters too
+    evictable: bool = True  # False while its resume is on its way (it is evicted once seen admitted, not before)
+    evicted_for: str = ""  # evicted for this binding (its key): held while that one waits
 
     def total_request(self) -> ResourceList:
-        """The whole request: per-replica request * replicas * copies."""
+        """The whole request: per-replica request * replicas * copies (for several pod templates, the sum of
+        their replicas * requests, * copies)."""
+        if self.whole is not None:
+            return scale(self.whole, self.copies)
         return scale(self.request, self.replicas * self.copies)
 
 
@@ -82,13 +93,27 @@ class QueueStatus(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     deserved: ResourceList = {}
 
 
+class Eviction(msgspec.Struct, frozen=True, gc=False, kw_only=True):
+    """An admitted binding whose admission a cycle takes back to make room for ``for_binding``: ``policy`` is
+    ``preempt`` (the same queue, ``withinQueue``) or ``reclaim`` (what its queue borrowed beyond its deserved
+    share); ``reason`` says so for the binding's hold annotation and Event."""
+
+    binding: str
+    for_binding: str
+    queue: str
+    policy: str
+    reason: str
+
+
 class AdmissionOutcome(msgspec.Struct, frozen=True, gc=False):
     """``resume``: bindings to unsuspend, in admission order; ``held``: every other suspended binding with its
-    reason, by key; ``queues``: by name."""
+    reason, by key; ``queues``: by name; ``evicted``: the admitted bindings evicted to make room, in the order
+    decided (each binding they made room for is in ``resume``, after the round robin's)."""
 
     resume: tuple[str, ...]
     held: tuple[Hold, ...]
     queues: tuple[QueueStatus, ...]
+    evicted: tuple[Eviction, ...] = ()
 
 
 # --- within one session -----------------------------------------------------------------------------------
@@ -97,8 +122,8 @@ class AdmissionOutcome(msgspec.Struct, frozen=True, gc=False):
 class QueueState:
     """A queue within one session (mutable: the session charges it as it admits)."""
 
-    __slots__ = ("admitted", "allocated", "chain", "deferred", "deserved", "invalid_request", "limits", "pending",
-                 "problem", "queue", "request", "resumed", "subtree", "tiebreak", "waiting")
+    __slots__ = ("admitted", "allocated", "chain", "deferred", "deserved", "invalid_request", "limits", "offered",
+                 "pending", "problem", "queue", "request", "resumed", "running", "subtree", "tiebreak", "waiting")
 
     def __init__(self, queue: Queue) -> None:
         self.queue = queue
@@ -111,6 +136,10 @@ class QueueState:
         self.request: ResourceList = {}  # allocated + every eligible suspended binding's whole request
         self.deserved: ResourceList = {}
         self.pending: list[tuple[Any, Binding, ResourceList]] = []  # (sort key, binding, whole request)
+        #: pending in binding order, as first offered (kept only when a queue may evict: the arrivals it tries)
+        self.offered: list[tuple[Any, Binding, ResourceList]] = []
+        #: its bindings admitted before this cycle, with their whole requests (kept only when someone may evict)
+        self.running: list[tuple[Binding, ResourceList]] = []
         self.deferred: list[tuple[Any, Binding, ResourceList]] = []  # held by the fair share only (for backfill)
         self.admitted = 0  # bindings admitted, before and in this cycle
         self.resumed = 0  # in this cycle

@@ -15,8 +15,8 @@ import msgspec
 from ..envelope import parse_rfc3339_ms
 from ..keys import QUEUE_NAME_KEY, SCHEDULING_QUEUE_NAME_KEY
 from ..kube import as_mapping, dig
-from ..quantity import InvalidQuantity, add, resource_list
-from ..world.admission_state import AdmissionState, ObservedCluster, Queue
+from ..quantity import InvalidQuantity, ResourceList, add, resource_list, scale
+from ..world.admission_state import AdmissionBinding, AdmissionState, ObservedCluster, Queue
 from .model import DEFAULT_QUEUE, ClusterCapacity
 
 
@@ -71,8 +71,59 @@ def queue_from_object(obj: Mapping[str, Any]) -> Queue:
         capability=resource_list(spec.get("capability")), deserved=resource_list(spec.get("deserved")),
         guarantee=resource_list(dig(spec, "guarantee", "resource")),
         open=dig(obj, "status", "state") in (None, "", "Open"),
-        creation_ms=created, uid=str(meta.get("uid", "")),
+        creation_ms=created, uid=str(meta.get("uid", "")), reclaimable=spec.get("reclaimable") is not False,
     )
+
+
+def binding_request(binding: AdmissionBinding) -> tuple[ResourceList, ResourceList | None]:
+    """What one copy of a binding asks: ``(request, whole)``. For a single pod template (the legacy
+    ``replicaRequirements``) ``request`` is one replica's and ``whole`` None (the whole is request x replicas); for
+    several (Karmada's ``spec.components``) ``whole`` is every component's replicas x request summed, and
+    ``request`` one replica of each component — the least that runs the workload at all."""
+    if not binding.components:
+        return binding.request, None
+    request: dict[str, int] = {}
+    whole: dict[str, int] = {}
+    for component in binding.components:
+        for name, amount in component.request.items():
+            request[name] = request.get(name, 0) + amount
+            whole[name] = whole.get(name, 0) + amount * component.replicas
+    return dict(sorted(request.items())), dict(sorted(whole.items()))
+
+
+def per_copy_request(binding: AdmissionBinding) -> ResourceList:
+    """The whole request of one copy of the binding (a Divided placement has one copy; Duplicated one per cluster)."""
+    request, whole = binding_request(binding)
+    return whole if whole is not None else scale(request, binding.replicas)
+
+
+def binding_copies(state: AdmissionState, binding: AdmissionBinding, capacities: Mapping[str, ClusterCapacity]) -> int:
+    """How many copies of a binding run: 1 for Divided; for Duplicated the clusters it runs on, or may run on
+    (ready, not excluded, in its clusterNames when it has some) — every one of them runs all replicas."""
+    if binding.divided:
+        return 1
+    if binding.target_clusters:
+        return len(binding.target_clusters)
+    names = binding.affinity_names or tuple(sorted(state.clusters))
+    excluded = set(binding.affinity_exclude)
+    return max(1, sum(1 for n in names if n not in excluded and (c := capacities.get(n)) is not None and c.ready))
+
+
+def queue_charges(state: AdmissionState) -> dict[str, ResourceList]:
+    """What each queue is charged now, as the next cycle will charge it: the whole request of every queue-managed
+    binding admitted (or being admitted) and not evicted — its components' sum for several pod templates, x its
+    copies — by queue name (``tether status``; the Queue's own ``status.allocated`` is what the last cycle wrote)."""
+    capacities = cluster_capacities(state)
+    out: dict[str, dict[str, int]] = {}
+    for key, binding in sorted(state.bindings.items()):
+        if not state.managed.manages(binding.workload_kind, binding.ref.namespace) or key in state.evicting or (
+                binding.suspended and key not in state.admitted):
+            continue
+        workload = state.workloads.get(binding.workload)
+        charged = out.setdefault(workload.queue if workload is not None else DEFAULT_QUEUE, {})
+        for name, amount in scale(per_copy_request(binding), binding_copies(state, binding, capacities)).items():
+            charged[name] = charged.get(name, 0) + amount
+    return {queue: dict(sorted(charged.items())) for queue, charged in sorted(out.items())}
 
 
 def cluster_capacity(cluster: ObservedCluster) -> ClusterCapacity:
@@ -99,4 +150,5 @@ def cluster_capacities(state: AdmissionState) -> dict[str, ClusterCapacity]:
     return {name: cluster_capacity(cluster) for name, cluster in sorted(state.clusters.items())}
 
 
-__all__ = ["binding_priority", "cluster_capacities", "cluster_capacity", "queue_from_object", "workload_queue_name"]
+__all__ = ["binding_copies", "binding_priority", "binding_request", "cluster_capacities", "cluster_capacity",
+           "per_copy_request", "queue_charges", "queue_from_object", "workload_queue_name"]

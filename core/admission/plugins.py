@@ -216,13 +216,7 @@ class ProportionPlugin(AdmissionPlugin):
 
     def within_share(self, state: QueueState, demand: Mapping[str, int]) -> bool:
         """:meth:`fit` without its reason (the session asks it of bindings another plugin held)."""
-        deserved = state.deserved
-        allocated = state.allocated
-        for resource, amount in demand.items():
-            limit = deserved.get(resource)
-            if limit is not None and amount and allocated.get(resource, 0) + amount > limit:
-                return False
-        return True
+        return within(state.deserved, state.allocated, demand)
 
     def overrun(self, state: QueueState, demand: Mapping[str, int]) -> tuple[str, int, int] | None:
         """:meth:`fit`'s hold as numbers — (resource, what the queue would use, what it deserves) — or None: the
@@ -242,6 +236,15 @@ class ProportionPlugin(AdmissionPlugin):
     def fit(self, state: QueueState, demand: Mapping[str, int]) -> str:
         over = self.overrun(state, demand)
         return "" if over is None else self.over_share_reason(state.queue.name, *over)
+
+
+def within(deserved: Mapping[str, int], allocated: Mapping[str, int], demand: Mapping[str, int]) -> bool:
+    """Whether ``allocated`` plus ``demand`` stays within ``deserved`` in every resource it names."""
+    for resource, amount in demand.items():
+        limit = deserved.get(resource)
+        if limit is not None and amount and allocated.get(resource, 0) + amount > limit:
+            return False
+    return True
 
 
 class DrfPlugin(AdmissionPlugin):
@@ -302,6 +305,9 @@ class PluginSet:
             (p for p, o in options if isinstance(p, ProportionPlugin) and o.enable_predicate), None)
         self.queue_sort_key = _queue_sort_key(queue_keys)
         self.binding_sort_key = _binding_sort_key(binding_keys)
+        #: whether a predicate checks the clusters' room (capacity, unless ``clusters: false``)
+        self.checks_clusters = any(isinstance(p, CapacityPlugin) and p.clusters and o.enable_predicate
+                                   for p, o in options)
 
     def session_opened(self) -> None:
         for plugin in self.plugins:
@@ -338,5 +344,5 @@ def open_plugins(session: Session, config: AdmissionConfig) -> PluginSet:
 
 __all__ = [
     "PLUGINS", "AdmissionPlugin", "CapacityPlugin", "DataDependencyPlugin", "DrfPlugin", "GangPlugin", "PluginSet",
-    "PriorityPlugin", "ProportionPlugin", "capability_overrun", "open_plugins",
+    "PriorityPlugin", "ProportionPlugin", "capability_overrun", "open_plugins", "within",
 ]

@@ -37,8 +37,8 @@ the fair pass left free, in the same order, under every other predicate — unle
 held for lack of room in the clusters in the fair pass: then the backfill is skipped for this cycle, since it
 would hand that room to queues over their share and the binding could wait for ever. With a finite backlog every
 binding that fits its queue's capabilities and the clusters on its own is therefore admitted eventually; under an
-endless stream a higher-priority queue, or a queue within its share, may keep a larger binding waiting (there is
-no preemption: Karmada cannot suspend a scheduled binding).
+endless stream a higher-priority queue, or a queue within its share, may keep a larger binding waiting — unless
+its queue's policy lets it evict (below).
 
 **Accounting.** A queue's *allocated* is the whole request of its admitted (unsuspended) bindings plus what this
 cycle admits; a parent queue's capability is checked against its whole subtree. The clusters' headroom is the sum
@@ -47,9 +47,14 @@ what this cycle admits. A binding admitted in an earlier cycle that Karmada has 
 allocated but not yet in the clusters' — the session cannot know where it will land; the next cycle's cluster
 summary corrects that, and the queue limits are exact regardless.
 
-**After admission** Karmada forbids suspending a scheduled binding again, so tether cannot take an admission
-back: :func:`recheck_admitted` only reports admitted bindings whose request grew past their queue (scale-up,
-Divided → Duplicated) so that tether can say so on the binding and the Queue.
+**Evictions.** When a queue's policy allows it (``withinQueue``, ``reclaim``: :mod:`.preemption`), a last pass takes
+admissions back — the fewest bindings admitted before this cycle that make room, lowest priority and most recently
+admitted first — to admit bindings still held by a predicate; an evicted binding waits in its queue again, and is
+held while the binding it made room for waits (``Binding.evicted_for``). Without a policy the pass does not run.
+
+**After admission** an admitted binding whose request grew (scale-up, more components, Divided → Duplicated) is
+re-checked by :func:`recheck_admitted`: a growth past its queue is held (the decider suspends Karmada's dispatching
+until the queue admits the new size), and the queue stays charged what the binding asks now.
 
 The types the session and the plugins share are in :mod:`.model`, the plugins in :mod:`.plugins`, and the
 configuration (Volcano's ``volcano-scheduler.conf``) in :mod:`.config`.
@@ -70,12 +75,14 @@ from .model import (
     AdmissionOutcome,
     Binding,
     ClusterCapacity,
+    Eviction,
     Hold,
     QueueState,
     QueueStatus,
     Session,
 )
 from .plugins import Predicate, ProportionPlugin, QueueKey, capability_overrun, open_plugins
+from .preemption import evict_for_waiting
 
 # --- the session --------------------------------------------------------------------------------------------
 
@@ -144,6 +151,8 @@ def admission_cycle(*, queues: Sequence[Queue], bindings: Sequence[Binding], clu
     held: dict[str, Hold] = {}
     validators = plugins.validators
     binding_key = plugins.binding_sort_key
+    evicts = bool(config.policies) and config.evicts()  # (a queue may evict: what it may take is kept)
+    waiting: set[str] | None = None  # the bindings that wait (for the evicted ones: whom they made room for)
     # One pass over the bindings, doing each thing once per binding. Everything it adds up is an integer sum,
     # independent of the bindings' order: what is admitted goes to its queue's allocated only (the subtrees get
     # each queue's sum after the loop), what is eligible to the queue's request (the allocated is added after the
@@ -157,6 +166,12 @@ def admission_cycle(*, queues: Sequence[Queue], bindings: Sequence[Binding], clu
         if binding.suspended:
             state.waiting += 1
             plugin, reason = "queue", state.problem
+            if not reason and binding.evicted_for:
+                if waiting is None:
+                    waiting = {b.key for b in bindings if b.suspended}
+                if binding.evicted_for in waiting:  # never readmitted ahead of the binding it made room for
+                    plugin, reason = "evicted", (f"evicted for {binding.evicted_for.split('/', 1)[-1]}: waiting "
+                                                 f"until it is admitted")
             if not reason:
                 for name, valid in validators:
                     reason = valid(binding)
@@ -175,6 +190,8 @@ def admission_cycle(*, queues: Sequence[Queue], bindings: Sequence[Binding], clu
         # binding's own request, not a copy (the session never mutates a request)
         request = binding.request
         factor = binding.replicas * binding.copies
+        if binding.whole is not None:  # several pod templates: every component's replicas, per copy
+            request, factor = binding.whole, binding.copies
         if factor == 1:
             total = request
             for name, amount in request.items():
@@ -188,6 +205,8 @@ def admission_cycle(*, queues: Sequence[Queue], bindings: Sequence[Binding], clu
         if sums is state.request:
             # (sort key, ...): the keys are unique (they end in the binding's key), so a Binding is never compared
             state.pending.append((binding_key(binding), binding, total))
+        elif evicts and sums is state.allocated:
+            state.running.append((binding, total))
     for state in states.values():
         allocated = state.allocated
         if allocated:
@@ -203,6 +222,8 @@ def admission_cycle(*, queues: Sequence[Queue], bindings: Sequence[Binding], clu
         # first in binding order last: offered by pop(). By the key alone: comparing whole entries would compare
         # each pair's keys twice (== then <)
         state.pending.sort(key=_sort_key, reverse=True)
+        if evicts:
+            state.offered = state.pending[::-1]
     resume: list[str] = []
     fair_share = plugins.fair_share
     # the fair pass's "over its fair share" holds, as the numbers of their reasons (queue, resource, would use,
@@ -211,7 +232,8 @@ def admission_cycle(*, queues: Sequence[Queue], bindings: Sequence[Binding], clu
     over_share: dict[str, tuple[str, str, int, int]] = {}
     starved = _round_robin(states, session, plugins.predicates, plugins.queue_sort_key, held, resume,
                            fair_share=fair_share, over_share=over_share)
-    if fair_share is not None and "backfill" in config.actions and not starved:
+    lent = fair_share is not None and "backfill" in config.actions and not starved
+    if lent and fair_share is not None:
         # backfill: what every queue could take within its share is taken, and no binding within its share waits
         # for room; lend what is left to the bindings held only for being over their share, in the same order
         for state in states.values():
@@ -223,8 +245,17 @@ def admission_cycle(*, queues: Sequence[Queue], bindings: Sequence[Binding], clu
     elif fair_share is not None:
         for key, over in over_share.items():
             held[key] = Hold(key, fair_share.name, fair_share.over_share_reason(*over))
+    evicted: list[Eviction] = []
+    if evicts:
+        # what a binding must fit to be admitted by evicting: every predicate, but its fair share when the backfill
+        # lent room beyond it (a reclaim asks a share of its own: preemption.py)
+        lent_by = fair_share.name if lent and fair_share is not None else None
+        predicates = [(name, fit) for name, fit in plugins.predicates if name != lent_by]
+        evicted = evict_for_waiting(states=states, session=session, predicates=predicates,
+                                    queue_key=plugins.queue_sort_key, held=held, resume=resume,
+                                    whole=session.whole_request, clusters=plugins.checks_clusters, config=config)
     return AdmissionOutcome(resume=tuple(resume), held=tuple([held[key] for key in sorted(held)]),
-                            queues=tuple([_status(state) for state in states.values()]))
+                            queues=tuple([_status(state) for state in states.values()]), evicted=tuple(evicted))
 
 
 def _short_of_room(headroom: Mapping[str, int], demand: Mapping[str, int]) -> bool:
@@ -360,10 +391,10 @@ def recheck_admitted(*, queues: Sequence[Queue], bindings: Sequence[Binding],
     """Admitted bindings whose request grew past their queue's capability (or an ancestor's) since admission.
 
     A scale-up or a Divided → Duplicated change raises an admitted binding's request without passing admission
-    again (Volcano Global's open bug). Karmada forbids suspending a binding once it is scheduled, so tether cannot
-    take the admission back: the result is a hold reason for a condition, an annotation and an Event on the
-    binding and the Queue, nothing more — the workload keeps running and its queue admits nothing new until the
-    overrun is gone (its allocated already counts the grown request).
+    again (Volcano Global's open bug). The binding keeps running as admitted, so its scheduling is not suspended
+    again: the decider suspends Karmada's dispatching for it with the reason (the overrun annotation and a Warning
+    Event) until the growth fits, and its queue admits nothing new until then (its allocated already counts the
+    grown request).
 
     What was admitted stays admitted: every admitted binding is charged what it had when admitted (its
     ``admitted_request``, or its current request if that was not recorded, or if it shrank). Then the growths are

@@ -283,6 +283,10 @@ BINDING_SPEC = obj({
                      "resourceVersion": STR}, required=["apiVersion", "kind", "name"]),
     "replicas": INT32,
     "replicaRequirements": obj({"resourceRequest": RESOURCES, "priorityClassName": STR}),
+    # Karmada v1.16+: a workload of several pod templates (queue admission charges their sum)
+    "components": arr(obj({"name": {**STR, "maxLength": 32}, "replicas": INT32,
+                           "replicaRequirements": obj({"resourceRequest": RESOURCES, "priorityClassName": STR})},
+                          required=["name", "replicas"])),
     "clusters": arr(obj({"name": STR, "replicas": INT32}, required=["name"])),
     "placement": PLACEMENT,
     "schedulerName": STR,

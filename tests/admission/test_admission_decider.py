@@ -2,7 +2,8 @@
 timer events, resumes are commands applied and observed back, and the world is what ``step`` folds.
 
 Two queues as in Volcano Global's dispatcher test; a 5-CPU queue admits 2+2 and holds the next 2; a resume that
-fails is retried without being counted twice; a binding held for its data goes once its placement is in.
+fails is retried without being counted twice; a scale-up past the queue is held by Karmada's dispatching suspension;
+a binding held for its data goes once its placement is in.
 """
 
 from __future__ import annotations
@@ -132,7 +133,9 @@ def test_a_failed_resume_is_retried_and_counted_once() -> None:
     assert statuses and all(s.running <= 1 for s in statuses)
 
 
-def test_a_scale_up_past_the_queue_is_reported_not_reverted() -> None:
+def test_a_scale_up_past_the_queue_is_held_by_dispatching_not_reverted() -> None:
+    """The binding keeps running as admitted: its scheduling is not suspended again, Karmada's dispatching is (the
+    growth waits), the queue is charged the grown request, and the overrun annotation says why."""
     h = universe(queues={"q1": {"capability": {"cpu": "4"}}})
     workload(h, "a", "q1")
     suspended_binding(h, "a", cpu="2", created="2026-01-01T00:00:00Z")
@@ -148,7 +151,7 @@ def test_a_scale_up_past_the_queue_is_reported_not_reverted() -> None:
     h.advance(1_000)
     rb = h.obj("ResourceBinding", "default", "a")
     assert rb is not None and "cpu 6/4" in rb["metadata"]["annotations"][OVERRUN_ANNOTATION]
-    assert "suspension" not in rb["spec"] or rb["spec"]["suspension"].get("scheduling") is not True
+    assert rb["spec"]["suspension"] == {"dispatching": True}
     assert resumed(h) == ["a"]  # b waits: the queue is charged the grown request
 
 

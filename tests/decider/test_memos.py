@@ -82,6 +82,9 @@ def test_command_target_table_matches_the_match() -> None:
         c.SetAdmissionChecks(binding=REF, checks=(c.CheckStatus(name="data-bound", state="Ready"),)),
         c.UpdateQueueStatus(queue=REF, allocated=(), pending=0, running=0, inqueue=0),
         c.CreateQueue(name="default"),
+        c.EvictBinding(binding=REF, for_binding="ns/b", queue="q", policy="preempt", reason="r"),
+        c.SuspendDispatching(binding=REF, reason="r"),
+        c.AdmitRequest(binding=REF, admitted_request=(("cpu", "1"),)),
     ]
     assert {type(command) for command in commands} == set(c.COMMAND_TYPES)
     for command in commands:

@@ -9,9 +9,9 @@ of it), DataSources whose claimRefs fill and empty (``released`` depends on the 
 whose location changes between versions (another writer's change after an answer is adopted as the answer; one
 before it, or the answer to this daemon's own location write, is not), and bindings suspended and resumed (a
 ResumeBinding noted after its event, as ``tether replay`` notes the recorded commands, makes a binding admitted
-until a version is seen unsuspended) while the admission ConfigMap and the settings change which bindings admission
-reads. Batch boundaries fall anywhere. The worlds must be equal, and the tombstones in the same order (the oldest
-is forgotten first).
+until a version is seen unsuspended; an EvictBinding, evicted until a version is seen suspended) while the
+admission ConfigMap and the settings change which bindings admission reads. Batch boundaries fall anywhere. The
+worlds must be equal, and the tombstones in the same order (the oldest is forgotten first).
 
 Each history is also folded as the SQLite log hands it to ``tether replay`` (``SqliteLog.scan(undecoded=True)``):
 every record that carries an object's version undecoded, as a :class:`StoredEvent` of its type, key and
@@ -30,6 +30,7 @@ from tether.adapters.kubernetes import manifests
 from tether.core.commands import (
     DATA_GROUP_VERSION,
     Command,
+    EvictBinding,
     ReleasePod,
     ResumeBinding,
     SetBindingPlacement,
@@ -87,6 +88,8 @@ actions = st.one_of(
               st.sampled_from([False, True, "set_binding_placement"]), st.booleans()),
     st.tuples(st.just("resume"), st.sampled_from(WORKLOADS)),
     st.tuples(st.just("resumed"), st.sampled_from(WORKLOADS)),
+    st.tuples(st.just("evict"), st.sampled_from(WORKLOADS)),
+    st.tuples(st.just("evicted"), st.sampled_from(WORKLOADS), st.sampled_from(["gone", "refused", "retried"])),
     st.tuples(st.just("admission-config"), st.sampled_from(ADMISSION_CONFIGMAPS), st.booleans()),
     st.tuples(st.just("settings"), st.sampled_from(ADMISSION_CONFIGMAPS)),
     st.tuples(st.just("cluster"), st.sampled_from(CLUSTERS), st.booleans()),
@@ -212,8 +215,23 @@ class History:
                                                           kind="ResourceBinding", name=name, namespace=NS),
                                         admitted_request=())
                 self.issued.setdefault(self.offset, []).append(CommandRecord(
-                    id=f"r{self.offset}", at_ms=0, key=f"ResourceBinding/{NS}/{name}", command=command,
+                    id=f"r{self.offset}", at_ms=self.offset, key=f"ResourceBinding/{NS}/{name}", command=command,
                     causation=f"0:{self.offset}"))
+            case ("evict", workload) if self.offset:  # as a resume: caused by the last event, noted right after it
+                name = f"{workload}-deployment"
+                command = EvictBinding(binding=ObjectRef(api_version="work.karmada.io/v1alpha2",
+                                                         kind="ResourceBinding", name=name, namespace=NS),
+                                       for_binding=f"{NS}/other", queue="q", policy="preempt", reason="evicted")
+                self.issued.setdefault(self.offset, []).append(CommandRecord(
+                    id=f"e{self.offset}", at_ms=self.offset, key=f"ResourceBinding/{NS}/{name}", command=command,
+                    causation=f"0:{self.offset}"))
+            case ("evicted", workload, how):  # its outcome without an object (gone), or its failure
+                target = f"ResourceBinding/{NS}/{workload}-deployment"
+                if how == "gone":
+                    self.add(CommandSucceeded(command_id="e", command="evict_binding", target=target))
+                else:
+                    self.add(CommandFailed(command_id="e", command="evict_binding", target=target,
+                                           reason="Conflict", message="m", retryable=how == "retried"))
             case ("issue", name) if self.offset:  # a write of a claim's status or a binding's placement, in flight
                 command, key = _write_of(name)
                 command_id = f"c{self.offset}-{name}"
@@ -357,6 +375,19 @@ def _folded_as_stored(h: History, *, noted: bool) -> World:
     ("resume", "w0"),
     ("binding", "w0", "c1", "next", True, False),
     ("binding", "w0", "c2", "next", False, True),
+])
+@example([  # an evicted binding seen suspended, then unsuspended (admitted again): no longer evicted
+    ("admission-config", ADMISSION_CONFIGMAPS[0], True),
+    ("binding", "w0", "c1", "next", False, False),
+    ("evict", "w0"),
+    ("binding", "w0", "c1", "next", True, True),
+    ("binding", "w0", "c2", "next", False, False),
+])
+@example([  # a version before an eviction is admission's before the eviction: evicted until seen suspended again
+    ("admission-config", ADMISSION_CONFIGMAPS[0], True),
+    ("binding", "w1", "c1", "next", False, True),
+    ("evict", "w1"),
+    ("evicted", "w1", "retried"),
 ])
 @example([  # a binding deleted after a version admission reads: gone from admission too
     ("binding", "w1", "c1", "next", False, True),

@@ -15,6 +15,7 @@ import json
 
 import pytest
 import yaml
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from tether.adapters.testing.reference import missing_reason, reference_path
 
@@ -166,12 +167,14 @@ async def test_unlabelled_binding_is_ignored_and_not_ready_cluster_skipped(karma
 
 
 async def test_reschedule_triggered_later_than_last_scheduled(karmada):
+    """Divided (Karmada schedules a Duplicated binding on every change of its spec, whatever the trigger)."""
     custom, ns = karmada.custom, karmada.namespace
     await custom.patch_cluster_custom_object(C, CV, CLUSTERS, "member1", {"metadata": {"labels": {"tier": "a"}}},
                                              _content_type=MERGE)
     await custom.patch_cluster_custom_object(C, CV, CLUSTERS, "member2", {"metadata": {"labels": {"tier": "a"}}},
                                              _content_type=MERGE)
-    placement = {"clusterAffinity": {"labelSelector": {"matchLabels": {"tier": "a"}}}}
+    placement = {"clusterAffinity": {"labelSelector": {"matchLabels": {"tier": "a"}}},
+                 "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted"}}
     await create_rb(karmada, fixture("rb-member2.yaml"), placement=placement)
     rb = await wait_rb(karmada, "nginx-deployment", lambda rb: scheduled(rb) is not None)
     assert [c["name"] for c in rb["spec"]["clusters"]] == ["member1", "member2"]
@@ -224,3 +227,61 @@ async def test_divided_without_a_division_preference_is_a_scheduler_error(karmad
     assert (cond["status"], cond["reason"]) == ("False", "SchedulerError")
     assert "unsupported replica scheduling strategy" in cond["message"]
     assert not rb["spec"].get("clusters")
+
+
+async def test_an_eviction_leaves_the_binding_unscheduled_until_its_suspension_is_lifted(karmada):
+    """Queue admission's eviction (``EvictBinding``): scheduling suspended and ``spec.clusters`` cleared in one merge
+    patch. karmada-scheduler leaves the binding unscheduled (it skips a suspended binding; measured on the kit), and
+    schedules it again once the suspension is lifted."""
+    await create_rb(karmada, fixture("rb-member2.yaml"))
+    await wait_rb(karmada, "nginx-deployment", lambda rb: bool(rb["spec"].get("clusters")))
+    await karmada.custom.patch_namespaced_custom_object(
+        W, V, karmada.namespace, RBS, "nginx-deployment",
+        {"spec": {"suspension": {"scheduling": True}, "clusters": None}}, _content_type=MERGE)
+    probe = fixture("rb-member2.yaml")  # a later binding scheduled: the scheduler has seen the eviction too
+    probe["metadata"]["name"] = "probe"
+    await create_rb(karmada, probe)
+    await wait_rb(karmada, "probe", lambda rb: scheduled(rb) is not None)
+    rb = await get_rb(karmada, "nginx-deployment")
+    assert "clusters" not in rb["spec"] and rb["spec"]["suspension"] == {"scheduling": True}
+    await karmada.custom.patch_namespaced_custom_object(W, V, karmada.namespace, RBS, "nginx-deployment",
+                                                        {"spec": {"suspension": {"scheduling": None}}},
+                                                        _content_type=MERGE)
+    rb = await wait_rb(karmada, "nginx-deployment", lambda rb: bool(rb["spec"].get("clusters")))
+    assert rb["spec"]["clusters"] == [{"name": "member2", "replicas": 2}]
+
+
+async def test_components_and_dispatching_suspension_are_stored_as_karmadas_crd_has_them(karmada):
+    """A workload of several pod templates (``spec.components``, Karmada v1.16+) and ``suspension.dispatching``:
+    accepted and stored as given; a component without its required ``replicas`` is refused, as the real CRD does."""
+    components = [{"name": "driver", "replicas": 1, "replicaRequirements": {"resourceRequest": {"cpu": "1"}}},
+                  {"name": "executor", "replicas": 4, "replicaRequirements": {"resourceRequest": {"cpu": "500m"}}}]
+    rb = await create_rb(karmada, fixture("rb-member2.yaml"), components=components,
+                         suspension={"dispatching": True})
+    assert rb["spec"]["components"] == components and rb["spec"]["suspension"] == {"dispatching": True}
+    bad = fixture("rb-member2.yaml")
+    bad["metadata"]["name"] = "no-replicas"
+    with pytest.raises(ApiException) as refused:
+        await create_rb(karmada, bad, components=[{"name": "driver"}])
+    assert refused.value.status == 422
+
+
+async def test_a_duplicated_binding_is_scheduled_on_every_change_of_its_spec(karmada):
+    """Karmada's ``doScheduleBinding``: "Duplicated resources should always be scheduled" — an earlier trigger, which
+    would not move a Divided binding, reschedules a Duplicated one onto the clusters that fit now."""
+    custom, ns = karmada.custom, karmada.namespace
+    for member in ("member1", "member2"):
+        await custom.patch_cluster_custom_object(C, CV, CLUSTERS, member, {"metadata": {"labels": {"tier": "a"}}},
+                                                 _content_type=MERGE)
+    placement = {"clusterAffinity": {"labelSelector": {"matchLabels": {"tier": "a"}}}}
+    await create_rb(karmada, fixture("rb-member2.yaml"), placement=placement)
+    rb = await wait_rb(karmada, "nginx-deployment", lambda rb: scheduled(rb) is not None)
+    assert [c["name"] for c in rb["spec"]["clusters"]] == ["member1", "member2"]
+    await custom.patch_cluster_custom_object(C, CV, CLUSTERS, "member1", {"metadata": {"labels": {"tier": "b"}}},
+                                             _content_type=MERGE)
+    await custom.patch_namespaced_custom_object(W, V, ns, RBS, "nginx-deployment",
+                                                {"spec": {"rescheduleTriggeredAt": "2000-01-01T00:00:00Z"}},
+                                                _content_type=MERGE)
+    rb = await wait_rb(karmada, "nginx-deployment", lambda rb: [c["name"] for c in rb["spec"]["clusters"]]
+                       == ["member2"])
+    assert scheduled(rb)["reason"] == "Success"

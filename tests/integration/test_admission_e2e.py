@@ -61,12 +61,13 @@ History = BindingHistory  # (every spec.clusters of the namespace's bindings, fr
 
 
 @contextlib.asynccontextmanager
-async def admission_stack(env: KubeEnv, tmp: Path, *, managed: bool = False,
+async def admission_stack(env: KubeEnv, tmp: Path, *, managed: bool = False, scheduler_conf: str = "",
                           options: dict[str, Any] | None = None,
                           plugin_options: dict[str, Any] | None = None) -> AsyncIterator[Stack]:
     """A stack with the binding webhook registered and queue admission on; ``options``: more daemon options (the
     webhook server's self-signed CA is ``tmp/certs`` + ``CA_FILE``, for another webhook to trust);
-    ``plugin_options``: more fields of the catalog plugin's entry."""
+    ``plugin_options``: more fields of the catalog plugin's entry; ``managed``: Deployments of the namespace
+    queue-managed, with ``scheduler_conf`` as the admission ConfigMap's ``volcano-scheduler.conf``."""
     env.require_loopback_webhooks()
     await env.register_crds("scheduling.volcano.sh_queues")
     certs = tmp / "certs"
@@ -75,11 +76,11 @@ async def admission_stack(env: KubeEnv, tmp: Path, *, managed: bool = False,
                "admission": True, "admission_configmap": f"{env.namespace}/tether-admission", **(options or {})}
     kube = KubeClient(env.api_client)
     if managed:
+        data = {"queue-managed": f"kinds: [apps/Deployment]\nnamespaces: [{env.namespace}]\n",
+                **({"volcano-scheduler.conf": scheduler_conf} if scheduler_conf else {})}
         await kube.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
                                        "metadata": {"name": "tether-admission", "namespace": env.namespace},
-                                       "data": {"queue-managed": f"kinds: [apps/Deployment]\nnamespaces: "
-                                                                 f"[{env.namespace}]\n"}},
-                          namespace=env.namespace)
+                                       "data": data}, namespace=env.namespace)
     async with tether_stack(env, daemon_options=options, plugin_options=plugin_options) as stack:
         assert stack.daemon is not None and stack.daemon.webhook is not None
         name = f"tether-test-rb-{secrets.token_hex(3)}"
@@ -201,19 +202,18 @@ async def test_a_resolving_claim_holds_its_binding_until_the_placement_is_in(kar
         assert ADMISSION_ANNOTATION not in (rb["metadata"].get("annotations") or {})
 
 
-class Running:
-    """From a watch of the namespace's bindings: which are running (not suspended) after every change the server
-    made, by queue, and the most that ever ran at once in each — every intermediate state, not only the last."""
+class BindingWatch:
+    """A watch of the namespace's bindings from now on, resumed where the server ends it: each event goes to
+    :meth:`seen` (type, object) in the order the server made the versions."""
 
-    def __init__(self, kube: KubeClient, namespace: str, queue_of: Callable[[str], str]) -> None:
-        self.kube, self.namespace, self.queue_of = kube, namespace, queue_of
-        self.running: dict[str, set[str]] = {}
-        self.most: dict[str, int] = {}
+    def __init__(self, kube: KubeClient, namespace: str) -> None:
+        self.kube, self.namespace = kube, namespace
         self.versions: dict[str, str] = {}  # binding → the resourceVersion last seen
         self.task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        _, version = await self.kube.list(BINDINGS, namespace=self.namespace)
+        items, version = await self.kube.list(BINDINGS, namespace=self.namespace)
+        self.versions = {b["metadata"]["name"]: b["metadata"]["resourceVersion"] for b in items}  # (as listed)
         self.task = asyncio.create_task(self._run(version))
 
     async def _run(self, version: str) -> None:
@@ -225,15 +225,11 @@ class Running:
                 name = meta.get("name")
                 if not name or event.get("type") == "BOOKMARK":
                     continue
-                queue = self.queue_of(name)
-                running = self.running.setdefault(queue, set())
-                spec = obj.get("spec") or {}
-                if event.get("type") == "DELETED" or (spec.get("suspension") or {}).get("scheduling"):
-                    running.discard(name)
-                else:
-                    running.add(name)
-                self.most[queue] = max(self.most.get(queue, 0), len(running))
+                self.seen(str(event.get("type")), obj)
                 self.versions[name] = version
+
+    def seen(self, type_: str, obj: dict[str, Any]) -> None:
+        raise NotImplementedError
 
     async def caught_up(self) -> list[dict[str, Any]] | None:
         """The namespace's bindings, once the watch has seen every one of them at its listed version."""
@@ -246,6 +242,27 @@ class Running:
             self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self.task
+
+
+class Running(BindingWatch):
+    """Which bindings are running (not suspended) after every change the server made, by queue, and the most that
+    ever ran at once in each — every intermediate state, not only the last."""
+
+    def __init__(self, kube: KubeClient, namespace: str, queue_of: Callable[[str], str]) -> None:
+        super().__init__(kube, namespace)
+        self.queue_of = queue_of
+        self.running: dict[str, set[str]] = {}
+        self.most: dict[str, int] = {}
+
+    def seen(self, type_: str, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        queue = self.queue_of(name)
+        running = self.running.setdefault(queue, set())
+        if type_ == "DELETED" or ((obj.get("spec") or {}).get("suspension") or {}).get("scheduling"):
+            running.discard(name)
+        else:
+            running.add(name)
+        self.most[queue] = max(self.most.get(queue, 0), len(running))
 
 
 async def test_a_burst_of_200_bindings_across_4_queues_respects_order_and_capability(karmada_kube: KubeEnv,

@@ -238,6 +238,18 @@ async def run_what_if(options: Options, candidate_path: str, out: Console) -> in
     changed = len({c.key for d in answer.differences for c in [*d.only_recorded_config, *d.only_candidate_config]})
     out.print(Text(f"{len(answer.differences)} decision(s) differ, touching {changed} object(s)"
                    if answer.differences else "no decision differs under the candidate configuration", style="bold"))
+    if answer.evictions:
+        out.print()
+        out.print(Text(f"Evictions under {candidate.describe()} of {candidate_path}", style="bold underline"))
+        for eviction in answer.evictions:
+            verb = "no longer evicted" if eviction.recorded else "evicted"
+            out.print(Text(f"  event {eviction.event_offset}: {eviction.binding} {verb} for {eviction.for_binding} "
+                           f"({eviction.policy}, queue {eviction.queue})", style="red" if eviction.recorded
+                           else "green"))
+            out.print(Text(f"      {eviction.reason}", style="dim"))
+        would = sum(1 for e in answer.evictions if not e.recorded)
+        out.print(Text(f"{would} eviction(s) the candidate would make, {len(answer.evictions) - would} it would not",
+                       style="bold"))
     out.print()
     out.print(Text(f"Workloads that would move under {candidate.describe()} of {candidate_path}",
                    style="bold underline"))

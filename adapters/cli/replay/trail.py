@@ -3,7 +3,9 @@
 :func:`explain` collects every event whose key is the object's (observations, catalog answers for it, outcomes of
 commands on it; for a member's pod, also the pod webhook's answer its ``tether.dev/admission`` annotation names),
 every command targeting it, every command caused by one of those events, and the events that caused the commands
-targeting it — in log order, each command right under the event that caused it, with the decider's reason.
+targeting it — in log order, each command right under the event that caused it, with the decider's reason. For a
+binding queue admission admitted by evicting others, or evicted for another, the other side of the eviction too
+(:func:`preemption_chain`): who preempted whom, and why.
 
 It asks the log four indexed questions (:class:`LogIndex`); a backend without indexes (Kafka) answers each with
 one pass over a stream. The chain of a workload (``why.py``) reuses the same questions for the objects it links.
@@ -21,6 +23,7 @@ from rich.text import Text
 
 from tether.adapters.cli.record_lines import line
 from tether.adapters.log import EventLog, Record, Stream, aclosing_iter, scan
+from tether.core.commands import EvictBinding, ResumeBinding
 from tether.core.envelope import CommandRecord, EventRecord
 from tether.core.events import ObjectDeleted, ObjectObserved, pod_admission_key, split_member_key
 from tether.core.keys import ADMISSION_ANNOTATION
@@ -137,6 +140,34 @@ async def events_at(index: LogIndex, offsets: Sequence[int], bounds: Bounds) -> 
             if isinstance(r, EventRecord) and bounds.holds(r)]
 
 
+async def preemption_chain(index: LogIndex, key: str, targeting: Sequence[CommandRecord]) -> list[CommandRecord]:
+    """Who preempted whom: for a binding admitted by evicting others, the ``EvictBinding`` made for it; for an
+    evicted binding, the ``ResumeBinding`` of the binding it made room for — each decided by the same cycle (the
+    same causing event) as the binding's own command."""
+    binding = key.split("/", 1)[-1]
+    wanted: dict[str, set[str]] = defaultdict(set)  # causation → the keys of the commands it also decided
+    for command in targeting:
+        match command.command:
+            case ResumeBinding(reason=reason) if ", evicting " in reason:
+                wanted[command.causation].add("")  # (any EvictBinding made for this binding)
+            case EvictBinding(for_binding=arrival):
+                wanted[command.causation].add(f"ResourceBinding/{arrival}")
+    if not wanted:
+        return []
+    out: list[CommandRecord] = []
+    for record in await index.commands_caused_by(sorted(wanted)):
+        if not isinstance(record, CommandRecord) or record.key == key:
+            continue
+        keys = wanted[record.causation]
+        command = record.command
+        if isinstance(command, EvictBinding):
+            if "" in keys and command.for_binding == binding:
+                out.append(record)
+        elif isinstance(command, ResumeBinding) and record.key in keys:
+            out.append(record)
+    return out
+
+
 async def explain(log: EventLog, key: str, *, until_offset: int | None = None, until_ms: int | None = None,
                   exact: bool = False) -> Trail:
     """The trail of ``key`` (``Kind/name`` is taken as cluster-scoped, unless ``exact``: a key as the log has it,
@@ -151,6 +182,7 @@ async def explain(log: EventLog, key: str, *, until_offset: int | None = None, u
     targeting = await commands_by_key(index, key)
     caused_by_own = [r for r in await index.commands_caused_by([f"{r.partition}:{r.offset}" for r in own])
                      if isinstance(r, CommandRecord)]
+    targeting += await preemption_chain(index, key, targeting)
     own_offsets = {r.offset for r in own}
     extra_offsets = {o for c in targeting if (o := cause_offset(c.causation)) is not None and o not in own_offsets}
     causes = await events_at(index, sorted(extra_offsets), bounds)

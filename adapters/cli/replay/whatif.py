@@ -34,6 +34,9 @@ change **through to the bindings**, at the end of the history:
   Divided workload's replicas, as karmada-scheduler counts them; a Duplicated one fits any Ready cluster), with the
   tiers before it that could not; a workload placed by tiers as recorded and not under the candidate is followed
   into the clusters its data allows; an admission check's clusters (``data-loaded``) narrow where it would run.
+* evictions — every eviction the candidate's preemption policies would have made (:class:`Eviction`: which binding,
+  for which, the policy and the reason) that the recorded run did not, and the reverse; an evicted binding is also
+  listed among the moves (→ held).
 
 What Karmada would then pick among the allowed clusters (a Divided workload may not use them all) is Karmada's: the
 list names the clusters tether would allow, which is what a mapping or a queue decides.
@@ -52,7 +55,7 @@ import yaml
 from tether.adapters.log import EventLog
 from tether.core.admission.checks import CHECKS_KEY
 from tether.core.admission.objects import cluster_capacities
-from tether.core.commands import ResumeBinding, SetAdmissionHold
+from tether.core.commands import EvictBinding, ResumeBinding, SetAdmissionHold
 from tether.core.datadependency.binding_placement import Desired
 from tether.core.datadependency.decider import DecisionPass
 from tether.core.datadependency.tiers import TierPlan
@@ -67,6 +70,7 @@ from tether.core.world.views import CONFIGMAP, Binding
 from tether.projections.admission_fold import CONFIG_KEY, MANAGED_KEY, parse_admission_binding
 from tether.projections.step import step
 
+from .rebuild import cause_offset
 from .targets import workload_display
 from .why import matching_prefix
 
@@ -107,9 +111,22 @@ class Move(msgspec.Struct):
     admitted: bool = False
 
 
+class Eviction(msgspec.Struct):
+    """An eviction one run decides and the other does not (``recorded``: the recorded run's)."""
+
+    binding: str
+    for_binding: str
+    queue: str
+    policy: str
+    reason: str
+    event_offset: int
+    recorded: bool = False
+
+
 class WhatIf(msgspec.Struct):
     differences: list[WhatIfDifference]
     moves: list[Move]
+    evictions: list[Eviction] = msgspec.field(default_factory=list)
 
 
 def _documents(path: str | Path) -> list[Any]:
@@ -240,7 +257,31 @@ async def what_if(log: EventLog, candidate: Candidate | dict[str, str], *, setti
     recorded_commands = [c for commands in by_offset.values() for c in commands]
     return WhatIf(differences=differences,
                   moves=moves(recorded_world, candidate_world, recorded=recorded_commands,
-                              candidate=candidate_commands, bindings=last_bindings(records)))
+                              candidate=candidate_commands, bindings=last_bindings(records)),
+                  evictions=evictions(recorded=recorded_commands, candidate=candidate_commands))
+
+
+def evictions(*, recorded: list[CommandRecord], candidate: list[CommandRecord]) -> list[Eviction]:
+    """The evictions one run decided and the other did not, in log order (an eviction is the same when it takes
+    the same binding for the same one)."""
+    def of(commands: list[CommandRecord]) -> dict[tuple[str, str], CommandRecord]:
+        out: dict[tuple[str, str], CommandRecord] = {}
+        for record in commands:
+            if isinstance(record.command, EvictBinding):
+                out.setdefault((record.key, record.command.for_binding), record)
+        return out
+
+    then, now = of(recorded), of(candidate)
+    out = [_eviction(record, recorded=False) for pair, record in now.items() if pair not in then]
+    out += [_eviction(record, recorded=True) for pair, record in then.items() if pair not in now]
+    return sorted(out, key=lambda e: (e.event_offset, e.binding))
+
+
+def _eviction(record: CommandRecord, *, recorded: bool) -> Eviction:
+    command = record.command
+    assert isinstance(command, EvictBinding)
+    return Eviction(binding=record.key, for_binding=command.for_binding, queue=command.queue, policy=command.policy,
+                    reason=command.reason, event_offset=cause_offset(record.causation) or 0, recorded=recorded)
 
 
 # -- through to the bindings -------------------------------------------------------------------------------
@@ -368,9 +409,16 @@ def moves(recorded_world: World, candidate_world: World, *, recorded: list[Comma
     out: list[Move] = []
     resumed_then, _ = _admissions(recorded)
     resumed_now, holds_now = _admissions(candidate)
+    evicted_then = {record.key for record in recorded if isinstance(record.command, EvictBinding)}
+    evicted_now = {record.key: record.command.reason for record in candidate
+                   if isinstance(record.command, EvictBinding)}
     for key, binding in sorted(recorded_world.bindings.items()):
         scheduled = tuple(sorted(binding.scheduled_clusters))
         workload = workload_display(binding.workload) if binding.workload else key
+        if key in evicted_now and key not in evicted_then:
+            out.append(Move(workload=workload, binding=key, before=scheduled, after=(), held=True,
+                            why=[f"evicted: {evicted_now[key]}"]))
+            continue
         if key in resumed_then and key not in resumed_now:
             out.append(Move(workload=workload, binding=key, before=scheduled, after=(), held=True,
                             why=[f"held: {holds_now.get(key) or 'not admitted'}"]))

@@ -34,12 +34,15 @@ import msgspec
 
 from tether.adapters.cli.record_lines import brief
 from tether.core.commands import (
+    AdmitRequest,
     CreateDataSource,
+    EvictBinding,
     ReleasePod,
     ResumeBinding,
     SetAdmissionHold,
     SetBindingPlacement,
     SetBindingTiers,
+    SuspendDispatching,
     UpdateClaimStatus,
     UpdateDataSourceLocality,
 )
@@ -57,7 +60,13 @@ from tether.core.events import (
     pod_admission_key,
 )
 from tether.core.identity import data_source_name
-from tether.core.keys import ADMISSION_ANNOTATION, ADMITTED_REQUEST_ANNOTATION, EXCLUDED_CLUSTERS_ANNOTATION
+from tether.core.keys import (
+    ADMISSION_ANNOTATION,
+    ADMITTED_REQUEST_ANNOTATION,
+    EVICTED_FOR_ANNOTATION,
+    EXCLUDED_CLUSTERS_ANNOTATION,
+    OVERRUN_ANNOTATION,
+)
 from tether.core.keys import ADMISSION_ANNOTATION as POD_ADMISSION_ANNOTATION
 from tether.core.kube import KubeObject, as_list, as_mapping, dig
 from tether.core.world import World
@@ -65,7 +74,7 @@ from tether.core.world.member_state import MemberPod
 
 from .rebuild import cause_offset
 from .targets import Target, workload_display
-from .trail import Bounds, LogIndex, commands_by_key, events_at, events_by_key
+from .trail import Bounds, LogIndex, commands_by_key, events_at, events_by_key, preemption_chain
 
 #: How many of a link's decisions are shown (the latest); the rest are counted. ``--explain KEY`` has them all.
 RECENT = 3
@@ -118,7 +127,7 @@ class BindingLink(msgspec.Struct):
     excluded: tuple[str, ...]  # what tether added to its cluster affinity (its annotation)
     placement: Decisions  # SetBindingPlacement, SetBindingTiers
     admission_state: str
-    admission: Decisions  # the webhook's answers, ResumeBinding, SetAdmissionHold
+    admission: Decisions  # the webhook's answers, ResumeBinding, SetAdmissionHold, evictions, growth
     tier: str = ""  # which locality tier it is in and why ("" when tiers do not place it)
 
 
@@ -214,10 +223,13 @@ class _Reader:
         return f"from {event.source}"
 
     async def decisions(self, key: str, kinds: tuple[type, ...], *, events: tuple[type, ...] = (),
-                        recent: int = RECENT) -> Decisions:
-        """The latest commands of ``kinds`` targeting ``key`` and events of ``events`` keyed by it, in log time."""
+                        recent: int = RECENT, chain: bool = False) -> Decisions:
+        """The latest commands of ``kinds`` targeting ``key`` and events of ``events`` keyed by it, in log time;
+        ``chain``: with the other side of the binding's evictions (``trail.preemption_chain``)."""
         picked: list[EventRecord | CommandRecord] = [c for c in await self.commands(key)
                                                      if isinstance(c.command, kinds)]
+        if chain:
+            picked += await preemption_chain(self.index, key, [c for c in picked if isinstance(c, CommandRecord)])
         if events:
             picked += [e for e in await self.events(key) if isinstance(e.event, events)]
         picked.sort(key=lambda r: (r.at_ms, isinstance(r, CommandRecord), r.offset))
@@ -269,8 +281,12 @@ async def _binding_link(reader: _Reader, key: str, world: World) -> BindingLink:
     if dig(spec, "suspension", "scheduling") is True:
         hold = annotations.get(ADMISSION_ANNOTATION, "")
         admission_state = f"suspended (held: {hold})" if hold else "suspended"
+        if EVICTED_FOR_ANNOTATION in annotations:
+            admission_state += f"; evicted for {annotations[EVICTED_FOR_ANNOTATION]}"
     elif ADMITTED_REQUEST_ANNOTATION in annotations:
         admission_state = f"admitted ({annotations[ADMITTED_REQUEST_ANNOTATION]})"
+        if dig(spec, "suspension", "dispatching") is True and OVERRUN_ANNOTATION in annotations:
+            admission_state += f"; its growth waits, dispatching suspended: {annotations[OVERRUN_ANNOTATION]}"
     else:
         admission_state = "not suspended"
     status = obj.status_dict() if obj is not None else {}
@@ -282,8 +298,9 @@ async def _binding_link(reader: _Reader, key: str, world: World) -> BindingLink:
         key=key, observed=observed, scheduled=scheduled, deleted=deleted, excluded=tuple(excluded), tier=tier,
         placement=await reader.decisions(key, (SetBindingPlacement, SetBindingTiers)),
         admission_state=admission_state,
-        admission=await reader.decisions(key, (ResumeBinding, SetAdmissionHold), events=(BindingAdmissionDecided,),
-                                         recent=2 * RECENT))
+        admission=await reader.decisions(key, (ResumeBinding, SetAdmissionHold, EvictBinding, SuspendDispatching,
+                                               AdmitRequest), events=(BindingAdmissionDecided,), recent=2 * RECENT,
+                                         chain=True))
 
 
 async def _data_link(reader: _Reader, world: World, *, claim_key: str, source_name: str) -> DataLink:

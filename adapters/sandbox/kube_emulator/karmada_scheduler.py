@@ -11,8 +11,12 @@ externally visible behaviour the reference examples show:
 * ``spec.suspension.scheduling: true`` → skipped, nothing written at all.
 * Scheduling happens when the placement differs from the ``policy.karmada.io/applied-placement`` annotation
   (always true the first time; for ``clusterAffinities`` only the group being observed is compared, as karmada's
-  ``placementChanged``), when replicas changed, or when ``rescheduleTriggeredAt`` is later than
-  ``status.lastScheduledTime``; otherwise only ``schedulerObservedGeneration`` is refreshed. Failed bindings are
+  ``placementChanged``), when replicas changed (for Divided: the clusters' replicas do not add up to
+  ``spec.replicas`` — none at all once ``spec.clusters`` was cleared), when ``rescheduleTriggeredAt`` is later than
+  ``status.lastScheduledTime``, and always for a Duplicated binding (the default without ``replicaScheduling``) or
+  one that is not a workload (no replicas, replica requirements or components), as Karmada's ``doScheduleBinding``
+  does; otherwise only ``schedulerObservedGeneration`` is refreshed. A result equal to what the binding has is not
+  written again (Karmada's merge patch is empty), only the status. Failed bindings are
   retried every ``retry_interval`` seconds and whenever a Cluster changes (the real scheduler's backoff queue).
 * Filtering: Ready clusters; API enablement (a cluster whose ``status.apiEnablements`` does not list the
   binding's ``resource`` apiVersion and kind is filtered out with "cluster(s) did not have the API resource",
@@ -309,6 +313,8 @@ class KarmadaScheduler:
             or self._replicas_changed(spec)
             or (triggered is not None and (last is None or triggered > last))
             or item in self._failed
+            or not self._workload(spec)  # (Karmada's rule: these are always scheduled)
+            or self._scheduling_type(spec) != "Divided"
         )
         if not needed:
             await self._write_status(key, namespace, name, observed=True)
@@ -336,7 +342,8 @@ class KarmadaScheduler:
             await self._write_status(key, namespace, name, condition=("False", f.reason, f.message), observed=False)
             return
 
-        await self.store.patch(rt, name, apply_spec, namespace=namespace)
+        if (spec.get("clusters") or []) != clusters_result or applied != annotation:  # (an empty merge patch: no write)
+            await self.store.patch(rt, name, apply_spec, namespace=namespace)
         self._failed.discard(item)
         self.scheduled += 1
         await self._write_status(key, namespace, name, condition=(
@@ -344,13 +351,27 @@ class KarmadaScheduler:
             affinity_name=affinity_name)
 
     @staticmethod
-    def _replicas_changed(spec: dict[str, Any]) -> bool:
-        clusters = spec.get("clusters") or []
-        if not clusters:
+    def _workload(spec: dict[str, Any]) -> bool:
+        """Karmada's ``ResourceBindingSpec.IsWorkload``: replicas, replica requirements or components."""
+        return bool(int(spec.get("replicas") or 0) > 0 or spec.get("replicaRequirements") is not None
+                    or spec.get("components"))
+
+    @staticmethod
+    def _scheduling_type(spec: dict[str, Any]) -> str:
+        """Karmada's ``Placement.ReplicaSchedulingType()``: Duplicated without ``replicaScheduling``."""
+        scheduling = (spec.get("placement") or {}).get("replicaScheduling")
+        if not isinstance(scheduling, dict):
+            return "Duplicated"
+        return str(scheduling.get("replicaSchedulingType") or "Divided")  # (the CRD's default)
+
+    @classmethod
+    def _replicas_changed(cls, spec: dict[str, Any]) -> bool:
+        """Karmada's ``IsBindingReplicasChanged`` (no strategy: unchanged)."""
+        if not isinstance((spec.get("placement") or {}).get("replicaScheduling"), dict):
             return False
+        clusters = spec.get("clusters") or []
         replicas = int(spec.get("replicas") or 0)
-        rs = ((spec.get("placement") or {}).get("replicaScheduling") or {}).get("replicaSchedulingType")
-        if rs == "Divided":
+        if cls._scheduling_type(spec) == "Divided":
             return sum(int(c.get("replicas") or 0) for c in clusters) != replicas
         return any(int(c.get("replicas") or 0) != replicas for c in clusters)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from tether.core.commands import (
     AddFinalizer,
+    AdmitRequest,
     CheckStatus,
     Command,
     CreateDataSource,
@@ -26,6 +27,7 @@ from tether.core.commands import (
     DeleteDataSource,
     EmitKubernetesEvent,
     EmitMemberEvent,
+    EvictBinding,
     LookupDataLocation,
     ReleasePod,
     RemoveFinalizer,
@@ -36,6 +38,7 @@ from tether.core.commands import (
     SetBindingTiers,
     SetMemberCondition,
     StartTimer,
+    SuspendDispatching,
     TierTerm,
     UpdateClaimStatus,
     UpdateDataSourceLocality,
@@ -163,6 +166,11 @@ COMMANDS: tuple[Command, ...] = (
         CheckStatus(name="data-bound", state="Ready", attempt=1, since_ms=AT, reason="1 claim Bound"),
         CheckStatus(name="data-loaded", state="Retry", attempt=1, since_ms=AT, until_ms=AT + 10_000,
                     reason="every DataLoad of Dataset team-a/orders failed: team-a/load in member1"))),
+    EvictBinding(binding=BINDING_REF, for_binding="team-a/urgent-train", queue="default", policy="preempt",
+                 reason="queue default: evicted for team-a/urgent-train (priority 100 > 0; withinQueue: "
+                        "LowerPriority); waiting until it is admitted"),
+    SuspendDispatching(binding=BINDING_REF, reason="queue default: cpu 6/4 after its request grew since admission"),
+    AdmitRequest(binding=BINDING_REF, admitted_request=(("cpu", "6"),), reason="queue default: its growth fits"),
 )
 
 
