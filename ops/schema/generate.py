@@ -8,6 +8,7 @@ are out of date (the test suite runs that check). Versioning policy: ``ops/schem
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -21,13 +22,24 @@ from tether.core.events import EVENT_SCHEMA_VERSION
 HERE = Path(__file__).resolve().parent
 
 
+def cleaned(node: Any) -> Any:
+    """``node`` with every ``description`` dedented as ``inspect.cleandoc`` does: msgspec 0.23 dedents docstrings
+    itself and earlier versions did not, so the committed files are the same whichever is installed."""
+    if isinstance(node, dict):
+        return {k: inspect.cleandoc(v) if k == "description" and isinstance(v, str) else cleaned(v)
+                for k, v in node.items()}
+    if isinstance(node, list):
+        return [cleaned(v) for v in node]
+    return node
+
+
 def schemas() -> dict[str, dict[str, Any]]:
     out = {}
     for name, cls, version in (
         ("events", EventRecord, EVENT_SCHEMA_VERSION),
         ("commands", CommandRecord, COMMAND_SCHEMA_VERSION),
     ):
-        schema = msgspec.json.schema(cls)
+        schema = cleaned(msgspec.json.schema(cls))
         out[f"{name}.schema.json"] = {
             "$schema": "https://json-schema.org/draft/2020-12/schema",
             "$id": f"https://tether.dev/schema/{name}.schema.json",
