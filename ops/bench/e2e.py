@@ -93,7 +93,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import aiohttp
 import structlog
-from kubernetes_asyncio import client
+from kubernetes_asyncio import client, config
 
 from tether.adapters.catalog.executor import CatalogExecutor
 from tether.adapters.catalog.registry import ResolverSet
@@ -174,6 +174,8 @@ async def environment(emulator: str, *, mode: str, kubeconfig: str | None = None
         assert kubeconfig is not None
         async with kube_environment(kubeconfig=kubeconfig, namespace_prefix="tether-bench") as env:
             yield env, kubeconfig
+            namespaces = [*env._created_namespaces, env.namespace]
+        await namespaces_gone(kubeconfig, namespaces)
     elif emulator == "in-process":
         options = {**EMULATOR_OPTIONS, **({"write_cost": CALIBRATED} if mode == "modelled" else {})}
         async with kube_environment(emulator_options=options, namespace_prefix="tether-bench") as env:
@@ -182,6 +184,22 @@ async def environment(emulator: str, *, mode: str, kubeconfig: str | None = None
         async with emulator_process(modelled=mode == "modelled") as path, kube_environment(
                 kubeconfig=path, namespace_prefix="tether-bench") as env:
             yield env, path
+
+
+async def namespaces_gone(kubeconfig: str, namespaces: list[str], *, within: float = 300.0) -> None:
+    """Wait until the namespace controller has deleted ``namespaces`` (a run's thousand bindings, claims and Events):
+    the next run starts on a server that is not busy deleting the previous one's objects (a burst measured while the
+    previous burst's namespace was being emptied placed its claims three times slower)."""
+    deadline = time.perf_counter() + within
+    cfg = client.Configuration()
+    await config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    async with client.ApiClient(cfg) as api:
+        core = client.CoreV1Api(api)
+        while time.perf_counter() < deadline:
+            if not {ns.metadata.name for ns in (await core.list_namespace()).items} & set(namespaces):
+                return
+            await asyncio.sleep(0.5)
+    print(f"namespaces {namespaces} still being deleted after {within:.0f} s", file=sys.stderr)
 
 
 async def _emulator_get(env: KubeEnv, path: str) -> dict[str, Any]:
@@ -288,7 +306,6 @@ async def relay(kube: KubeClient, namespace: str, rv: str, exclude: list[str]) -
 
 async def relay_child(kubeconfig: str, namespace: str, rv: str, exclude: str) -> None:
     """``e2e.py --relay KUBECONFIG NAMESPACE RV EXCLUDE``: :func:`relay` as its own process (as the daemon is)."""
-    from kubernetes_asyncio import config
     api = await config.new_client_from_config(config_file=kubeconfig)
     async with api:
         print("ready", flush=True)
@@ -497,8 +514,8 @@ async def end_to_end(rate: float, claims: int, *, emulator: str = "subprocess", 
             _, floor_binding_rv = await kube.list(BINDINGS, namespace=floor_ns)
             floor = Run()
             # the relay runs where the daemon runs: its own process (with the daemon's kubeconfig) or this loop
-            config = stack.cfg.kubeconfig if daemon == "subprocess" and stack.cfg is not None else None
-            async with relay_running(kube, floor_ns, floor_rv, await exclusions(kube, data), config):
+            relay_config = stack.cfg.kubeconfig if daemon == "subprocess" and stack.cfg is not None else None
+            async with relay_running(kube, floor_ns, floor_rv, await exclusions(kube, data), relay_config):
                 await drive(kube, floor_ns, floor_binding_rv, n, rate, lambda i: "t", floor, data)
             times = await commit_times(env) if emulated else {}
         latencies = run.latencies()
