@@ -171,7 +171,7 @@ def parse_members(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--bookkeeping-delay", "bookkeeping_delay", default="1s", show_default=True, metavar="DURATION",
               callback=lambda _ctx, _param, value: _duration(value, "--bookkeeping-delay"),
               help="How long a claim's status, an Event or a Queue's status waits for the next write of its object "
-                   "(a DataSource's claimRefs twice that), so that one write carries them all; placements never "
+                   "(a DataSource's claimRefs three times that), so that one write carries them all; placements never "
                    "wait ('0' writes each at once; docs/operations.md).")
 @click.option("--binding-webhook/--no-binding-webhook", default=False, show_default=True,
               help="Serve the ResourceBinding admission webhook at /mutate/resourcebindings on the webhook server.")

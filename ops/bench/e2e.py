@@ -80,6 +80,7 @@ import contextlib
 import gc
 import json
 import os
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -451,6 +452,19 @@ async def scheduled(kube: KubeClient, namespace: str, n: int, *, within: float =
         await asyncio.sleep(0.5)
 
 
+#: ``--keep-logs DIR``: where each run's tether log is copied (``tether replay``/``tether log tail`` them after).
+KEEP_LOGS: Path | None = None
+
+
+def keep_log(stack: Stack, part: str) -> None:
+    if KEEP_LOGS is not None:
+        KEEP_LOGS.mkdir(parents=True, exist_ok=True)
+        target = KEEP_LOGS / f"{part}-{time.strftime('%H%M%S')}.db"
+        with sqlite3.connect(Path(stack.tmp) / "tether.db") as source, sqlite3.connect(target) as copy:
+            source.backup(copy)
+        print(f"kept the log of run {part} in {target}", file=sys.stderr)
+
+
 def data_clusters(stack: Stack) -> frozenset[str]:
     """The clusters next to every bench table (all are in the east)."""
     return frozenset({stack.clusters["east1"], stack.clusters["east2"]})
@@ -501,6 +515,7 @@ async def end_to_end(rate: float, claims: int, *, emulator: str = "subprocess", 
             server = await count.stop(own={"datasourceclaims.datadependency.volcano.sh POST": n})
             by_api = (await api_writes(env)) - before if before is not None else None
             by_log = await log_writes(str(Path(stack.tmp) / "tether.db"))
+            keep_log(stack, f"a-{rate:g}")
             events, _ = await kube.list(EVENTS, namespace=ns)
             tether_events = [e for e in events if (e.get("source") or {}).get("component") == "tether"
                              or e.get("reportingComponent") == "tether"]
@@ -510,6 +525,7 @@ async def end_to_end(rate: float, claims: int, *, emulator: str = "subprocess", 
                 await kube.create(BINDINGS, manifests.resource_binding(f"w{i}", namespace=floor_ns),
                                   namespace=floor_ns)
             await scheduled(kube, floor_ns, n)
+            await ServerCount(api, others or []).start()  # as tether's series: once the other writers stand still
             _, floor_rv = await kube.list(CLAIMS, namespace=floor_ns)
             _, floor_binding_rv = await kube.list(BINDINGS, namespace=floor_ns)
             floor = Run()
@@ -696,6 +712,7 @@ async def burst(claims: int, *, emulator: str, daemon: str, mode: str, kubeconfi
             await asyncio.sleep(1.0)
             server = await count.stop(own={"datasourceclaims.datadependency.volcano.sh POST": n})
             by_log = await log_writes(str(Path(stack.tmp) / "tether.db"))
+            keep_log(stack, "e")
         latencies, placed = run.latencies(), run.latencies(placed=True)
         return {
             "claims": n, "concurrency": concurrency, "send_seconds": round(run.send_seconds, 2),
@@ -762,6 +779,7 @@ async def main() -> None:
                         help="serve the Kubernetes emulator from a child process (default) or on this event loop")
     parser.add_argument("--daemon", choices=("in-process", "subprocess"), default="subprocess",
                         help="run the tether daemon as its own process (default) or on this event loop")
+    parser.add_argument("--keep-logs", metavar="DIR", help="copy each run's tether log into DIR")
     parser.add_argument("--relay", nargs=4, metavar=("KUBECONFIG", "NAMESPACE", "RV", "EXCLUDE"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -771,6 +789,8 @@ async def main() -> None:
         await relay_child(*args.relay)
         return
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
+    global KEEP_LOGS
+    KEEP_LOGS = Path(args.keep_logs) if args.keep_logs else None
     mode = "kubeconfig" if args.kubeconfig else args.mode
     rates = [float(r) for r in args.rates.split(",") if r.strip()]
     runs = []
