@@ -10,9 +10,6 @@ and refuses a misspelt field; ``kubectl explain`` reads the schema, and ``kubect
 
 from __future__ import annotations
 
-import asyncio
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +19,7 @@ import pytest
 from tether.adapters.sandbox.kube_emulator import KubeEmulator
 from tether.adapters.sandbox.kube_emulator.crds import crd_dir
 from tether.adapters.sandbox.kube_emulator.openapi import V2_PROTOBUF, V2_PROTOBUF_TYPE
+from tether.adapters.testing.kubectl import KUBECTLS, kubectl, kubectl_binary
 
 TETHER_CRDS = sorted(crd_dir().glob("datadependency.*.yaml"))
 CLAIMS_GV = "apis/datadependency.volcano.sh/v1alpha1"
@@ -107,27 +105,6 @@ async def test_strict_field_validation_refuses_unknown_fields() -> None:
         async with http.post(claims, json={**misspelt, "metadata": {"name": "other"}}) as pruned:
             assert pruned.status == 201
             assert "tabel" not in (await pruned.json())["spec"]
-
-
-#: Every distinct kubectl here (on PATH, and /usr/bin's): their versions read the OpenAPI documents differently.
-KUBECTLS = sorted({os.path.realpath(found) for found in (shutil.which("kubectl"), "/usr/bin/kubectl")
-                   if found and Path(found).exists()})
-
-
-def kubectl_binary(binary: str | None = None) -> str:
-    found = binary or (KUBECTLS[0] if KUBECTLS else None)
-    if found is None:
-        pytest.skip("kubectl is not installed (looked on PATH and at /usr/bin/kubectl)")
-    return found
-
-
-async def kubectl(*args: str, kubeconfig: Path, cache: Path, binary: str | None = None) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(
-        kubectl_binary(binary), "--kubeconfig", str(kubeconfig), "--cache-dir", str(cache), *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-    out, _ = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode()
 
 
 @pytest.mark.parametrize("binary", KUBECTLS or [None])

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 from tether.adapters.kubernetes import manifests
 from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
+from tether.adapters.testing.kubectl import kubectl, kubectl_binary
 from tether.adapters.testing.tether_stack import Stack, tether_stack
 
 
@@ -49,3 +51,38 @@ async def test_claim_before_workload_binds_and_injects(stack: Stack) -> None:
     rb = await stack.eventually(injected, what="exclusions injected")
     assert rb["metadata"]["annotations"]["datadependency.volcano.sh/placement-injected"] == "true"
     assert stack.catalog.requests_for(table) == 1
+
+
+async def test_kubectl_get_and_describe_show_a_claim_bound_and_why(stack: Stack, tmp_path: Path) -> None:
+    """Volcano Global's users read their claims with kubectl: ``get dsc`` shows Bound with its DataSource, and
+    ``describe dsc`` why — the Bound condition's reason and message (being bound is status, not an Event), and a
+    Warning Event for a claim that needs attention. On the emulator and on a real API server alike."""
+    kubectl_binary()
+    table = stack.add_table("orders", "east")
+    await stack.apply(manifests.claim("orders", namespace=stack.namespace, table=table, workload="app"))
+    await stack.apply(manifests.claim("lost", namespace=stack.namespace, table="prod.nowhere.lost", workload="lost"))
+
+    async def bound() -> dict | None:
+        claim = await stack.get("DataSourceClaim", "orders")
+        return claim if (claim or {}).get("status", {}).get("phase") == "Bound" else None
+
+    source = (await stack.eventually(bound, what="claim Bound"))["status"]["boundDataSource"]
+
+    async def warned() -> list | None:
+        events = await stack.events_for("lost")
+        return events or None
+
+    await stack.eventually(warned, what="the lost claim's Warning Event")
+    kubeconfig = stack.cfg.kubeconfig if stack.cfg is not None and stack.cfg.kubeconfig else None
+    if kubeconfig is None:
+        assert stack.env.emulator is not None
+        kubeconfig = str(stack.env.emulator.kubeconfig_path(tmp_path / "kube"))
+    args = {"kubeconfig": Path(kubeconfig), "cache": tmp_path / "cache"}
+    code, out = await kubectl("get", "dsc", "orders", "-n", stack.namespace, **args)
+    header, row = out.splitlines()[:2]
+    assert code == 0 and header.split() == ["NAME", "PHASE", "DATASOURCE", "SYSTEM", "TABLE", "AGE"], out
+    assert row.split()[:5] == ["orders", "Bound", source, "amoro", table], out
+    code, out = await kubectl("describe", "dsc", "orders", "-n", stack.namespace, **args)
+    assert code == 0 and "DataSourceBound" in out and f"bound to DataSource {source}" in out, out
+    code, out = await kubectl("describe", "dsc", "lost", "-n", stack.namespace, **args)
+    assert code == 0 and "Warning" in out and "DataSourceNotFound" in out, out
