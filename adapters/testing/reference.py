@@ -70,7 +70,8 @@ def crd_under_group(source: Path, *, group: str, directory: Path) -> Path:
     A shared real cluster may already serve the original group with another schema (tether's minimal stand-in, or
     the project's own), and a test must never replace or delete a CRD it did not create. Serving the very same
     schema under a group of tether's own lets a test hold a real API server to that schema anyway; the CRD's name
-    is stable (``<plural>.<group>``), so it is registered once and kept, like every CRD the tests register."""
+    is stable (``<plural>.<group>``), so it is registered once and kept, like every CRD the tests register. The copy
+    answers to no short name or category: on a shared cluster, ``kubectl get dsc`` must still mean the original."""
     import yaml
 
     documents = [d for d in yaml.safe_load_all(source.read_text(encoding="utf-8")) if isinstance(d, dict)]
@@ -78,6 +79,8 @@ def crd_under_group(source: Path, *, group: str, directory: Path) -> Path:
     crd["spec"]["group"] = group
     crd["metadata"] = {"name": f"{crd['spec']['names']['plural']}.{group}"}
     crd.pop("status", None)
+    for borrowed in ("shortNames", "categories"):
+        crd["spec"]["names"].pop(borrowed, None)
     out = directory / f"{group}_{crd['spec']['names']['plural']}.yaml"
     out.write_text(yaml.safe_dump(crd, sort_keys=False), encoding="utf-8")
     return out

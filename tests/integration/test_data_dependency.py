@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from tether.adapters.kubernetes import manifests
-from tether.adapters.sandbox.kube_emulator.testing import KubeEnv
+from tether.adapters.sandbox.kube_emulator.testing import KUBECONFIG_ENV, KubeEnv
 from tether.adapters.testing.kubectl import kubectl, kubectl_binary
 from tether.adapters.testing.tether_stack import Stack, tether_stack
 
@@ -73,12 +74,12 @@ async def test_kubectl_get_and_describe_show_a_claim_bound_and_why(stack: Stack,
         return events or None
 
     await stack.eventually(warned, what="the lost claim's Warning Event")
-    kubeconfig = stack.cfg.kubeconfig if stack.cfg is not None and stack.cfg.kubeconfig else None
-    if kubeconfig is None:
-        assert stack.env.emulator is not None
-        kubeconfig = str(stack.env.emulator.kubeconfig_path(tmp_path / "kube"))
-    args = {"kubeconfig": Path(kubeconfig), "cache": tmp_path / "cache"}
+    emulator = stack.env.emulator
+    kubeconfig = (emulator.kubeconfig_path(tmp_path / "kube") if emulator is not None
+                  else Path(os.environ[KUBECONFIG_ENV]))
+    args = {"kubeconfig": kubeconfig, "cache": tmp_path / "cache"}
     code, out = await kubectl("get", "dsc", "orders", "-n", stack.namespace, **args)
+    assert code == 0 and len(out.splitlines()) >= 2, out
     header, row = out.splitlines()[:2]
     assert code == 0 and header.split() == ["NAME", "PHASE", "DATASOURCE", "SYSTEM", "TABLE", "AGE"], out
     assert row.split()[:5] == ["orders", "Bound", source, "amoro", table], out

@@ -72,6 +72,9 @@ from . import KubeEmulator
 from .crds import clean_for_create, load_crd_documents
 
 KUBECONFIG_ENV = "TETHER_TEST_KUBECONFIG"
+#: Groups of tether's own that the tests serve copies of other projects' kinds under (``reference.crd_under_group``).
+OWN_GROUP_SUFFIX = ".tether.dev"
+_SNAKE = {"shortNames": "short_names", "categories": "categories"}
 KARMADA_SCHEDULER_ENV = "TETHER_TEST_KARMADA_SCHEDULER"
 WEBHOOK_LOOPBACK_ENV = "TETHER_TEST_WEBHOOK_LOOPBACK"
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
@@ -267,6 +270,16 @@ class KubeEnv:
         self._created_namespaces.append(name)
         return name
 
+    async def _unborrow_names(self, ext: client.ApiextensionsV1Api, name: str, names: dict[str, Any]) -> None:
+        """A copy of another kind under a group of tether's own, registered by an earlier run with the original's
+        short names (``reference.crd_under_group`` now gives it none), loses them: on a shared cluster they shadowed
+        the original (``kubectl get dsc`` listed the copy)."""
+        stored = await ext.read_custom_resource_definition(name)
+        borrowed = {k: None for k in ("shortNames", "categories")
+                    if getattr(stored.spec.names, _SNAKE[k], None) and not names.get(k)}
+        if borrowed:
+            await ext.patch_custom_resource_definition(name, {"spec": {"names": borrowed}}, _content_type=MERGE)
+
     async def register_crds(self, *refs: str | Path, wait_seconds: float = 30.0) -> list[str]:
         """Register CRDs (files, directories or names under ``tether/crds``) via the API; wait for Established.
         On a real cluster each CRD is registered once per run and never deleted (module doc)."""
@@ -287,6 +300,8 @@ class KubeEnv:
             except ApiException as e:
                 if e.status != 409:
                     raise
+                if spec.get("group", "").endswith(OWN_GROUP_SUFFIX):
+                    await self._unborrow_names(ext, name, spec.get("names") or {})
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_seconds
         for name in names:
