@@ -144,8 +144,8 @@ class DaemonConfig:
     refresh_interval: float | None = None  # overrides every plugin's refreshInterval (seconds)
     snapshot_every: int = 50_000
     executor_concurrency: int = 32
-    # how long a bookkeeping write (a claim's status, an Event, a Queue's status; a DataSource's claimRefs three times that)
-    # waits for the next one of its object, so that one write carries them (adapters/daemon/loops.py)
+    # how long a bookkeeping write (a claim's status, an Event, a Queue's status; a DataSource's claimRefs three times
+    # that) waits for the next one of its object, so that one write carries them (adapters/daemon/loops.py)
     bookkeeping_delay: float = BOOKKEEPING_DELAY
     freeze_heap: bool = True  # gc.freeze() once recovered (module doc); off where the process is not the daemon's
     members: dict[str, str] = field(default_factory=dict)  # member cluster name → kubeconfig (pod placement)
