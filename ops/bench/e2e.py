@@ -483,6 +483,20 @@ def _event_writes(events: list[dict[str, Any]]) -> int:
     return sum(int(e.get("count") or 1) for e in events)
 
 
+@contextlib.asynccontextmanager
+async def bench_stack(emulator: str, *, mode: str, kubeconfig: str | None, daemon: str) -> AsyncIterator[
+        tuple[KubeEnv, Stack, client.ApiClient, KubeClient, str, frozenset[str], list[str]]]:
+    """A run's world: its API server (or fresh namespaces), a fresh tether, a client, the namespace, the data's
+    clusters and ``TABLES`` tables in the catalog."""
+    async with (
+        environment(emulator, mode=mode, kubeconfig=kubeconfig) as (env, config_path),
+        tether_stack(env, daemon_process=daemon == "subprocess", kubeconfig=config_path) as stack,
+        client.ApiClient(env.configuration) as api,
+    ):
+        tables = [stack.add_table(f"t{i}", "east") for i in range(TABLES)]
+        yield env, stack, api, KubeClient(api), stack.namespace, data_clusters(stack), tables
+
+
 async def end_to_end(rate: float, claims: int, *, emulator: str = "subprocess", daemon: str = "subprocess",
                      mode: str = "emulator", kubeconfig: str | None = None,
                      others: list[str] | None = None) -> dict[str, Any]:
@@ -490,51 +504,46 @@ async def end_to_end(rate: float, claims: int, *, emulator: str = "subprocess", 
     (d), on a fresh API server (an emulator) or in fresh namespaces (``--kubeconfig``)."""
     n = claims
     emulated = mode != "kubeconfig"
-    async with environment(emulator, mode=mode, kubeconfig=kubeconfig) as (env, config_path), tether_stack(
-            env, daemon_process=daemon == "subprocess", kubeconfig=config_path) as stack:
-        async with client.ApiClient(env.configuration) as api:
-            kube = KubeClient(api)
-            ns = stack.namespace
-            data = data_clusters(stack)
-            tables = [stack.add_table(f"t{i}", "east") for i in range(TABLES)]
-            for i in range(n):
-                await kube.create(BINDINGS, manifests.resource_binding(f"w{i}", namespace=ns), namespace=ns)
-            await kube.patch(BINDINGS, "w0-deployment", {"metadata": {"annotations": {"bench/i": "warm"}}},
-                             namespace=ns)
-            bare = await bare_patch(kube, ns, "w0-deployment", BARE_PATCHES)
-            await stack.wait_idle(within=30)
-            await scheduled(kube, ns, n)  # karmada-scheduler's first placements of the new bindings, before the count
-            _, rv = await kube.list(BINDINGS, namespace=ns)
-            before = await api_writes(env) if emulated else None
-            count = ServerCount(api, others or [])
-            await count.start()
-            run = Run()
-            await drive(kube, ns, rv, n, rate, lambda i: tables[i % TABLES], run, data)
-            lookups = sum(stack.catalog.requests_for(t) for t in tables)
-            await stack.wait_idle(within=60)  # tether's last writes of the run (Events, DataSource claimRefs)
-            await asyncio.sleep(1.0)  # and karmada-scheduler's last placements
-            server = await count.stop(own={"datasourceclaims.datadependency.volcano.sh POST": n})
-            by_api = (await api_writes(env)) - before if before is not None else None
-            by_log = await log_writes(str(Path(stack.tmp) / "tether.db"))
-            keep_log(stack, f"a-{rate:g}")
-            events, _ = await kube.list(EVENTS, namespace=ns)
-            tether_events = [e for e in events if (e.get("source") or {}).get("component") == "tether"
-                             or e.get("reportingComponent") == "tether"]
-            # (d) the floor: the relay, on the same API server, in a namespace tether does not watch, same rate
-            floor_ns = await env.create_namespace("tether-floor")
-            for i in range(n):
-                await kube.create(BINDINGS, manifests.resource_binding(f"w{i}", namespace=floor_ns),
-                                  namespace=floor_ns)
-            await scheduled(kube, floor_ns, n)
-            await ServerCount(api, others or []).start()  # as tether's series: once the other writers stand still
-            _, floor_rv = await kube.list(CLAIMS, namespace=floor_ns)
-            _, floor_binding_rv = await kube.list(BINDINGS, namespace=floor_ns)
-            floor = Run()
-            # the relay runs where the daemon runs: its own process (with the daemon's kubeconfig) or this loop
-            relay_config = stack.cfg.kubeconfig if daemon == "subprocess" and stack.cfg is not None else None
-            async with relay_running(kube, floor_ns, floor_rv, await exclusions(kube, data), relay_config):
-                await drive(kube, floor_ns, floor_binding_rv, n, rate, lambda i: "t", floor, data)
-            times = await commit_times(env) if emulated else {}
+    async with bench_stack(emulator, mode=mode, kubeconfig=kubeconfig, daemon=daemon) as (
+            env, stack, api, kube, ns, data, tables):
+        for i in range(n):
+            await kube.create(BINDINGS, manifests.resource_binding(f"w{i}", namespace=ns), namespace=ns)
+        await kube.patch(BINDINGS, "w0-deployment", {"metadata": {"annotations": {"bench/i": "warm"}}},
+                         namespace=ns)
+        bare = await bare_patch(kube, ns, "w0-deployment", BARE_PATCHES)
+        await stack.wait_idle(within=30)
+        await scheduled(kube, ns, n)  # karmada-scheduler's first placements of the new bindings, before the count
+        _, rv = await kube.list(BINDINGS, namespace=ns)
+        before = await api_writes(env) if emulated else None
+        count = ServerCount(api, others or [])
+        await count.start()
+        run = Run()
+        await drive(kube, ns, rv, n, rate, lambda i: tables[i % TABLES], run, data)
+        lookups = sum(stack.catalog.requests_for(t) for t in tables)
+        await stack.wait_idle(within=60)  # tether's last writes of the run (Events, DataSource claimRefs)
+        await asyncio.sleep(1.0)  # and karmada-scheduler's last placements
+        server = await count.stop(own={"datasourceclaims.datadependency.volcano.sh POST": n})
+        by_api = (await api_writes(env)) - before if before is not None else None
+        by_log = await log_writes(str(Path(stack.tmp) / "tether.db"))
+        keep_log(stack, f"a-{rate:g}")
+        events, _ = await kube.list(EVENTS, namespace=ns)
+        tether_events = [e for e in events if (e.get("source") or {}).get("component") == "tether"
+                         or e.get("reportingComponent") == "tether"]
+        # (d) the floor: the relay, on the same API server, in a namespace tether does not watch, same rate
+        floor_ns = await env.create_namespace("tether-floor")
+        for i in range(n):
+            await kube.create(BINDINGS, manifests.resource_binding(f"w{i}", namespace=floor_ns),
+                              namespace=floor_ns)
+        await scheduled(kube, floor_ns, n)
+        await ServerCount(api, others or []).start()  # as tether's series: once the other writers stand still
+        _, floor_rv = await kube.list(CLAIMS, namespace=floor_ns)
+        _, floor_binding_rv = await kube.list(BINDINGS, namespace=floor_ns)
+        floor = Run()
+        # the relay runs where the daemon runs: its own process (with the daemon's kubeconfig) or this loop
+        relay_config = stack.cfg.kubeconfig if daemon == "subprocess" and stack.cfg is not None else None
+        async with relay_running(kube, floor_ns, floor_rv, await exclusions(kube, data), relay_config):
+            await drive(kube, floor_ns, floor_binding_rv, n, rate, lambda i: "t", floor, data)
+        times = await commit_times(env) if emulated else {}
         latencies = run.latencies()
         placed = run.latencies(placed=True)
         hits = run.latencies(lambda i: i >= TABLES)  # the first claim of each table is a cache miss (lookup + creation)
@@ -678,42 +687,37 @@ async def burst(claims: int, *, emulator: str, daemon: str, mode: str, kubeconfi
     placements' latencies under a burst, and how long after the burst ends every claim is Bound and listed in its
     DataSource's ``claimRefs`` (the bookkeeping tether coalesced or deferred while placements went first)."""
     n = claims
-    async with environment(emulator, mode=mode, kubeconfig=kubeconfig) as (env, config_path), tether_stack(
-            env, daemon_process=daemon == "subprocess", kubeconfig=config_path) as stack:
-        async with client.ApiClient(env.configuration) as api:
-            kube = KubeClient(api)
-            ns = stack.namespace
-            data = data_clusters(stack)
-            tables = [stack.add_table(f"t{i}", "east") for i in range(TABLES)]
-            gate = asyncio.Semaphore(16)
+    async with bench_stack(emulator, mode=mode, kubeconfig=kubeconfig, daemon=daemon) as (
+            _env, stack, api, kube, ns, data, tables):
+        gate = asyncio.Semaphore(16)
 
-            async def binding(i: int) -> None:
-                async with gate:
-                    await kube.create(BINDINGS, manifests.resource_binding(f"w{i}", namespace=ns), namespace=ns)
+        async def binding(i: int) -> None:
+            async with gate:
+                await kube.create(BINDINGS, manifests.resource_binding(f"w{i}", namespace=ns), namespace=ns)
 
-            await asyncio.gather(*(binding(i) for i in range(n)))
-            await stack.wait_idle(within=120)
-            await scheduled(kube, ns, n, within=300)  # karmada-scheduler's first placements of the new bindings
-            _, rv = await kube.list(BINDINGS, namespace=ns)
-            _, claims_rv = await kube.list(CLAIMS, namespace=ns)
-            _, sources_rv = await kube.list(DATASOURCES)
-            count = ServerCount(api, others)
-            await count.start()
-            converged, at = asyncio.Event(), []
-            tracker = asyncio.create_task(watch_convergence(kube, ns, {f"c{i}" for i in range(n)}, claims_rv,
-                                                            sources_rv, converged, at))
-            run = Run()
-            await drive(kube, ns, rv, n, 0, lambda i: tables[i % TABLES], run, data, concurrency=concurrency)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(converged.wait(), 120)
-            tracker.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await tracker
-            await stack.wait_idle(within=120)
-            await asyncio.sleep(1.0)
-            server = await count.stop(own={"datasourceclaims.datadependency.volcano.sh POST": n})
-            by_log = await log_writes(str(Path(stack.tmp) / "tether.db"))
-            keep_log(stack, "e")
+        await asyncio.gather(*(binding(i) for i in range(n)))
+        await stack.wait_idle(within=120)
+        await scheduled(kube, ns, n, within=300)  # karmada-scheduler's first placements of the new bindings
+        _, rv = await kube.list(BINDINGS, namespace=ns)
+        _, claims_rv = await kube.list(CLAIMS, namespace=ns)
+        _, sources_rv = await kube.list(DATASOURCES)
+        count = ServerCount(api, others)
+        await count.start()
+        converged, at = asyncio.Event(), []
+        tracker = asyncio.create_task(watch_convergence(kube, ns, {f"c{i}" for i in range(n)}, claims_rv,
+                                                        sources_rv, converged, at))
+        run = Run()
+        await drive(kube, ns, rv, n, 0, lambda i: tables[i % TABLES], run, data, concurrency=concurrency)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(converged.wait(), 120)
+        tracker.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await tracker
+        await stack.wait_idle(within=120)
+        await asyncio.sleep(1.0)
+        server = await count.stop(own={"datasourceclaims.datadependency.volcano.sh POST": n})
+        by_log = await log_writes(str(Path(stack.tmp) / "tether.db"))
+        keep_log(stack, "e")
         latencies, placed = run.latencies(), run.latencies(placed=True)
         return {
             "claims": n, "concurrency": concurrency, "send_seconds": round(run.send_seconds, 2),
