@@ -253,7 +253,7 @@ async def test_the_binding_write_is_sent_before_the_claim_writes_decided_with_it
     assert rb is not None and rb["spec"]["placement"]["clusterAffinity"]["exclude"] == ["west1"]
 
 
-async def test_a_misss_placement_goes_before_the_datasource_created_with_it(bench: Bench) -> None:
+async def test_a_miss_places_its_binding_before_creating_its_datasource(bench: Bench) -> None:
     """A cache miss's decision creates the DataSource and places the binding from the lookup's answer: the
     placement is sent first and the creation waits until it is done (on the server at the same moment, a creation
     made a miss's placement two to three times slower than a hit's)."""

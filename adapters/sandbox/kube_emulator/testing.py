@@ -74,7 +74,6 @@ from .crds import clean_for_create, load_crd_documents
 KUBECONFIG_ENV = "TETHER_TEST_KUBECONFIG"
 #: Groups of tether's own that the tests serve copies of other projects' kinds under (``reference.crd_under_group``).
 OWN_GROUP_SUFFIX = ".tether.dev"
-_SNAKE = {"shortNames": "short_names", "categories": "categories"}
 KARMADA_SCHEDULER_ENV = "TETHER_TEST_KARMADA_SCHEDULER"
 WEBHOOK_LOOPBACK_ENV = "TETHER_TEST_WEBHOOK_LOOPBACK"
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
@@ -275,8 +274,8 @@ class KubeEnv:
         short names (``reference.crd_under_group`` now gives it none), loses them: on a shared cluster they shadowed
         the original (``kubectl get dsc`` listed the copy)."""
         stored = await ext.read_custom_resource_definition(name)
-        borrowed = {k: None for k in ("shortNames", "categories")
-                    if getattr(stored.spec.names, _SNAKE[k], None) and not names.get(k)}
+        borrowed = {k: None for k, attribute in (("shortNames", "short_names"), ("categories", "categories"))
+                    if getattr(stored.spec.names, attribute, None) and not names.get(k)}
         if borrowed:
             await ext.patch_custom_resource_definition(name, {"spec": {"names": borrowed}}, _content_type=MERGE)
 
@@ -372,10 +371,15 @@ class KubeEnv:
             with contextlib.suppress(ApiException):
                 await self.core.delete_namespaced_pod(pod.metadata.name, namespace, grace_period_seconds=0)
 
+    @property
+    def owned_namespaces(self) -> list[str]:
+        """The namespaces this environment created (and deletes when it closes)."""
+        return [*self._created_namespaces, self.namespace]
+
     async def _cleanup(self) -> None:
         """Force the test's pods out, run the deferred clean-ups (last first), release the suite's finalizers in
         the test's namespaces, then delete the namespaces. CRDs stay."""
-        namespaces = [*self._created_namespaces, self.namespace]
+        namespaces = self.owned_namespaces
         for ns in namespaces:
             with contextlib.suppress(ApiException):
                 await self.force_delete_pods(ns)
