@@ -66,7 +66,8 @@ from tether.adapters.catalog.executor import CatalogExecutor
 from tether.adapters.catalog.registry import ResolverSet
 from tether.adapters.daemon import preflight
 from tether.adapters.daemon.endpoints import Endpoints
-from tether.adapters.daemon.loops import BOOKKEEPING_DELAY, Loops, bookkeeping
+from tether.adapters.daemon.executor_loop import BOOKKEEPING_DELAY, bookkeeping
+from tether.adapters.daemon.loops import Loops
 from tether.adapters.daemon.metrics import Metrics
 from tether.adapters.daemon.reporting import StateReporter
 from tether.adapters.daemon.status import daemon_status
@@ -145,7 +146,7 @@ class DaemonConfig:
     snapshot_every: int = 50_000
     executor_concurrency: int = 32
     # how long a bookkeeping write (a claim's status, an Event, a Queue's status; a DataSource's claimRefs three times
-    # that) waits for the next one of its object, so that one write carries them (adapters/daemon/loops.py)
+    # that) waits for the next one of its object, so that one write carries them (adapters/daemon/executor_loop.py)
     bookkeeping_delay: float = BOOKKEEPING_DELAY
     freeze_heap: bool = True  # gc.freeze() once recovered (module doc); off where the process is not the daemon's
     members: dict[str, str] = field(default_factory=dict)  # member cluster name → kubeconfig (pod placement)

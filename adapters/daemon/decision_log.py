@@ -6,7 +6,7 @@ partitions), the **command id** and the **object key** (``key``), so one object'
 stream alone (``grep ResourceBinding/ml/clicks-train-deployment``), and each line leads to its records
 (``tether replay LOG --explain KEY``, ``tether log tail``).
 
-**When.** A decision is logged when its outcome is known, by the executor loop (``Loops._apply``): at the phrase's
+**When.** A decision is logged when its outcome is known, by the executor loop (``Loops.apply``): at the phrase's
 level (``info`` for what changes the world: a claim bound, a binding placed, data moved, a binding admitted …) when
 it changed something, at ``debug`` when the executor found it already so (a no-op) or it was superseded by a newer
 request before it ran, at ``warning`` when it failed. Logging the outcome rather than the decision is what keeps

@@ -1,4 +1,4 @@
-"""The pipelined executor loop (``adapters/daemon/loops.py``, "Executor loop") on the emulator and a real SQLite log.
+"""The pipelined executor loop (``adapters/daemon/executor_loop.py``) on the emulator and a real SQLite log.
 
 Commands are appended straight to the commands stream and applied by the real :class:`KubeExecutor`; a
 :class:`Gated` wrapper holds chosen commands until the test releases them, which is how a slow command (a catalog
